@@ -1,0 +1,375 @@
+#include "tenant_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace cuslice {
+namespace {
+
+// Durations as people write them: "20ms", "1s", "500us", "1.5s". Returns false on anything
+// else, including zero and negative values.
+bool parse_duration(std::string_view text, std::chrono::nanoseconds& out) {
+  size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  if (i == 0) return false;
+  double value = 0;
+  std::istringstream number{std::string(text.substr(0, i))};
+  number.imbue(std::locale::classic());
+  if (!(number >> value) || !number.eof()) return false;
+  const std::string_view unit = text.substr(i);
+  double scale = 0;
+  if (unit == "ns") scale = 1;
+  else if (unit == "us") scale = 1e3;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "s") scale = 1e9;
+  else return false;
+  const double ns = std::round(value * scale);
+  if (!(ns >= 1 && ns < 9e18)) return false;
+  out = std::chrono::nanoseconds(static_cast<int64_t>(ns));
+  return true;
+}
+
+ConfigError make_error(const std::string& file, const YAML::Mark& mark, std::string message) {
+  // yaml-cpp marks are 0-based, and a null mark (-1) means "no position".
+  const int line = mark.line >= 0 ? mark.line + 1 : 0;
+  const int column = line > 0 ? mark.column + 1 : 0;
+  return {file, line, column, std::move(message)};
+}
+
+// Walks the YAML tree once, filling a Config and collecting every error with its position.
+class Parser {
+ public:
+  explicit Parser(const std::string& file) : file_(file) {}
+
+  ConfigResult run(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull()) {
+      error(root, "the file is empty: expected `scheduler:` and `tenants:`");
+      return finish();
+    }
+    if (!expect_map(root, "the top level")) return finish();
+    check_keys(root, {"scheduler", "tenants"});
+    if (root["scheduler"]) parse_scheduler(root["scheduler"]);
+    if (root["tenants"]) {
+      parse_tenants(root["tenants"]);
+    } else {
+      error(root, "missing `tenants:` (a list of at least one tenant)");
+    }
+    check_cross_references();
+    return finish();
+  }
+
+ private:
+  void error(const YAML::Mark& mark, std::string message) {
+    result_.errors.push_back(make_error(file_, mark, std::move(message)));
+  }
+  void error(const YAML::Node& node, std::string message) { error(node.Mark(), std::move(message)); }
+
+  ConfigResult finish() {
+    std::stable_sort(result_.errors.begin(), result_.errors.end(),
+                     [](const ConfigError& a, const ConfigError& b) {
+                       return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+                     });
+    return std::move(result_);
+  }
+
+  bool expect_map(const YAML::Node& node, const std::string& what) {
+    if (node.IsMap()) return true;
+    error(node, what + " must be a mapping of `key: value`");
+    return false;
+  }
+
+  bool expect_scalar(const YAML::Node& node, const std::string& key) {
+    if (node.IsScalar()) return true;
+    error(node, "`" + key + "` must be a single value");
+    return false;
+  }
+
+  void check_keys(const YAML::Node& map, std::initializer_list<const char*> allowed) {
+    for (const auto& entry : map) {
+      const std::string key = entry.first.Scalar();
+      const bool known = std::any_of(allowed.begin(), allowed.end(),
+                                     [&](const char* a) { return key == a; });
+      if (known) continue;
+      std::string list;
+      for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+      error(entry.first, "unknown key `" + key + "` (expected one of: " + list + ")");
+    }
+  }
+
+  std::optional<std::chrono::nanoseconds> duration(const YAML::Node& node, const std::string& key) {
+    if (!expect_scalar(node, key)) return std::nullopt;
+    std::chrono::nanoseconds value{};
+    if (!parse_duration(node.Scalar(), value)) {
+      error(node, "bad duration `" + node.Scalar() + "` for `" + key +
+                      "`: use a positive number with ns, us, ms or s, e.g. 20ms");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<SizeSpec> size(const YAML::Node& node, const std::string& key) {
+    if (!expect_scalar(node, key)) return std::nullopt;
+    SizeSpec spec;
+    const char* why = nullptr;
+    if (!parse_size(node.Scalar(), spec, &why)) {
+      error(node, "bad size `" + node.Scalar() + "` for `" + key + "`: " + why);
+      return std::nullopt;
+    }
+    if (spec.kind == SizeSpec::Kind::kBytes && spec.bytes == 0) {
+      error(node, "`" + key + "` must be above zero");
+      return std::nullopt;
+    }
+    return spec;
+  }
+
+  // A percentage in (0, 100], written with its '%'.
+  std::optional<double> percent(const YAML::Node& node, const std::string& key) {
+    if (!expect_scalar(node, key)) return std::nullopt;
+    SizeSpec spec;
+    const char* why = nullptr;
+    if (!parse_size(node.Scalar(), spec, &why) || spec.kind != SizeSpec::Kind::kPercent) {
+      error(node, "bad percentage `" + node.Scalar() + "` for `" + key +
+                      "`: write a number above 0 and at most 100 followed by %, e.g. 40%");
+      return std::nullopt;
+    }
+    return spec.percent;
+  }
+
+  std::optional<uint32_t> id(const YAML::Node& node, const std::string& key) {
+    if (!expect_scalar(node, key)) return std::nullopt;
+    const std::string& text = node.Scalar();
+    const bool digits = !text.empty() && text.size() <= 10 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoull(text) > UINT32_MAX) {
+      error(node, "bad `" + key + "` `" + text + "`: expected a numeric id");
+      return std::nullopt;
+    }
+    return static_cast<uint32_t>(std::stoull(text));
+  }
+
+  std::optional<bool> boolean(const YAML::Node& node, const std::string& key) {
+    if (!expect_scalar(node, key)) return std::nullopt;
+    bool value = false;
+    if (!YAML::convert<bool>::decode(node, value)) {
+      error(node, "bad `" + key + "` `" + node.Scalar() + "`: expected true or false");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  void parse_scheduler(const YAML::Node& node) {
+    if (!expect_map(node, "`scheduler`")) return;
+    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant"});
+    SchedulerSettings& s = result_.config.scheduler;
+    if (node["quantum"]) {
+      if (auto q = duration(node["quantum"], "quantum")) s.quantum = *q;
+    }
+    if (node["limit_window"]) {
+      if (auto w = duration(node["limit_window"], "limit_window")) s.limit_window = *w;
+    }
+    if (const YAML::Node m = node["gpu_memory"]) {
+      if (auto spec = size(m, "gpu_memory")) {
+        if (spec->kind == SizeSpec::Kind::kPercent) {
+          error(m, "`gpu_memory` is the size of the card: write bytes, e.g. 80GiB, not a percentage");
+        } else {
+          s.gpu_memory = spec->bytes;
+        }
+      }
+    }
+    if (const YAML::Node d = node["default_tenant"]) {
+      if (expect_scalar(d, "default_tenant")) {
+        s.default_tenant = d.Scalar();
+        default_tenant_mark_ = d.Mark();
+      }
+    }
+  }
+
+  void parse_tenants(const YAML::Node& node) {
+    if (!node.IsSequence() || node.size() == 0) {
+      error(node, "`tenants` must be a list of at least one tenant (`- name: ...`)");
+      return;
+    }
+    if (node.size() > kMaxConfigTenants) {
+      error(node, "too many tenants: " + std::to_string(node.size()) + " (at most " +
+                      std::to_string(kMaxConfigTenants) + ")");
+    }
+    std::set<std::string> names;
+    for (const YAML::Node& item : node) {
+      TenantConfig tenant;
+      if (!parse_tenant(item, tenant)) continue;
+      if (!names.insert(tenant.name).second) {
+        error(item["name"], "duplicate tenant name `" + tenant.name + "`");
+        continue;
+      }
+      result_.config.tenants.push_back(std::move(tenant));
+    }
+  }
+
+  // Returns false when the tenant has no usable name (it is then left out entirely; its
+  // other errors are still reported).
+  bool parse_tenant(const YAML::Node& item, TenantConfig& t) {
+    if (!expect_map(item, "a tenant")) return false;
+    check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env"});
+    bool named = false;
+    if (const YAML::Node n = item["name"]) {
+      if (expect_scalar(n, "name")) {
+        t.name = n.Scalar();
+        const bool charset = std::all_of(t.name.begin(), t.name.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '_' || c == '.';
+        });
+        if (t.name.empty() || t.name.size() > kMaxTenantNameLength || !charset) {
+          error(n, "bad tenant name `" + t.name + "`: 1 to " + std::to_string(kMaxTenantNameLength) +
+                       " characters of letters, digits, '-', '_' or '.'");
+        } else {
+          named = true;
+        }
+      }
+    } else {
+      error(item, "a tenant needs a `name`");
+    }
+    if (const YAML::Node p = item["priority"]) {
+      if (expect_scalar(p, "priority")) {
+        const std::string& v = p.Scalar();
+        if (v == "high") t.priority = Priority::kHigh;
+        else if (v == "normal") t.priority = Priority::kNormal;
+        else if (v == "low") t.priority = Priority::kLow;
+        else error(p, "bad priority `" + v + "`: expected high, normal or low");
+      }
+    }
+    if (const YAML::Node m = item["memory"]) {
+      if (auto spec = size(m, "memory")) {
+        t.memory = spec;
+        const uint64_t* card = result_.config.scheduler.gpu_memory ? &*result_.config.scheduler.gpu_memory : nullptr;
+        if (card && spec->kind == SizeSpec::Kind::kBytes && spec->bytes > *card) {
+          error(m, "memory `" + m.Scalar() + "` is more than the card (`gpu_memory` is " +
+                       std::to_string(*card) + " bytes)");
+        }
+      }
+    }
+    if (const YAML::Node c = item["compute"]) {
+      if (expect_map(c, "`compute`")) {
+        check_keys(c, {"share", "limit"});
+        if (c["share"]) {
+          t.share_percent = percent(c["share"], "share");
+          share_marks_.push_back(c["share"]);
+        }
+        if (c["limit"]) {
+          if (auto l = percent(c["limit"], "limit")) {
+            t.limit_percent = *l;
+            if (t.share_percent && *l < *t.share_percent) {
+              error(c["limit"], "`limit` is below `share`: the tenant could never get its share");
+            }
+          }
+        }
+      }
+    }
+    if (const YAML::Node m = item["match"]) {
+      if (expect_map(m, "`match`")) {
+        check_keys(m, {"uid", "gid", "cgroup"});
+        if (m["uid"]) t.match.uid = id(m["uid"], "uid");
+        if (m["gid"]) t.match.gid = id(m["gid"], "gid");
+        if (const YAML::Node cg = m["cgroup"]) {
+          if (expect_scalar(cg, "cgroup")) {
+            if (cg.Scalar().empty() || cg.Scalar()[0] != '/') {
+              error(cg, "`cgroup` must be an absolute cgroup path prefix, e.g. /kubepods");
+            } else {
+              t.match.cgroup_prefix = cg.Scalar();
+            }
+          }
+        }
+      }
+    }
+    if (item["allow_env"]) {
+      if (auto b = boolean(item["allow_env"], "allow_env")) t.allow_env = *b;
+    }
+    return named;
+  }
+
+  void check_cross_references() {
+    const Config& c = result_.config;
+    double total = 0;
+    for (const TenantConfig& t : c.tenants) total += t.share_percent.value_or(0);
+    if (total > 100.0 + 1e-9) {
+      std::ostringstream msg;
+      msg << "the tenants' shares add up to " << total << "%, more than 100%";
+      // Point at the share that first goes over.
+      double running = 0;
+      for (const YAML::Node& s : share_marks_) {
+        SizeSpec spec;
+        if (!parse_size(s.Scalar(), spec, nullptr)) continue;
+        running += spec.percent;
+        if (running > 100.0 + 1e-9) {
+          error(s, msg.str());
+          break;
+        }
+      }
+    }
+    if (c.scheduler.default_tenant && c.find_tenant(*c.scheduler.default_tenant) < 0) {
+      error(default_tenant_mark_, "`default_tenant` names `" + *c.scheduler.default_tenant +
+                                      "`, which is not a tenant in this file");
+    }
+  }
+
+  std::string file_;
+  ConfigResult result_;
+  YAML::Mark default_tenant_mark_;
+  std::vector<YAML::Node> share_marks_;
+};
+
+}  // namespace
+
+int Config::find_tenant(std::string_view name) const {
+  for (size_t i = 0; i < tenants.size(); ++i)
+    if (tenants[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<double> Config::effective_shares() const {
+  double explicit_total = 0;
+  size_t implicit = 0;
+  for (const TenantConfig& t : tenants) {
+    if (t.share_percent) explicit_total += *t.share_percent;
+    else ++implicit;
+  }
+  const double each = implicit ? std::max(1.0, (100.0 - explicit_total) / implicit) : 0.0;
+  std::vector<double> shares;
+  for (const TenantConfig& t : tenants) shares.push_back(t.share_percent.value_or(each));
+  return shares;
+}
+
+std::string ConfigError::to_string() const {
+  if (line <= 0) return file + ": " + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+ConfigResult parse_config(std::string_view yaml_text, const std::string& file_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    ConfigResult result;
+    result.errors.push_back(make_error(file_name, e.mark, "YAML syntax error: " + e.msg));
+    return result;
+  }
+  return Parser(file_name).run(root);
+}
+
+ConfigResult load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    ConfigResult result;
+    result.errors.push_back({path, 0, 0, "cannot read the file"});
+    return result;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+}  // namespace cuslice

@@ -1,0 +1,100 @@
+// The scheduler's configuration: tenants, their priority, memory quota and GPU-time share.
+//
+// Parsed from YAML by the daemon (and the CLI's `check`); never by the hook, which learns
+// everything it needs from the shared segment. Parsing never throws: every problem found is
+// returned as a ConfigError naming file, line and column (1-based), so one run reports all
+// mistakes in a file, not only the first.
+//
+//   scheduler:
+//     quantum: 20ms            # slice length; default 20ms
+//     limit_window: 1s         # window over which `compute.limit` is enforced; default 1s
+//     gpu_memory: 80GiB        # memory of each card; optional, enables the "over the card"
+//                              # check and lets the daemon resolve "25%" into bytes
+//     default_tenant: batch    # where processes of no tenant go; absent: they are refused
+//   tenants:
+//     - name: inference
+//       priority: high         # high | normal | low; default normal
+//       memory: 20GiB          # per GPU, bytes or % of the card; absent: no tenant quota
+//       compute: {share: 60%, limit: 80%}   # share absent: an equal part of what is left
+//       match: {uid: 1001, gid: 100, cgroup: /kubepods/burstable}  # all given must hold
+//       allow_env: false       # refuse CUSLICE_TENANT=inference unless `match` holds too
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "size.h"
+
+namespace cuslice {
+
+enum class Priority : uint8_t { kLow = 0, kNormal = 1, kHigh = 2 };
+
+// Rules that put a process into a tenant without CUSLICE_TENANT. Every rule given must hold;
+// a tenant with no rule is joined only by name (or as the default tenant).
+struct TenantMatch {
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<std::string> cgroup_prefix;  // compared with the cgroup v2 path, e.g. /a/b
+
+  bool empty() const { return !uid && !gid && !cgroup_prefix; }
+};
+
+struct TenantConfig {
+  std::string name;
+  Priority priority = Priority::kNormal;
+  std::optional<SizeSpec> memory;       // per GPU; absent: no tenant-wide quota
+  std::optional<double> share_percent;  // (0, 100]; absent: see effective_shares()
+  double limit_percent = 100.0;         // (0, 100]; 100 means uncapped
+  bool allow_env = true;
+  TenantMatch match;
+};
+
+struct SchedulerSettings {
+  std::chrono::nanoseconds quantum = std::chrono::milliseconds(20);
+  std::chrono::nanoseconds limit_window = std::chrono::seconds(1);
+  std::optional<uint64_t> gpu_memory;         // bytes of each card
+  std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused
+};
+
+struct Config {
+  SchedulerSettings scheduler;
+  std::vector<TenantConfig> tenants;
+
+  // Index into `tenants`, or -1.
+  int find_tenant(std::string_view name) const;
+  // Every tenant's share in percent: explicit shares as written; tenants without one split
+  // what the explicit shares leave equally (at least 1% each, so they are never starved).
+  std::vector<double> effective_shares() const;
+};
+
+// The limits the shared segment can hold; checked here so that a valid file always fits.
+inline constexpr size_t kMaxConfigTenants = 64;
+inline constexpr size_t kMaxTenantNameLength = 63;
+
+struct ConfigError {
+  std::string file;
+  int line = 0;    // 1-based; 0 when the error concerns the whole file (e.g. unreadable)
+  int column = 0;  // 1-based; 0 with line 0
+  std::string message;
+
+  // "file:line:column: message", or "file: message" for whole-file errors.
+  std::string to_string() const;
+};
+
+struct ConfigResult {
+  Config config;                   // meaningful only when ok()
+  std::vector<ConfigError> errors;  // in file order
+
+  bool ok() const { return errors.empty(); }
+};
+
+// Reads and validates `path`.
+ConfigResult load_config_file(const std::string& path);
+// Validates YAML text; `file_name` is only used in the errors.
+ConfigResult parse_config(std::string_view yaml_text, const std::string& file_name);
+
+}  // namespace cuslice
