@@ -1,0 +1,92 @@
+// The hook's side of the scheduler protocol: register, then reserve memory and hold GPU
+// tokens through the shared segment.
+//
+// For libcuslice.so (and for tests that play a hooked process). One process-wide client;
+// every function is noexcept, thread-safe, allocation-free and exception-free, so it can be
+// called from the hook's extern "C" entry points. Only attach() and maintain() may block
+// (briefly, bounded by a timeout); the launch and allocation functions make no system call
+// on their fast paths.
+//
+// What the hook calls where
+//   - First CUDA call (lazily, from the pthread_once that initialises the hook): attach().
+//     kNoDaemon / kFailed: keep going on local limits (CUSLICE_MEMORY_LIMIT), compute
+//     ungated, warn once. kRefused: fail the CUDA call with an error and log last_error().
+//   - After learning a device's total memory (cuDeviceTotalMem): set_device_memory().
+//   - Allocation: memory_try_reserve() before the driver allocates, memory_release() after a
+//     free or when the driver's allocation failed. kUngated means "no tenant quota now":
+//     apply the local limit instead.
+//   - Launch on a stream that is not capturing: token_acquire() before forwarding the
+//     launch. Never on a capturing stream (capture runs nothing).
+//   - When the process's queued work on a GPU has drained (an event query or sync shows
+//     it): token_release(); and report_gpu_time() with the event-measured GPU time.
+//   - Any non-hot path that runs now and then (allocation slow path, context creation,
+//     synchronize): maintain(), which notices a lost daemon and re-attaches at most every
+//     kReattachIntervalSeconds.
+//   - pthread_atfork child handler: after_fork_child(). At exit: detach() (optional).
+//
+// Fallback: whenever the client is detached (daemon absent, stopped or restarting) token
+// calls return at once, reserve returns kUngated, and the process runs as if cuslice had no
+// scheduler. The client keeps counting the process's reserved bytes regardless, so that
+// after re-attaching the new daemon charges them to the tenant.
+#pragma once
+
+#include <cstdint>
+
+namespace cuslice::client {
+
+enum class AttachStatus {
+  kAttached,  // the scheduler gates this process
+  kNoDaemon,  // nobody listens on the socket: run on local limits, try again later
+  kRefused,   // the daemon has no tenant for this process; last_error() says why. Final.
+  kFailed,    // protocol or mapping failure; last_error() says why. Tried again later.
+};
+
+enum class Reserve {
+  kOk,         // charged to the tenant; release it with memory_release()
+  kOverQuota,  // the tenant's quota on this GPU would be exceeded: fail the allocation
+  kUngated,    // no tenant quota applies now: enforce the local limit
+};
+
+enum class Event { kLost, kReattached };
+// Called (from whichever thread noticed) when the daemon goes away or the client attaches
+// again; lets the hook log its one warning. Must not call back into the client.
+using EventCallback = void (*)(Event event, const char* detail);
+
+inline constexpr int kReattachIntervalSeconds = 2;
+
+// Registers with the daemon at $CUSLICE_SOCKET (default /run/cuslice/cuslice.sock) as tenant
+// $CUSLICE_TENANT (or by the daemon's match rules) and maps the segment. Bounded: gives up
+// after about 500 ms. Calling it while attached returns kAttached.
+AttachStatus attach() noexcept;
+bool attached() noexcept;
+// The reason of the last failed attach, or "" (static storage; valid until the next attach).
+const char* last_error() noexcept;
+void set_event_callback(EventCallback callback) noexcept;
+
+// Re-checks the connection and re-attaches when due. Cheap (one clock read) when there is
+// nothing to do.
+void maintain() noexcept;
+// Leaves the scheduler: gives back this process's memory and tokens now instead of when
+// the process exits.
+void detach() noexcept;
+// In the child of fork(): forgets the parent's registration and reserved bytes (the child
+// owns no device memory) without touching the parent's connection. The child attaches
+// again, under its own pid, at its first CUDA call.
+void after_fork_child() noexcept;
+
+// The card's memory, needed for tenant quotas written as a percentage.
+void set_device_memory(int gpu, uint64_t total_bytes) noexcept;
+
+Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept;
+void memory_release(int gpu, uint64_t bytes) noexcept;
+
+// Returns when this process's tenant holds the GPU's token, or when gating is off. Fast
+// path (the tenant holds it): atomic loads and, when the process was idle, one atomic store.
+void token_acquire(int gpu) noexcept;
+// This process has no more queued work on the GPU. If its tenant holds the token and others
+// wait, the daemon is told at once so it can hand the token on early.
+void token_release(int gpu) noexcept;
+// Adds GPU time (nanoseconds, as measured by CUDA events) to the tenant's account.
+void report_gpu_time(int gpu, uint64_t ns) noexcept;
+
+}  // namespace cuslice::client

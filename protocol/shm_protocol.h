@@ -1,0 +1,191 @@
+// THE shared-memory segment between cuslice-scheduler and every hooked process on a node.
+//
+// This header is the only definition of the layout: the daemon, the client library linked
+// into the hook and the CLI all include it. Change it only together with kAbiMajor (any
+// incompatible change: a field moved, resized or re-purposed) or kAbiMinor (a field added in
+// space that was reserved and zero before, so older readers stay correct).
+//
+// Who does what
+//   - The daemon creates the segment (shm_open, default name "/cuslice", mode 0666), fills
+//     it, then publishes it by storing DaemonState::kRunning. It is the only writer of the
+//     token holder, of tenant definitions and of process-slot identity.
+//   - A hook maps it read-write after registering over the Unix socket (socket_protocol.h);
+//     the reply names the segment and the process slot. A hook writes only: its tenant's
+//     memory counter (CAS), its tenant's GPU-time counter (add), its own slot's charged bytes
+//     and per-GPU flags, and the per-GPU waiting bits.
+//   - Nothing in here is a lock. A process killed at any instruction leaves every word
+//     meaningful; the daemon, which learns of the death from the socket, repairs what the
+//     dead process owned (its slot, its charged memory, the token of its tenant).
+//
+// The segment is a cooperation protocol between processes that run the hook, not a security
+// boundary: any process that can map it can lie about its usage. Confine it with the
+// segment's file mode if tenants do not trust each other.
+//
+// All atomics are lock-free and address-free (static_asserts below), which is what makes
+// them valid across processes. Futex waits on 32-bit words use the shared (not
+// FUTEX_PRIVATE_FLAG) operations; see futex.h.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cuslice::shm {
+
+inline constexpr uint64_t kMagic = 0x315345'43494C53ull;  // "SLICES1" read as a number
+inline constexpr uint16_t kAbiMajor = 1;
+inline constexpr uint16_t kAbiMinor = 0;
+
+inline constexpr uint32_t kMaxTenants = 64;
+inline constexpr uint32_t kMaxProcesses = 1024;
+inline constexpr uint32_t kMaxGpus = 16;
+inline constexpr uint32_t kNameSize = 64;  // NUL-terminated
+
+inline constexpr uint32_t kNoTenant = UINT32_MAX;
+inline constexpr uint64_t kUnlimited = UINT64_MAX;
+inline constexpr const char* kDefaultName = "/cuslice";
+
+enum class DaemonState : uint32_t {
+  kStarting = 0,  // being filled; hooks must not use it
+  kRunning = 1,   // published
+  kStopped = 2,   // the daemon exited cleanly; hooks detach and run ungated
+};
+
+// One GPU's token. Sits alone in a cache line: every launch of every process reads it.
+struct alignas(64) GpuState {
+  // Tenant index allowed to launch on this GPU, or kNoTenant (nobody: the previous holder's
+  // queued work is draining, or nobody wants the GPU).
+  // Written by: the daemon only, store(release), always followed by a grant_seq increment.
+  // Read by: hooks on every launch, load(acquire). A holder whose tenant is no longer stored
+  // here waits before its next launch; work it queued before stays queued (the daemon drains
+  // it before granting the next tenant).
+  std::atomic<uint32_t> holder;
+
+  // Futex word: incremented (fetch_add, release) by the daemon after every store to
+  // `holder`, then FUTEX_WAKE for all. A hook that waits loads grant_seq (acquire) BEFORE it
+  // loads `holder`, and sleeps with FUTEX_WAIT(grant_seq, the value it loaded): if the daemon
+  // changed the holder after the hook's check, the increment makes the kernel refuse the
+  // sleep (EAGAIN), so no wake-up is ever lost. Wraps around freely.
+  std::atomic<uint32_t> grant_seq;
+
+  // Bit t: some process of tenant t is (or recently was) blocked waiting for this GPU.
+  // Set by: hooks, fetch_or, before they sleep. Cleared by: the daemon, which recomputes it
+  // from the process slots at every scheduling step. Read by: the holder's hooks when they
+  // go idle, to decide whether the daemon must be told now (a "kick") or can learn it later.
+  std::atomic<uint64_t> waiting_tenants;
+
+  // Number of times the token changed hands; statistics for the CLI, written by the daemon.
+  std::atomic<uint64_t> handoffs;
+};
+
+// A tenant's use of one GPU.
+struct alignas(64) TenantGpu {
+  // Bytes reserved on this GPU by all processes of the tenant: the tenant-wide quota counter.
+  // Hooks reserve with one compare-exchange loop (fails rather than exceeding the quota) and
+  // release with a subtraction that never goes below zero. The daemon subtracts a dead
+  // process's charged bytes, adds the bytes a re-registering process declares, and resets
+  // it to 0 when the tenant has no process left (which also reclaims bytes leaked by a
+  // process killed between its two bookkeeping steps).
+  std::atomic<uint64_t> memory_used;
+
+  // Nanoseconds of GPU time reported by the tenant's hooks (fetch_add, relaxed), measured
+  // with CUDA events. Monotonic; the daemon reads differences. Accounting only, no ordering.
+  std::atomic<uint64_t> gpu_time_ns;
+};
+
+struct alignas(64) Tenant {
+  enum State : uint32_t {
+    kFree = 0,     // no tenant here
+    kActive = 1,   // defined by the current configuration
+    kRetired = 2,  // removed by a reload; kept until its last process exits
+  };
+  // Written by the daemon (release) after name and quotas; read by hooks and the CLI.
+  std::atomic<uint32_t> state;
+  // 0 low, 1 normal, 2 high: information for the CLI, the daemon keeps its own copy.
+  std::atomic<uint32_t> priority;
+  // Per-GPU quota, as bytes (kUnlimited: none) ...
+  std::atomic<uint64_t> memory_quota;
+  // ... or, when non-zero, as millionths of the card's memory: used when the configuration
+  // says "25%" and the daemon does not know the card's size; each hook resolves it against
+  // the device total it queried from the driver.
+  std::atomic<uint32_t> memory_quota_ppm;
+  uint32_t reserved0;
+  char name[kNameSize];  // written by the daemon while state is kFree
+  TenantGpu gpu[kMaxGpus];
+};
+
+// One registered process. Identity is written by the daemon before it replies to the
+// registration; from then on the process writes only `charged` and `gpu_flags`.
+struct alignas(64) ProcessSlot {
+  enum State : uint32_t { kFree = 0, kActive = 1 };
+  std::atomic<uint32_t> state;   // daemon: kActive before the reply, kFree after cleanup
+  std::atomic<uint32_t> tenant;  // daemon, at registration
+  std::atomic<int32_t> pid;      // daemon, from SO_PEERCRED
+  uint32_t reserved0;
+  // Process start time in clock ticks after boot (/proc/pid/stat, field 22): pid plus start
+  // time names a process uniquely even after the pid is reused.
+  std::atomic<uint64_t> start_time;
+  // Incremented by the daemon each time the slot is handed out; the registration reply
+  // carries the value, so a process can tell its slot apart from a later reuse.
+  std::atomic<uint64_t> generation;
+
+  // Bytes this process has reserved per GPU (its share of TenantGpu::memory_used).
+  // Written by the process: after a successful reserve it adds, before a release it
+  // subtracts, so a kill between the two steps leaks into the tenant counter (safe: the
+  // quota errs on the strict side) and never gives back bytes that were not charged.
+  // Read by the daemon when the process is gone, to give them back.
+  std::atomic<uint64_t> charged[kMaxGpus];
+
+  // Per GPU: bits 0-15 count the process's threads blocked waiting for the token (add/sub
+  // by the waiting thread); bit kBusy says the process has work queued or running on the
+  // GPU (set when it acquires, cleared when it reports idle). Read by the daemon at every
+  // step: a tenant has demand for a GPU when one of its processes waits or is busy; a
+  // revoked holder has drained when none of its processes is busy without also waiting.
+  std::atomic<uint32_t> gpu_flags[kMaxGpus];
+  static constexpr uint32_t kWaitersMask = 0xFFFF;
+  static constexpr uint32_t kBusy = 1u << 16;
+};
+
+struct Segment {
+  // Header: written once by the daemon before `state` becomes kRunning.
+  uint64_t magic;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  uint32_t total_size;  // sizeof(Segment) of the writer; readers require >= their own
+  std::atomic<uint32_t> state;  // DaemonState; store(release) by the daemon
+  uint32_t reserved0;
+  // Unique per daemon start; the registration reply carries it and a hook checks it after
+  // mapping, so it never uses a segment left behind by an earlier daemon.
+  uint64_t generation;
+  uint64_t quantum_ns;  // information for the CLI
+  uint8_t reserved1[24];
+
+  GpuState gpus[kMaxGpus];
+  Tenant tenants[kMaxTenants];
+  ProcessSlot processes[kMaxProcesses];
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && sizeof(std::atomic<uint64_t>) == 8);
+static_assert(std::is_standard_layout_v<Segment>);
+static_assert(kMaxTenants <= 64, "waiting_tenants is a 64-bit mask");
+static_assert(sizeof(GpuState) == 64);
+static_assert(sizeof(TenantGpu) == 64);
+static_assert(sizeof(Tenant) == 64 + 64 + kMaxGpus * 64);
+static_assert(sizeof(ProcessSlot) == 256);
+static_assert(offsetof(Segment, gpus) == 64);
+static_assert(sizeof(Segment) ==
+              64 + kMaxGpus * sizeof(GpuState) + kMaxTenants * sizeof(Tenant) +
+                  kMaxProcesses * sizeof(ProcessSlot));
+
+// True when `s` (mapped with `mapped_size` bytes) is a published segment this code can use.
+inline bool compatible(const Segment& s, size_t mapped_size) {
+  return mapped_size >= sizeof(Segment) && s.magic == kMagic && s.abi_major == kAbiMajor &&
+         s.total_size >= sizeof(Segment) &&
+         s.state.load(std::memory_order_acquire) == static_cast<uint32_t>(DaemonState::kRunning);
+}
+
+}  // namespace cuslice::shm
