@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what cuslice needs on a fresh Debian 12 machine (CUDA toolkit expected in
+# /usr/local/cuda) and builds everything into ./build. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
+  libsystemd-dev
+  python3 python3-pytest python3-yaml python3-jsonschema python3-kubernetes
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+cmake --build build -j "$(nproc)"
