@@ -1,0 +1,101 @@
+// NVML, as nvidia-smi and pynvml read it inside a process under a quota: the quota is the
+// card's memory.
+#include <cstring>
+
+#include "driver.h"
+#include "quota.h"
+#include "settings.h"
+
+using namespace cuslice;
+
+namespace {
+
+using GetUuidNvml = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+using GetUuidCuda = CUresult (*)(CUuuid*, CUdevice);
+using GetCount = CUresult (*)(int*);
+
+bool same_limit_everywhere() {
+  const Settings& s = settings();
+  for (int d = 1; d < kMaxDevices; ++d) {
+    if (s.has_limit[d] != s.has_limit[0]) return false;
+    if (s.limit[d].kind != s.limit[0].kind || s.limit[d].bytes != s.limit[0].bytes ||
+        s.limit[d].percent != s.limit[0].percent)
+      return false;
+  }
+  return true;
+}
+
+// The CUDA ordinal of an NVML device (they are numbered differently), matched by UUID; -1
+// if CUDA cannot say (CUDA is initialised for this if the process has not done so).
+int cuda_ordinal(nvmlDevice_t device) {
+  auto nvml_uuid = reinterpret_cast<GetUuidNvml>(nvml_symbol("nvmlDeviceGetUUID"));
+  auto cuda_uuid = reinterpret_cast<GetUuidCuda>(cuda_symbol("cuDeviceGetUuid_v2"));
+  auto count = reinterpret_cast<GetCount>(cuda_symbol("cuDeviceGetCount"));
+  auto init = real<Sym::cuInit>();
+  char want[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  if (!nvml_uuid || !cuda_uuid || !count || !init || nvml_uuid(device, want, sizeof want) != NVML_SUCCESS)
+    return -1;
+  int n = 0;
+  if (count(&n) != CUDA_SUCCESS && (init(0) != CUDA_SUCCESS || count(&n) != CUDA_SUCCESS)) return -1;
+  for (int d = 0; d < n && d < kMaxDevices; ++d) {
+    CUuuid u;
+    if (cuda_uuid(&u, d) != CUDA_SUCCESS) continue;
+    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+    char text[48];
+    std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                  b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                  b[14], b[15]);
+    if (std::strcmp(text, want) == 0) return d;
+  }
+  return -1;
+}
+
+// Applies the quota to a device's figures: total becomes the quota; used is what this
+// process is charged if it uses the device through CUDA, else the device's use capped.
+bool apply(nvmlDevice_t device, unsigned long long* total, unsigned long long* used,
+           unsigned long long* free) {
+  if (!cuda_ready() || !quota::active()) return false;
+  const Settings& s = settings();
+  int ordinal = same_limit_everywhere() ? -1 : cuda_ordinal(device);
+  const int spec = ordinal >= 0 ? ordinal : 0;
+  if (!s.has_limit[spec]) return false;
+  uint64_t lim = s.limit[spec].resolve(*total);
+  if (lim > *total) lim = *total;
+  uint64_t mine = *used;
+  if (ordinal < 0 && quota::single_device()) ordinal = 0;
+  if (ordinal >= 0 && quota::used(ordinal) > 0) mine = quota::used(ordinal);
+  if (mine > lim) mine = lim;
+  *total = lim;
+  *used = mine;
+  *free = lim - mine;
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  auto fn = real<Sym::nvmlDeviceGetMemoryInfo>();
+  if (fn == nullptr) return NVML_ERROR_UNINITIALIZED;
+  const nvmlReturn_t r = fn(device, memory);
+  if (r == NVML_SUCCESS && memory != nullptr) apply(device, &memory->total, &memory->used, &memory->free);
+  return r;
+}
+
+CUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  auto fn = real<Sym::nvmlDeviceGetMemoryInfo_v2>();
+  if (fn == nullptr) return NVML_ERROR_UNINITIALIZED;
+  const nvmlReturn_t r = fn(device, memory);
+  if (r == NVML_SUCCESS && memory != nullptr) {
+    unsigned long long total = memory->total;
+    if (apply(device, &total, &memory->used, &memory->free)) {
+      // v2 splits total into reserved + used + free; the quota has no driver reserve.
+      memory->total = total;
+      memory->reserved = 0;
+    }
+  }
+  return r;
+}
+
+}  // extern "C"

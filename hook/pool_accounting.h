@@ -1,0 +1,51 @@
+// Stream-ordered pools and graph memory grow without any allocation call the hook could
+// charge one by one, and they keep freed memory reserved. They are charged by what they
+// reserve:
+//
+//   - Each cuMemAllocAsync / cuMemAllocFromPoolAsync / graph memory node pre-charges the
+//     most the pool can grow for it (the size rounded up to the pool's 2 MiB granule), with
+//     the same single compare-and-swap as any allocation. Frees charge nothing back: the
+//     pool keeps the memory.
+//   - settle() (slow path: a refused charge, cuMemGetInfo) replaces the pre-charges of
+//     completed allocations with what the device's pools and graph memory really reserve
+//     (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT).
+//
+// The ledger thus never holds less than the pools reserve, and the fast path is two atomic
+// adds beside the reservation. Why settle() is safe against allocations in flight is
+// written at settle() in pool_accounting.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_api.h"
+
+namespace cuslice::pool_accounting {
+
+// Pre-charges a stream-ordered allocation of `bytes` on `device`. False: refused (the hook
+// returns CUDA_ERROR_OUT_OF_MEMORY). On true, call end() with the same `charged`.
+bool begin(int device, uint64_t bytes, uint64_t* charged);
+void end(int device, uint64_t charged, bool succeeded);
+
+// Graph memory nodes: pre-charged like begin(), but kept until a graph has been uploaded or
+// launched on the device (the reserve appears then, not when the node is added).
+bool begin_graph_node(int device, uint64_t bytes);
+void note_graph_launch(int device);
+
+// Pools the hook knows of and their devices. Imported pools are not registered: their
+// memory belongs to the exporting process.
+void register_pool(CUmemoryPool pool, int device);
+void unregister_pool(CUmemoryPool pool);
+int pool_device(CUmemoryPool pool);  // -1: unknown pool
+
+// The device a stream's work runs on (stream 0: the current context's).
+int stream_device(CUstream stream, bool per_thread);
+
+// Slow path, called by quota::refresh() under its mutex.
+void settle(int device);
+// Releases pool reserve that no allocation uses (cuMemPoolTrimTo, graph memory trim).
+// True if the device had such reserve.
+bool trim(int device);
+
+void reset_after_fork();
+
+}  // namespace cuslice::pool_accounting

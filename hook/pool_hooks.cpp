@@ -1,0 +1,127 @@
+// Stream-ordered allocations, pools and graph memory (accounting in pool_accounting.cpp).
+#include "driver.h"
+#include "pool_accounting.h"
+#include "quota.h"
+
+using namespace cuslice;
+
+namespace {
+
+template <typename Call>
+CUresult charged_async(int dev, size_t bytes, Call call) {
+  uint64_t charged = 0;
+  if (!pool_accounting::begin(dev, bytes, &charged)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult r = call();
+  pool_accounting::end(dev, charged, r == CUDA_SUCCESS);
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  auto fn = real<Sym::cuMemAllocAsync>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active()) return fn(dptr, bytesize, hStream);
+  const int dev = pool_accounting::stream_device(hStream, false);
+  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, hStream); });
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  auto fn = real<Sym::cuMemAllocAsync_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active()) return fn(dptr, bytesize, hStream);
+  const int dev = pool_accounting::stream_device(hStream, true);
+  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, hStream); });
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                       CUstream hStream) {
+  auto fn = real<Sym::cuMemAllocFromPoolAsync>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active()) return fn(dptr, bytesize, pool, hStream);
+  // An unknown pool was imported from another process, whose memory it is.
+  const int dev = pool_accounting::pool_device(pool);
+  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); });
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                            CUstream hStream) {
+  auto fn = real<Sym::cuMemAllocFromPoolAsync_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active()) return fn(dptr, bytesize, pool, hStream);
+  const int dev = pool_accounting::pool_device(pool);
+  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); });
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+  auto fn = real<Sym::cuMemPoolCreate>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(pool, poolProps);
+  if (r == CUDA_SUCCESS && quota::active() && poolProps != nullptr &&
+      poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+    pool_accounting::register_pool(*pool, poolProps->location.id);
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+  auto fn = real<Sym::cuMemPoolDestroy>();
+  if (fn == nullptr) return unavailable_result();
+  const int dev = quota::active() ? pool_accounting::pool_device(pool) : -1;
+  const CUresult r = fn(pool);
+  if (r == CUDA_SUCCESS && dev >= 0) {
+    // Settle while the pool is still registered would read a destroyed pool: unregister,
+    // then let the next settle see the reserve gone.
+    pool_accounting::unregister_pool(pool);
+    quota::refresh(dev);
+  }
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                      const CUgraphNode* dependencies, size_t numDependencies,
+                                                      CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
+  auto fn = real<Sym::cuGraphAddMemAllocNode>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active() || nodeParams == nullptr ||
+      nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+  const int dev = nodeParams->poolProps.location.id;
+  if (!pool_accounting::begin_graph_node(dev, nodeParams->bytesize)) return CUDA_ERROR_OUT_OF_MEMORY;
+  return fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  auto fn = real<Sym::cuGraphUpload>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  auto fn = real<Sym::cuGraphUpload_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  auto fn = real<Sym::cuGraphLaunch>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  auto fn = real<Sym::cuGraphLaunch_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
+  return r;
+}
+
+}  // extern "C"

@@ -1,0 +1,59 @@
+#include "process_usage.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "driver.h"
+
+namespace cuslice::process_usage {
+namespace {
+
+using GetUuid = CUresult (*)(CUuuid*, CUdevice);
+using ByUuid = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using Procs = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using Init = nvmlReturn_t (*)();
+
+// NVML names devices by UUID ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"); CUDA by ordinal.
+bool nvml_device(int device, nvmlDevice_t* out) {
+  auto get_uuid = reinterpret_cast<GetUuid>(cuda_symbol("cuDeviceGetUuid_v2"));
+  auto by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
+  if (get_uuid == nullptr || by_uuid == nullptr) return false;
+  CUuuid u;
+  if (get_uuid(&u, device) != CUDA_SUCCESS) return false;
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char text[48];
+  std::snprintf(text, sizeof text,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return by_uuid(text, out) == NVML_SUCCESS;
+}
+
+}  // namespace
+
+bool device_bytes(int device, uint64_t* bytes) {
+  static const bool initialised = [] {
+    auto init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
+    return init != nullptr && init() == NVML_SUCCESS;
+  }();
+  if (!initialised) return false;
+  auto procs = reinterpret_cast<Procs>(nvml_symbol("nvmlDeviceGetComputeRunningProcesses_v3"));
+  nvmlDevice_t dev;
+  if (procs == nullptr || !nvml_device(device, &dev)) return false;
+  nvmlProcessInfo_t info[256];
+  unsigned int count = 256;
+  if (procs(dev, &count, info) != NVML_SUCCESS) return false;
+  const unsigned int self = static_cast<unsigned int>(getpid());
+  for (unsigned int i = 0; i < count; ++i) {
+    if (info[i].pid == self) {
+      // NVML reports "not available" as ~0ull (e.g. without permission).
+      if (info[i].usedGpuMemory == ~0ull) return false;
+      *bytes = info[i].usedGpuMemory;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace cuslice::process_usage

@@ -1,0 +1,68 @@
+// Where a quota is checked: one ledger per device, charged before the driver is asked for
+// memory and credited after the driver has freed it.
+//
+// The check and the reservation are one compare-and-swap on the device's `used` counter, so
+// no interleaving of threads can take the process over its limit. Everything that holds
+// device memory is charged here: allocations (memory_hooks.cpp), pool and graph reserves
+// (pool_accounting.cpp) and contexts (context_hooks.cpp). When a reservation is refused,
+// the slow path first brings the ledger to the truth (pools settled to what they really
+// reserve, the process's usage read from NVML) and retries once.
+#pragma once
+
+#include <cstdint>
+
+namespace cuslice::quota {
+
+inline constexpr uint64_t kUnlimited = ~uint64_t{0};
+// Allocation granularity the driver rounds device allocations to (large pages).
+inline constexpr uint64_t kGranule = 2ull << 20;
+
+inline constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+// Called after the real cuInit succeeded: learns the devices and resolves "25%" limits.
+void on_cuda_initialised();
+
+// True when any quota is configured. Constant after initialisation; hooks check it first
+// so that with no quota they are a plain call to the driver.
+bool active();
+
+// The device the current context belongs to, or -1 (no context / driver refused).
+int current_device();
+// True when the process sees exactly one device (then every allocation is on device 0).
+bool single_device();
+
+// The device's limit (kUnlimited when none) and what is charged on it now.
+uint64_t limit(int device);
+uint64_t used(int device);
+inline bool limited(int device) { return limit(device) != kUnlimited; }
+
+// Reserves `bytes` on `device` if that keeps it within its limit; after a refusal runs the
+// slow path (refresh) once and retries. Always true for an unlimited device.
+bool charge(int device, uint64_t bytes);
+// Gives back what charge() took.
+void uncharge(int device, uint64_t bytes);
+// Corrections from measurement (slow paths only): may take `used` above the limit, which
+// then refuses further charges until memory is freed.
+void adjust(int device, int64_t delta);
+
+// Brings the ledger to the truth: settles pool reserves and accounts memory the process
+// holds that no hook saw (context growth, lazily loaded modules), measured through NVML.
+// Not for hot paths (takes a mutex, calls the driver).
+void refresh(int device);
+
+// Contexts: charged an estimate (CUSLICE_CONTEXT_BYTES) before the driver creates one,
+// then calibrated to what the driver reports for the process once it exists.
+bool charge_context(int device, uint64_t bytes);
+void release_context(int device, uint64_t bytes);
+void calibrate_context(int device);
+uint64_t context_charge(int device);
+// Settles pool reserves only (no NVML reading): cheap enough for cuMemGetInfo.
+void settle_pools(int device);
+// Drops the charges of every allocation on `device` (the driver destroyed them all, as
+// cuDevicePrimaryCtxReset does).
+void forget_allocations(int device);
+
+// fork() child: the child owns no device memory; start from nothing.
+void reset_after_fork();
+
+}  // namespace cuslice::quota

@@ -1,0 +1,37 @@
+// Settings, read from the environment exactly once, when the hook first initialises
+// (driver.cpp). Nothing else in the hook calls getenv.
+//
+//   CUSLICE_MEMORY_LIMIT   quota for every device ("4GiB", "4096MiB", "25%") or per CUDA
+//                          device ordinal ("0:4GiB,1:25%"); unset means no quota at all.
+//   CUSLICE_LOG_LEVEL      off | error (default) | warn | info | debug; stderr only.
+//   CUSLICE_CONTEXT_BYTES  what a CUDA context is assumed to hold before it can be measured
+//                          (default 600MiB: an idle H100 context measured 527 MiB).
+#pragma once
+
+#include <cstdint>
+
+#include "size.h"
+
+namespace cuslice {
+
+inline constexpr int kMaxDevices = 64;
+
+struct Settings {
+  bool valid = true;        // false: a variable could not be read; CUDA init fails closed
+  char error[256] = {};     // why, when !valid
+
+  bool any_limit = false;   // some device has a quota
+  bool has_limit[kMaxDevices] = {};
+  SizeSpec limit[kMaxDevices];
+
+  uint64_t context_bytes = 600ull << 20;
+};
+
+// Parses the variables (getenv happens here only). Idempotent.
+void load_settings();
+const Settings& settings();
+
+// Parses a CUSLICE_MEMORY_LIMIT value into `out`. Exposed for tests.
+bool parse_memory_limit(const char* text, Settings& out);
+
+}  // namespace cuslice
