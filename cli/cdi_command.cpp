@@ -1,0 +1,98 @@
+// `cuslice cdi generate`: prints (or writes) the CDI spec of cdi_spec.h for this node.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "atomic_write.h"
+#include "cdi_spec.h"
+#include "commands.h"
+#include "error.h"
+#include "hook_locator.h"
+
+namespace cuslice::cli {
+namespace {
+
+struct GenerateOptions {
+  std::optional<std::filesystem::path> output;
+  std::optional<std::filesystem::path> hook_path;
+  std::string socket_dir = kDefaultSocketDir;
+  std::string device_name = kCdiDefaultDeviceName;
+};
+
+// Container runtimes resolve a hostPath on the host, not against the directory cuslice was
+// run from, so relative paths are refused rather than silently completed.
+std::string check_absolute(std::string& path) {
+  if (path.empty() || path.front() != '/') return "\"" + path + "\" is not an absolute path";
+  return {};
+}
+
+std::string check_device_name(std::string& name) { return cdi_device_name_problem(name); }
+
+int generate(const GenerateOptions& options) {
+  CdiSpecInput input;
+  // The hook must exist where the spec says it is, or every container asking for the device
+  // fails to start; finding out now is kinder.
+  input.hook_host_path =
+      locate_hook(hook_search_from_environment(options.hook_path, "--hook-path"));
+  input.socket_host_dir = std::filesystem::path(options.socket_dir).lexically_normal();
+  // "/run/cuslice/" normalises to itself; the spec names the directory without the slash.
+  if (!input.socket_host_dir.has_filename() && input.socket_host_dir.has_relative_path())
+    input.socket_host_dir = input.socket_host_dir.parent_path();
+  input.device_name = options.device_name;
+
+  const std::string text = make_cdi_spec(input).dump(2) + "\n";
+  if (options.output) {
+    write_file_atomically(*options.output, text);
+  } else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+             std::fflush(stdout) != 0) {
+    throw Error(ExitCode::kFailure, "cannot write the spec to standard output");
+  }
+  return to_int(ExitCode::kOk);
+}
+
+}  // namespace
+
+void add_cdi_command(CLI::App& root, Action& chosen) {
+  CLI::App* cdi = root.add_subcommand("cdi", "Container Device Interface (CDI) support");
+  cdi->require_subcommand(1);
+
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* generate_cmd =
+      cdi->add_subcommand("generate", "Print a CDI spec that makes containers cuslice tenants");
+  generate_cmd->footer([] {
+    return "Install the spec where the container runtime looks for CDI specs, then request the\n"
+           "device next to NVIDIA's GPU device:\n"
+           "  cuslice cdi generate --output /etc/cdi/cuslice.json\n"
+           "  podman run --device nvidia.com/gpu=all --device cuslice.io/gpu=all IMAGE\n"
+           "CDI sets LD_PRELOAD instead of appending to it; for images that preload libraries of\n"
+           "their own, use the entrypoint wrapper cuslice-entrypoint.sh instead.\n";
+  });
+  generate_cmd
+      ->add_option("--output,-o", options->output,
+                   "Write the spec to FILE (replaced atomically) instead of stdout")
+      ->type_name("FILE");
+  generate_cmd
+      ->add_option("--hook-path", options->hook_path,
+                   "libcuslice.so on the host (default: $CUSLICE_HOOK_PATH, then ../lib and "
+                   "../hook beside this program)")
+      ->type_name("PATH");
+  generate_cmd
+      ->add_option("--socket-dir", options->socket_dir,
+                   "Directory of the scheduler's socket on the host")
+      ->type_name("DIR")
+      ->check(CLI::Validator(check_absolute, ""))
+      ->capture_default_str();
+  generate_cmd
+      ->add_option("--device-name", options->device_name,
+                   "Name of the CDI device: containers request cuslice.io/gpu=NAME")
+      ->type_name("NAME")
+      ->check(CLI::Validator(check_device_name, ""))
+      ->capture_default_str();
+
+  generate_cmd->callback([options, &chosen] { chosen = [options] { return generate(*options); }; });
+}
+
+}  // namespace cuslice::cli

@@ -1,0 +1,45 @@
+// The Container Device Interface (CDI) spec that makes containers cuslice tenants.
+//
+// A CDI-aware runtime (containerd, CRI-O, Podman, Docker 25+) applies a device's
+// containerEdits when a container asks for it, e.g. `--device cuslice.io/gpu=all`. The GPU
+// device nodes themselves come from NVIDIA's own CDI spec (nvidia.com/gpu=...); cuslice's
+// device adds what makes the container a tenant:
+//   - the hook library, bind-mounted read-only at kContainerHookPath;
+//   - the scheduler's socket directory, bind-mounted at kContainerSocketDir;
+//   - LD_PRELOAD=kContainerHookPath and CUSLICE_SOCKET=<socket dir>/cuslice.sock.
+// CDI can only set a variable, not append to it, so LD_PRELOAD replaces whatever the image
+// set. Images that preload something of their own should use the entrypoint wrapper in
+// deploy/container/ instead, which appends (see deploy/container/README.md).
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace cuslice::cli {
+
+// CDI 0.6.0 is the version the schema in shared/data/cdi-schema describes; env and mounts
+// have been in CDI since 0.3.0, so any CDI-capable runtime reads what this spec uses.
+inline constexpr const char* kCdiVersion = "0.6.0";
+inline constexpr const char* kCdiKind = "cuslice.io/gpu";
+inline constexpr const char* kCdiDefaultDeviceName = "all";
+inline constexpr const char* kContainerHookPath = "/opt/cuslice/lib/libcuslice.so";
+inline constexpr const char* kContainerSocketDir = "/run/cuslice";
+inline constexpr const char* kDefaultSocketDir = "/run/cuslice";
+inline constexpr const char* kSocketFileName = "cuslice.sock";
+
+struct CdiSpecInput {
+  std::filesystem::path hook_host_path;   // absolute
+  std::filesystem::path socket_host_dir;  // absolute
+  std::string device_name = kCdiDefaultDeviceName;
+};
+
+// Why `name` cannot name a CDI device (letters, digits, '_', '-', '.', ':', starting with a
+// letter or digit), or an empty string if it can.
+std::string cdi_device_name_problem(std::string_view name);
+
+// The spec, keys in the order CDI's documentation uses (readable diffs in /etc/cdi).
+nlohmann::ordered_json make_cdi_spec(const CdiSpecInput& input);
+
+}  // namespace cuslice::cli
