@@ -1,0 +1,30 @@
+// The daemon's ownership of the shared segment: created fresh at start (a segment left by a
+// crashed daemon is replaced, never reused: its counters describe processes that re-register
+// anyway), unlinked at exit. Hooks that still map an old segment keep a valid mapping; they
+// notice the daemon is gone through the socket and the segment's state.
+#pragma once
+
+#include <string>
+
+#include "shm_protocol.h"
+
+namespace cuslice {
+
+class SharedSegment {
+ public:
+  // Creates and initialises the segment (state kStarting); throws std::system_error.
+  SharedSegment(std::string name, uint64_t generation);
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  shm::Segment& operator*() const { return *segment_; }
+  shm::Segment* operator->() const { return segment_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  shm::Segment* segment_ = nullptr;
+};
+
+}  // namespace cuslice

@@ -1,0 +1,102 @@
+// Who holds one GPU's token: the scheduling policy, with no I/O and no clock of its own.
+//
+// The daemon runs one TokenPolicy per GPU. At every step it passes the current time and, per
+// tenant, whether the tenant wants the GPU and whether it still has work queued; the policy
+// answers with the holder and when it wants to be asked again. GPU time reported by the
+// hooks is fed in with charge(). Tests drive it with a simulated clock.
+//
+// Rules, in order:
+//   1. Priority is strict: a tenant with demand takes the GPU from any lower-priority holder
+//      at the next step, whatever the shares.
+//   2. Within a priority, shares are met by stride scheduling: each tenant's pass is its GPU
+//      time divided by its share; when a slice (quantum) ends the tenant with the lowest pass
+//      gets the next one. A tenant that comes back from idle starts at the lowest pass of
+//      the tenants already competing, so idleness is not banked.
+//   3. A limit caps GPU time over a sliding window even when the tenant is alone: once its
+//      GPU time within the last `limit_window` reaches limit x window, it loses the token
+//      until old time leaves the window.
+//   4. Work-conserving: a holder without demand keeps the token only while nobody else is
+//      eligible, so others never wait for an idle tenant's slice to end.
+//   5. A revoked holder's queued work drains before the next tenant is granted (bounded by
+//      drain_timeout), so that GPU time is charged to whoever really ran.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace cuslice {
+
+inline constexpr uint32_t kNoHolder = UINT32_MAX;
+
+struct TenantParams {
+  bool present = false;  // a tenant exists at this index
+  int priority = 1;      // higher wins; 0 low, 1 normal, 2 high
+  double share = 1.0;    // fraction of the GPU under contention, (0, 1]
+  double limit = 1.0;    // cap as a fraction of the GPU, (0, 1]; 1 means none
+};
+
+struct TenantActivity {
+  bool demand = false;  // some process waits for the token or has work queued
+  bool queued = false;  // some process has work queued and is not blocked waiting
+};
+
+struct PolicyParams {
+  std::chrono::nanoseconds quantum{std::chrono::milliseconds(20)};
+  std::chrono::nanoseconds limit_window{std::chrono::seconds(1)};
+  std::chrono::nanoseconds drain_timeout{std::chrono::milliseconds(20)};
+  // While draining, how often the daemon should look again.
+  std::chrono::nanoseconds drain_poll{std::chrono::milliseconds(1)};
+};
+
+class TokenPolicy {
+ public:
+  using Nanos = std::chrono::nanoseconds;
+  static constexpr Nanos kNever = Nanos::max();
+
+  struct Decision {
+    uint32_t holder = kNoHolder;
+    Nanos wake_at = kNever;  // call step() again no later than this
+  };
+
+  TokenPolicy(const PolicyParams& params, std::vector<TenantParams> tenants);
+
+  // New parameters (e.g. after a reload). Accounting of tenants that stay is kept; a tenant
+  // that is no longer present loses the token at the next step.
+  void reconfigure(const PolicyParams& params, std::vector<TenantParams> tenants);
+
+  // GPU time used by `tenant`, reported at `now`.
+  void charge(uint32_t tenant, Nanos gpu_time, Nanos now);
+
+  // `activity` has one entry per tenant index (same size as the tenant parameters).
+  Decision step(Nanos now, const std::vector<TenantActivity>& activity);
+
+  uint32_t holder() const { return holder_; }
+
+ private:
+  struct Account {
+    double pass = 0;  // GPU time / share, in nanoseconds
+    bool competing = false;
+    std::deque<std::pair<Nanos, Nanos>> window;  // (when reported, GPU time), oldest first
+    Nanos window_sum{0};
+  };
+
+  void expire_window(Account& a, Nanos now) const;
+  bool capped(uint32_t t) const;
+  bool eligible(uint32_t t, const std::vector<TenantActivity>& activity) const;
+  uint32_t pick(const std::vector<TenantActivity>& activity) const;
+  void update_competition(const std::vector<TenantActivity>& activity);
+  Nanos holder_wake(Nanos now, const std::vector<TenantActivity>& activity) const;
+  Nanos idle_wake(const std::vector<TenantActivity>& activity) const;
+
+  PolicyParams params_;
+  std::vector<TenantParams> tenants_;
+  std::vector<Account> accounts_;
+  uint32_t holder_ = kNoHolder;
+  Nanos granted_at_{0};
+  uint32_t draining_ = kNoHolder;
+  Nanos drain_started_{0};
+};
+
+}  // namespace cuslice

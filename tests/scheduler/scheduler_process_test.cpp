@@ -1,0 +1,395 @@
+// The daemon and real client processes: each test starts cuslice-scheduler on a private
+// socket and segment, forks processes that use the client library the way the hook does
+// (a "kernel" is a 2 ms busy loop run while holding the token), and reads the outcome from
+// the shared segment. Tolerances are wide: these run on loaded CI machines.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "client.h"
+#include "shm_protocol.h"
+
+namespace cuslice {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+namespace client = cuslice::client;
+
+void spin_for(std::chrono::nanoseconds d) {
+  const auto end = Clock::now() + d;
+  while (Clock::now() < end) {
+  }
+}
+
+// One simulated kernel on GPU 0.
+void run_kernel() {
+  client::token_acquire(0);
+  spin_for(2ms);
+  client::report_gpu_time(0, 2'000'000);
+}
+
+class SchedulerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/cuslice-sched-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    socket_ = dir_ + "/s.sock";
+    config_ = dir_ + "/cuslice.yaml";
+    shm_name_ = "/cuslice-test-" + std::to_string(getpid());
+  }
+
+  void TearDown() override {
+    for (pid_t pid : children_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    stop_daemon(SIGTERM);  // a clean stop also removes the segment from /dev/shm
+    if (segment_) munmap(segment_, sizeof(shm::Segment));
+    unlink(config_.c_str());
+    unlink(socket_.c_str());
+    rmdir(dir_.c_str());
+  }
+
+  void write_config(const std::string& yaml) { std::ofstream(config_) << yaml; }
+
+  // Starts the daemon and waits until it accepts registrations; maps its segment.
+  void start_daemon() {
+    daemon_ = fork();
+    ASSERT_GE(daemon_, 0);
+    if (daemon_ == 0) {
+      execl(CUSLICE_SCHEDULER_PATH, CUSLICE_SCHEDULER_PATH, "--config", config_.c_str(), "--socket",
+            socket_.c_str(), "--shm-name", shm_name_.c_str(), "--log-level", "warn", nullptr);
+      _exit(127);
+    }
+    const auto deadline = Clock::now() + 5s;
+    while (!daemon_listening()) {
+      ASSERT_LT(Clock::now(), deadline) << "the daemon did not start";
+      int status;
+      ASSERT_EQ(waitpid(daemon_, &status, WNOHANG), 0) << "the daemon exited";
+      std::this_thread::sleep_for(10ms);
+    }
+    if (segment_) munmap(segment_, sizeof(shm::Segment));
+    const int fd = shm_open(shm_name_.c_str(), O_RDONLY, 0);
+    ASSERT_GE(fd, 0);
+    void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(p, MAP_FAILED);
+    segment_ = static_cast<shm::Segment*>(p);
+    ASSERT_TRUE(shm::compatible(*segment_, sizeof(shm::Segment)));
+  }
+
+  void stop_daemon(int signal) {
+    if (daemon_ <= 0) return;
+    kill(daemon_, signal);
+    waitpid(daemon_, nullptr, 0);
+    daemon_ = -1;
+  }
+
+  bool daemon_listening() const {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, socket_.c_str());
+    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const bool ok = connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(s);
+    return ok;
+  }
+
+  // Forks a client process of `tenant` that runs `body` after attaching and exits with the
+  // code `body` returns (attach failing is exit code 100).
+  pid_t spawn(const std::string& tenant, std::function<int()> body) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      client::after_fork_child();
+      setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+      setenv("CUSLICE_TENANT", tenant.c_str(), 1);
+      if (client::attach() != client::AttachStatus::kAttached) _exit(100);
+      _exit(body());
+    }
+    children_.push_back(pid);
+    return pid;
+  }
+
+  int wait_exit(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::erase(children_, pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  uint32_t tenant_index(const std::string& name) const {
+    for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
+      if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) return t;
+    ADD_FAILURE() << "no tenant " << name;
+    return 0;
+  }
+
+  uint64_t gpu_time(const std::string& name) const {
+    return segment_->tenants[tenant_index(name)].gpu[0].gpu_time_ns.load();
+  }
+
+  // Polls `condition` for up to `limit`.
+  static bool eventually(std::function<bool()> condition, std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (!condition()) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
+  static std::function<int()> kernels_for(std::chrono::milliseconds duration) {
+    return [duration] {
+      const auto end = Clock::now() + duration;
+      while (Clock::now() < end) run_kernel();
+      return 0;
+    };
+  }
+
+  std::string dir_, socket_, config_, shm_name_;
+  pid_t daemon_ = -1;
+  std::vector<pid_t> children_;
+  shm::Segment* segment_ = nullptr;
+};
+
+TEST_F(SchedulerProcessTest, SharesSplitGpuTime) {
+  write_config(
+      "scheduler: {quantum: 10ms}\n"
+      "tenants:\n"
+      "  - {name: a, compute: {share: 70%}}\n"
+      "  - {name: b, compute: {share: 30%}}\n");
+  start_daemon();
+  const pid_t a = spawn("a", kernels_for(2500ms));
+  const pid_t b = spawn("b", kernels_for(2500ms));
+  EXPECT_EQ(wait_exit(a), 0);
+  EXPECT_EQ(wait_exit(b), 0);
+  const double ta = static_cast<double>(gpu_time("a")), tb = static_cast<double>(gpu_time("b"));
+  ASSERT_GT(ta + tb, 0);
+  EXPECT_NEAR(ta / (ta + tb), 0.70, 0.08) << "a=" << ta << " b=" << tb;
+}
+
+TEST_F(SchedulerProcessTest, LimitCapsATenantThatIsAlone) {
+  write_config(
+      "scheduler: {quantum: 10ms, limit_window: 500ms}\n"
+      "tenants:\n"
+      "  - {name: a, compute: {limit: 30%}}\n");
+  start_daemon();
+  const auto start = Clock::now();
+  EXPECT_EQ(wait_exit(spawn("a", kernels_for(2500ms))), 0);
+  const double wall = static_cast<double>(std::chrono::nanoseconds(Clock::now() - start).count());
+  const double busy = static_cast<double>(gpu_time("a")) / wall;
+  EXPECT_GT(busy, 0.10);
+  EXPECT_LT(busy, 0.40);
+}
+
+TEST_F(SchedulerProcessTest, HigherPriorityTakesTheGpu) {
+  write_config(
+      "scheduler: {quantum: 10ms}\n"
+      "tenants:\n"
+      "  - {name: low, priority: low}\n"
+      "  - {name: high, priority: high}\n");
+  start_daemon();
+  spawn("low", kernels_for(3000ms));
+  ASSERT_TRUE(eventually([&] { return gpu_time("low") > 0; }, 2000ms));
+  spawn("high", kernels_for(3000ms));
+  ASSERT_TRUE(eventually([&] { return gpu_time("high") > 0; }, 2000ms));
+  const uint64_t low0 = gpu_time("low"), high0 = gpu_time("high");
+  std::this_thread::sleep_for(1000ms);
+  const uint64_t low = gpu_time("low") - low0, high = gpu_time("high") - high0;
+  EXPECT_GT(high, 0u);
+  EXPECT_LT(static_cast<double>(low), 0.05 * static_cast<double>(low + high)) << "low=" << low << " high=" << high;
+}
+
+TEST_F(SchedulerProcessTest, IdleHolderGivesTheTokenUpEarly) {
+  write_config(
+      "scheduler: {quantum: 5s}\n"
+      "tenants:\n"
+      "  - {name: a}\n"
+      "  - {name: b}\n");
+  start_daemon();
+  const uint32_t ta = tenant_index("a");
+  spawn("a", [] {
+    run_kernel();
+    client::token_release(0);
+    std::this_thread::sleep_for(3s);
+    return 0;
+  });
+  ASSERT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == ta; }, 2000ms));
+  // b must get the token long before a's 5 s slice would end.
+  const pid_t b = spawn("b", [] {
+    const auto start = Clock::now();
+    client::token_acquire(0);
+    return Clock::now() - start < 1500ms ? 0 : 1;
+  });
+  EXPECT_EQ(wait_exit(b), 0);
+}
+
+TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
+  write_config(
+      "tenants:\n"
+      "  - {name: a, memory: 1GiB}\n"
+      "  - {name: b}\n");
+  start_daemon();
+  const uint32_t ta = tenant_index("a"), tb = tenant_index("b");
+  const pid_t holder = spawn("a", [] {
+    if (client::memory_try_reserve(0, 600 << 20) != client::Reserve::kOk) return 1;
+    client::token_acquire(0);
+    for (;;) spin_for(1ms);  // a kernel that never ends
+  });
+  ASSERT_TRUE(eventually([&] { return segment_->tenants[ta].gpu[0].memory_used.load() == (600u << 20) &&
+                                      segment_->gpus[0].holder.load() == ta; },
+                         2000ms));
+  // The quota is the tenant's, across its processes.
+  const pid_t second = spawn("a", [] {
+    if (client::memory_try_reserve(0, 600 << 20) != client::Reserve::kOverQuota) return 1;
+    if (client::memory_try_reserve(0, 300 << 20) != client::Reserve::kOk) return 2;
+    client::memory_release(0, 300 << 20);
+    return 0;
+  });
+  EXPECT_EQ(wait_exit(second), 0);
+  spawn("b", []() -> int {
+    client::token_acquire(0);
+    for (;;) spin_for(1ms);
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(segment_->gpus[0].holder.load(), ta) << "b took the token from a busy holder too early";
+
+  kill(holder, SIGKILL);
+  const auto killed = Clock::now();
+  EXPECT_TRUE(eventually([&] { return segment_->tenants[ta].gpu[0].memory_used.load() == 0; }, 1500ms));
+  EXPECT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == tb; }, 1500ms));
+  EXPECT_LT(Clock::now() - killed, 1500ms);
+}
+
+TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
+  write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
+  start_daemon();
+  // Exit code: 0 all good, 1 lost no connection, 2 stalled while the daemon was away,
+  // 3 not attached again at the end, 4 reservation not carried over.
+  const pid_t c = spawn("a", [] {
+    if (client::memory_try_reserve(0, 100 << 20) != client::Reserve::kOk) return 4;
+    bool lost = false;
+    int kernels_while_lost = 0;
+    const auto end = Clock::now() + 4s;
+    while (Clock::now() < end) {
+      run_kernel();
+      client::maintain();
+      if (!client::attached()) {
+        lost = true;
+        ++kernels_while_lost;
+      }
+    }
+    if (!lost) return 1;
+    if (kernels_while_lost == 0) return 2;
+    return client::attached() ? 0 : 3;
+  });
+  ASSERT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 2000ms));
+  stop_daemon(SIGKILL);
+  std::this_thread::sleep_for(500ms);
+  start_daemon();
+  // The new daemon learns the process's memory from its re-registration.
+  EXPECT_TRUE(eventually([&] { return segment_->tenants[tenant_index("a")].gpu[0].memory_used.load() == (100u << 20); },
+                         3000ms));
+  EXPECT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 3000ms));
+  EXPECT_EQ(wait_exit(c), 0);
+}
+
+TEST_F(SchedulerProcessTest, CleanStopReleasesWaiters) {
+  write_config("tenants:\n  - {name: a}\n  - {name: b}\n");
+  start_daemon();
+  spawn("a", []() -> int {
+    client::token_acquire(0);
+    for (;;) spin_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == tenant_index("a"); }, 2000ms));
+  const pid_t b = spawn("b", [] {
+    client::token_acquire(0);  // blocked until the daemon stops, then ungated
+    return client::attached() ? 1 : 0;
+  });
+  std::this_thread::sleep_for(200ms);
+  stop_daemon(SIGTERM);
+  EXPECT_EQ(wait_exit(b), 0);
+}
+
+TEST_F(SchedulerProcessTest, RefusesProcessesWithoutATenantWithAReason) {
+  write_config("tenants:\n  - {name: a, allow_env: false, match: {uid: 4000000000}}\n");
+  start_daemon();
+  for (const char* tenant : {"", "a", "nope"}) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+      setenv("CUSLICE_TENANT", tenant, 1);
+      const bool refused = client::attach() == client::AttachStatus::kRefused;
+      const bool explained = std::strstr(client::last_error(), "refused") != nullptr &&
+                             std::strlen(client::last_error()) > 40;
+      const bool final_answer = client::attach() == client::AttachStatus::kRefused;
+      _exit(refused && explained && final_answer ? 0 : 1);
+    }
+    children_.push_back(pid);
+    EXPECT_EQ(wait_exit(pid), 0) << "CUSLICE_TENANT=" << tenant;
+  }
+}
+
+TEST_F(SchedulerProcessTest, WithoutADaemonEverythingIsUngated) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+    const auto start = Clock::now();
+    if (client::attach() != client::AttachStatus::kNoDaemon) _exit(1);
+    if (Clock::now() - start > 1s) _exit(2);
+    client::token_acquire(0);
+    if (client::memory_try_reserve(0, 1ull << 40) != client::Reserve::kUngated) _exit(3);
+    client::memory_release(0, 1ull << 40);
+    _exit(0);
+  }
+  children_.push_back(pid);
+  EXPECT_EQ(wait_exit(pid), 0);
+}
+
+TEST_F(SchedulerProcessTest, ReloadKeepsTheRunningConfigurationOnErrors) {
+  write_config("tenants:\n  - {name: a}\n");
+  start_daemon();
+  write_config("tenants:\n  - {name: a, memroy: 1GiB}\n");
+  kill(daemon_, SIGHUP);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(wait_exit(spawn("a", [] { return 0; })), 0) << "the daemon stopped serving";
+  write_config("tenants:\n  - {name: a}\n  - {name: added}\n");
+  kill(daemon_, SIGHUP);
+  EXPECT_TRUE(eventually([&] {
+    for (const shm::Tenant& t : segment_->tenants)
+      if (t.state.load() == shm::Tenant::kActive && std::string(t.name) == "added") return true;
+    return false;
+  }, 2000ms));
+  EXPECT_EQ(wait_exit(spawn("added", [] { return 0; })), 0);
+}
+
+TEST_F(SchedulerProcessTest, RefusesToStartOnABadConfiguration) {
+  write_config("tenants:\n  - {name: a, compute: {share: 101%}}\n");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(CUSLICE_SCHEDULER_PATH, CUSLICE_SCHEDULER_PATH, "--config", config_.c_str(), "--socket", socket_.c_str(),
+          "--shm-name", shm_name_.c_str(), nullptr);
+    _exit(127);
+  }
+  children_.push_back(pid);
+  EXPECT_EQ(wait_exit(pid), 1);
+  EXPECT_FALSE(daemon_listening());
+}
+
+}  // namespace
+}  // namespace cuslice

@@ -1,0 +1,208 @@
+// The policy on a simulated clock: every tenant with demand would run flat out; the holder
+// is charged exactly the time it holds the token, and the policy is consulted at least every
+// millisecond (a kernel boundary) or when it asks.
+#include "token_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace cuslice {
+namespace {
+
+using namespace std::chrono_literals;
+using Nanos = TokenPolicy::Nanos;
+
+TenantParams tenant(double share, int priority = 1, double limit = 1.0) {
+  return {true, priority, share, limit};
+}
+
+class Sim {
+ public:
+  Sim(std::vector<TenantParams> tenants, PolicyParams params = {})
+      : policy(params, tenants), activity(tenants.size(), {true, false}), used(tenants.size()) {}
+
+  // Runs for `duration`; returns the holder seen at each step, in order.
+  void run(Nanos duration) {
+    const Nanos end = now + duration;
+    while (now < end) {
+      const TokenPolicy::Decision d = policy.step(now, activity);
+      const Nanos next = std::min({d.wake_at, end, now + 1ms});
+      if (d.holder != kNoHolder) {
+        used[d.holder] += next - now;
+        policy.charge(d.holder, next - now, next);
+      }
+      now = next;
+    }
+  }
+
+  double fraction(size_t t) const {
+    const Nanos total = std::accumulate(used.begin(), used.end(), Nanos{0});
+    return static_cast<double>(used[t].count()) / static_cast<double>(total.count());
+  }
+
+  TokenPolicy policy;
+  std::vector<TenantActivity> activity;
+  std::vector<Nanos> used;
+  Nanos now{0};
+};
+
+TEST(TokenPolicy, SeventyThirty) {
+  Sim sim({tenant(0.7), tenant(0.3)});
+  sim.run(20s);
+  EXPECT_NEAR(sim.fraction(0), 0.70, 0.01);
+  EXPECT_NEAR(sim.fraction(1), 0.30, 0.01);
+}
+
+TEST(TokenPolicy, FiftyThirtyTwenty) {
+  Sim sim({tenant(0.5), tenant(0.3), tenant(0.2)});
+  sim.run(20s);
+  EXPECT_NEAR(sim.fraction(0), 0.50, 0.01);
+  EXPECT_NEAR(sim.fraction(1), 0.30, 0.01);
+  EXPECT_NEAR(sim.fraction(2), 0.20, 0.01);
+}
+
+TEST(TokenPolicy, SharesSplitOnlyAmongTenantsWithDemand) {
+  Sim sim({tenant(0.5), tenant(0.3), tenant(0.2)});
+  sim.activity[0].demand = false;
+  sim.run(10s);
+  EXPECT_EQ(sim.used[0], Nanos{0});
+  EXPECT_NEAR(sim.fraction(1), 0.60, 0.01);
+}
+
+TEST(TokenPolicy, SliceLastsOneQuantum) {
+  PolicyParams p;
+  p.quantum = 20ms;
+  Sim sim({tenant(0.5), tenant(0.5)}, p);
+  const uint32_t first = sim.policy.step(0ns, sim.activity).holder;
+  sim.run(19ms);
+  EXPECT_EQ(sim.policy.holder(), first);
+  sim.run(2ms);
+  EXPECT_NE(sim.policy.holder(), first);
+}
+
+TEST(TokenPolicy, LimitCapsATenantThatIsAlone) {
+  PolicyParams p;
+  p.limit_window = 1s;
+  Sim sim({tenant(1.0, 1, 0.4)}, p);
+  sim.run(10s);
+  const double busy = static_cast<double>(sim.used[0].count()) / static_cast<double>(Nanos(10s).count());
+  EXPECT_NEAR(busy, 0.40, 0.02);
+}
+
+TEST(TokenPolicy, LimitHoldsInEveryWindow) {
+  PolicyParams p;
+  p.limit_window = 500ms;
+  Sim sim({tenant(1.0, 1, 0.3)}, p);
+  Nanos before = sim.used[0];
+  for (int i = 0; i < 10; ++i) {
+    sim.run(500ms);
+    EXPECT_LE(sim.used[0] - before, 150ms + 1ms) << "window " << i;
+    before = sim.used[0];
+  }
+}
+
+TEST(TokenPolicy, CappedTenantLeavesTheRestToOthers) {
+  Sim sim({tenant(0.6, 1, 0.6), tenant(0.4)});
+  sim.run(10s);
+  EXPECT_NEAR(sim.fraction(0), 0.60, 0.02);
+}
+
+TEST(TokenPolicy, HigherPriorityPreemptsAtTheNextStep) {
+  Sim sim({tenant(0.9, /*priority=*/0), tenant(0.1, /*priority=*/2)});
+  sim.activity[1].demand = false;
+  sim.run(100ms);
+  EXPECT_EQ(sim.policy.holder(), 0u);
+  sim.activity[1].demand = true;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 1u);
+  const Nanos low_before = sim.used[0];
+  sim.run(1s);
+  EXPECT_EQ(sim.used[0], low_before) << "the low tenant ran while the high one had work";
+  sim.activity[1].demand = false;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 0u);
+}
+
+TEST(TokenPolicy, IdleHolderHandsOverEarly) {
+  PolicyParams p;
+  p.quantum = 1s;
+  Sim sim({tenant(0.5), tenant(0.5)}, p);
+  sim.activity[1].demand = false;
+  sim.run(10ms);
+  ASSERT_EQ(sim.policy.holder(), 0u);
+  sim.activity[1].demand = true;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 0u) << "slice not over yet";
+  sim.activity[0].demand = false;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 1u) << "idle holder kept the token";
+}
+
+TEST(TokenPolicy, IdleHolderKeepsTheTokenWhileNobodyElseWantsIt) {
+  Sim sim({tenant(0.5), tenant(0.5)});
+  sim.activity[1].demand = false;
+  sim.run(10ms);
+  sim.activity[0].demand = false;
+  EXPECT_EQ(sim.policy.step(sim.now + 1s, sim.activity).holder, 0u);
+}
+
+TEST(TokenPolicy, RevokedHolderDrainsBeforeTheNextGrant) {
+  PolicyParams p;
+  p.quantum = 10ms;
+  p.drain_timeout = 10ms;
+  Sim sim({tenant(0.5), tenant(0.5, /*priority=*/2)}, p);
+  sim.activity[1].demand = false;
+  sim.run(20ms);
+  ASSERT_EQ(sim.policy.holder(), 0u);
+  sim.activity[1].demand = true;  // preempts
+  sim.activity[0].queued = true;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, kNoHolder) << "granted over queued work";
+  EXPECT_EQ(sim.policy.step(sim.now + 2ms, sim.activity).holder, kNoHolder);
+  sim.activity[0].queued = false;
+  EXPECT_EQ(sim.policy.step(sim.now + 3ms, sim.activity).holder, 1u);
+}
+
+TEST(TokenPolicy, DrainIsBoundedByTheTimeout) {
+  PolicyParams p;
+  p.quantum = 10ms;
+  p.drain_timeout = 5ms;
+  Sim sim({tenant(0.5), tenant(0.5, /*priority=*/2)}, p);
+  sim.activity[1].demand = false;
+  sim.run(20ms);
+  sim.activity[1].demand = true;  // preempts
+  sim.activity[0].queued = true;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, kNoHolder);
+  EXPECT_EQ(sim.policy.step(sim.now + 5ms, sim.activity).holder, 1u);
+}
+
+TEST(TokenPolicy, IdleTimeIsNotBanked) {
+  Sim sim({tenant(0.5), tenant(0.5)});
+  sim.activity[1].demand = false;
+  sim.run(10s);
+  sim.activity[1].demand = true;
+  const Nanos a = sim.used[0], b = sim.used[1];
+  sim.run(2s);
+  const double share_b = static_cast<double>((sim.used[1] - b).count()) /
+                         static_cast<double>((sim.used[0] - a + sim.used[1] - b).count());
+  EXPECT_NEAR(share_b, 0.5, 0.02) << "the returning tenant monopolised the GPU";
+}
+
+TEST(TokenPolicy, RemovedTenantLosesTheToken) {
+  Sim sim({tenant(0.5), tenant(0.5)});
+  sim.activity[1].demand = false;
+  sim.run(5ms);
+  ASSERT_EQ(sim.policy.holder(), 0u);
+  sim.policy.reconfigure({}, {TenantParams{}, tenant(0.5)});
+  sim.activity[1].demand = true;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 1u);
+}
+
+TEST(TokenPolicy, AsksToBeWokenAtTheEndOfTheSliceOnlyUnderContention) {
+  PolicyParams p;
+  p.quantum = 20ms;
+  TokenPolicy policy(p, {tenant(0.5), tenant(0.5)});
+  auto d = policy.step(0ns, {{true, false}, {false, false}});
+  EXPECT_EQ(d.wake_at, TokenPolicy::kNever);
+  d = policy.step(5ms, {{true, false}, {true, false}});
+  EXPECT_EQ(d.wake_at, Nanos(20ms));
+}
+
+}  // namespace
+}  // namespace cuslice
