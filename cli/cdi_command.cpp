@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "error.h"
 #include "hook_locator.h"
+#include "socket_protocol.h"
 
 namespace cuslice::cli {
 namespace {
@@ -18,7 +19,8 @@ namespace {
 struct GenerateOptions {
   std::optional<std::filesystem::path> output;
   std::optional<std::filesystem::path> hook_path;
-  std::string socket_dir = kDefaultSocketDir;
+  std::string socket_dir = std::filesystem::path(wire::kDefaultSocketPath).parent_path();
+  std::string shm_name = shm::kDefaultName;
   std::string device_name = kCdiDefaultDeviceName;
 };
 
@@ -30,6 +32,7 @@ std::string check_absolute(std::string& path) {
 }
 
 std::string check_device_name(std::string& name) { return cdi_device_name_problem(name); }
+std::string check_shm_name(std::string& name) { return shm_name_problem(name); }
 
 int generate(const GenerateOptions& options) {
   CdiSpecInput input;
@@ -41,6 +44,7 @@ int generate(const GenerateOptions& options) {
   // "/run/cuslice/" normalises to itself; the spec names the directory without the slash.
   if (!input.socket_host_dir.has_filename() && input.socket_host_dir.has_relative_path())
     input.socket_host_dir = input.socket_host_dir.parent_path();
+  input.shm_name = options.shm_name;
   input.device_name = options.device_name;
 
   const std::string text = make_cdi_spec(input).dump(2) + "\n";
@@ -84,6 +88,12 @@ void add_cdi_command(CLI::App& root, Action& chosen) {
                    "Directory of the scheduler's socket on the host")
       ->type_name("DIR")
       ->check(CLI::Validator(check_absolute, ""))
+      ->capture_default_str();
+  generate_cmd
+      ->add_option("--shm-name", options->shm_name,
+                   "The scheduler's shared-memory segment (its --shm-name)")
+      ->type_name("NAME")
+      ->check(CLI::Validator(check_shm_name, ""))
       ->capture_default_str();
   generate_cmd
       ->add_option("--device-name", options->device_name,

@@ -1,5 +1,7 @@
 #include "cdi_spec.h"
 
+#include "socket_protocol.h"
+
 namespace cuslice::cli {
 namespace {
 
@@ -8,6 +10,14 @@ bool is_alnum(char c) {
 }
 
 }  // namespace
+
+std::string shm_name_problem(std::string_view name) {
+  if (name.size() < 2 || name.front() != '/' || name.find('/', 1) != std::string_view::npos)
+    return "a shared-memory name is '/' followed by a file name, e.g. /cuslice";
+  if (name.size() >= shm::kNameSize)
+    return "a shared-memory name is shorter than " + std::to_string(shm::kNameSize) + " characters";
+  return {};
+}
 
 std::string cdi_device_name_problem(std::string_view name) {
   if (name.empty()) return "a CDI device name cannot be empty";
@@ -20,13 +30,16 @@ std::string cdi_device_name_problem(std::string_view name) {
 
 nlohmann::ordered_json make_cdi_spec(const CdiSpecInput& input) {
   using json = nlohmann::ordered_json;
-  const std::string container_socket =
-      (std::filesystem::path(kContainerSocketDir) / kSocketFileName).string();
+  // Inside the container the socket is where the hook looks by default, whatever the host
+  // calls it; CUSLICE_SOCKET is still set so that the hook need not share that default.
+  const std::filesystem::path container_socket = wire::kDefaultSocketPath;
+  // glibc's shm_open("/name") opens /dev/shm/name, on the host and in the container alike.
+  const std::string shm_path = "/dev/shm" + input.shm_name;
 
   json edits;
   edits["env"] = json::array({
       std::string("LD_PRELOAD=") + kContainerHookPath,
-      "CUSLICE_SOCKET=" + container_socket,
+      std::string(wire::kSocketEnv) + "=" + container_socket.string(),
   });
   edits["mounts"] = json::array({
       // Read-only: a tenant must not be able to replace the code that enforces its quota for
@@ -37,7 +50,10 @@ nlohmann::ordered_json make_cdi_spec(const CdiSpecInput& input) {
       // The directory, not the socket file: the scheduler recreates the socket when it
       // restarts, and a bind mount of the old file would keep pointing at a dead inode.
       json{{"hostPath", input.socket_host_dir.string()},
-           {"containerPath", kContainerSocketDir},
+           {"containerPath", container_socket.parent_path().string()},
+           {"options", json::array({"rw", "nosuid", "nodev", "noexec", "bind"})}},
+      json{{"hostPath", shm_path},
+           {"containerPath", shm_path},
            {"options", json::array({"rw", "nosuid", "nodev", "noexec", "bind"})}},
   });
 

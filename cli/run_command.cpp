@@ -21,6 +21,7 @@
 #include "hook_locator.h"
 #include "preload.h"
 #include "size.h"
+#include "socket_protocol.h"
 
 namespace cuslice::cli {
 namespace {
@@ -28,7 +29,6 @@ namespace {
 // What the hook reads (hook/), what the scheduler reads (scheduler/), what CUDA reads.
 constexpr const char* kMemoryLimitEnv = "CUSLICE_MEMORY_LIMIT";
 constexpr const char* kLogLevelEnv = "CUSLICE_LOG_LEVEL";
-constexpr const char* kTenantEnv = "CUSLICE_TENANT";
 constexpr const char* kShareEnv = "CUSLICE_SHARE";
 constexpr const char* kComputeLimitEnv = "CUSLICE_COMPUTE_LIMIT";
 constexpr const char* kPriorityEnv = "CUSLICE_PRIORITY";
@@ -149,7 +149,7 @@ int run(RunOptions& options) {
 
   set_env_if(kMemoryLimitEnv, options.memory);
   set_env_if(kLogLevelEnv, options.log_level);
-  set_env_if(kTenantEnv, options.tenant);
+  set_env_if(wire::kTenantEnv, options.tenant);
   set_env_if(kShareEnv, options.share);
   set_env_if(kComputeLimitEnv, options.limit);
   set_env_if(kPriorityEnv, options.priority);
@@ -186,9 +186,9 @@ void add_run_command(CLI::App& root, Action& chosen) {
       ->type_name("LIST")
       ->check(CLI::Validator(check_gpus, ""));
   cmd->add_option("--log-level", options->log_level,
-                  "How much the hook logs on stderr (sets CUSLICE_LOG_LEVEL; default: off)")
+                  "How much the hook logs on stderr (sets CUSLICE_LOG_LEVEL; default: error)")
       ->type_name("LEVEL")
-      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug", "trace"}));
+      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
   cmd->add_option("--hook", options->hook,
                   "libcuslice.so to preload (default: $CUSLICE_HOOK_PATH, then ../lib and ../hook "
                   "beside this program)")

@@ -28,6 +28,16 @@ def test_the_spec_mounts_the_socket_directory_and_names_the_socket(run_cuslice, 
     assert f"CUSLICE_SOCKET={socket_mount['containerPath']}/cuslice.sock" in edits["env"]
 
 
+def test_the_spec_shares_only_the_schedulers_segment_from_dev_shm(run_cuslice, hook):
+    for args, path in (([], "/dev/shm/cuslice"), (["--shm-name", "/cs2"], "/dev/shm/cs2")):
+        spec = json.loads(generate(run_cuslice, hook, *args).stdout)
+        mounts = spec["devices"][0]["containerEdits"]["mounts"]
+        shm = [m for m in mounts if m["hostPath"].startswith("/dev/shm")]
+        assert shm == [
+            {"hostPath": path, "containerPath": path, "options": shm[0]["options"]}
+        ]
+
+
 def test_the_device_name_can_be_chosen(run_cuslice, hook):
     spec = json.loads(generate(run_cuslice, hook, "--device-name", "slot0").stdout)
     assert spec["devices"][0]["name"] == "slot0"
@@ -61,7 +71,12 @@ def test_the_hook_must_exist(run_cuslice, tmp_path):
 
 
 def test_bad_options_are_usage_errors(run_cuslice, hook):
-    for args in (["--socket-dir", "run/cuslice"], ["--device-name", "a/b"], ["--bogus"]):
+    for args in (
+        ["--socket-dir", "run/cuslice"],
+        ["--device-name", "a/b"],
+        ["--shm-name", "cuslice"],
+        ["--bogus"],
+    ):
         result = run_cuslice("cdi", "generate", "--hook-path", hook, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr.startswith("cuslice cdi generate: "), result.stderr
