@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Hook overhead: bench/launch_alloc.cu run alternately with and without libcuslice.so.
+#
+#   bash bench/run.sh [ROUNDS]          # on a machine with an NVIDIA GPU; ROUNDS default 10
+#
+# Each round runs, in turn, the legacy-stream build hooked and native, then the per-thread
+# default-stream build (--default-stream per-thread: the _ptsz entry points) hooked and native;
+# the order of hooked/native flips every round. Hooked = LD_PRELOAD=libcuslice.so
+# CUSLICE_MEMORY_LIMIT=70GiB. Writes $OUT/bench.log (every run's lines) and $OUT/bench.md
+# (the table: medians over rounds, min–max, hooked/native ratio).
+# Environment: CUSLICE_HOOK=path (default: what tests/gpu/run.sh builds), CUDA_ARCH (sm_90).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=$root/build-gpu
+OUT=${OUT:-$build/out}
+rounds=${1:-10}
+mkdir -p "$OUT" "$build/bench"
+
+hook=${CUSLICE_HOOK:-}
+for cand in "$build/hook/libcuslice.so" "$build/hook-standalone/hook/libcuslice.so"; do
+  [ -z "$hook" ] && [ -f "$cand" ] && hook=$cand
+done
+if [ -z "$hook" ]; then
+  bash "$root/tests/gpu/run.sh" --only "<build only>" >/dev/null
+  for cand in "$build/hook/libcuslice.so" "$build/hook-standalone/hook/libcuslice.so"; do
+    [ -z "$hook" ] && [ -f "$cand" ] && hook=$cand
+  done
+fi
+[ -n "$hook" ] || { echo "no hook built"; exit 1; }
+
+arch=${CUDA_ARCH:-sm_90}
+nvcc -O2 -std=c++17 -arch="$arch" -o "$build/bench/launch_alloc" "$here/launch_alloc.cu" &&
+nvcc -O2 -std=c++17 -arch="$arch" --default-stream per-thread \
+  -o "$build/bench/launch_alloc_ptds" "$here/launch_alloc.cu" || { echo "nvcc failed"; exit 1; }
+
+log=$OUT/bench.log
+{
+  echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); hook $hook; $rounds rounds"
+} >"$log"
+one() {  # one ROUND BINARY CONFIG
+  local exe=$build/bench/$2
+  echo "RUN $1 $2 $3" >>"$log"
+  if [ "$3" = hooked ]; then
+    LD_PRELOAD=$hook CUSLICE_MEMORY_LIMIT=70GiB "$exe" >>"$log" 2>&1
+  else
+    env -u LD_PRELOAD -u CUSLICE_MEMORY_LIMIT "$exe" >>"$log" 2>&1
+  fi || echo "!! round $1 $2 $3 failed (rc $?)" | tee -a "$log"
+}
+for r in $(seq 1 "$rounds"); do
+  if (( r % 2 )); then order="hooked native"; else order="native hooked"; fi
+  for bin in launch_alloc launch_alloc_ptds; do
+    for cfg in $order; do one "$r" "$bin" "$cfg"; done
+  done
+done
+python3 "$here/summarize.py" "$log" "$OUT/bench.md"

@@ -1,0 +1,47 @@
+"""Summarises bench/run.sh's runs: per (binary, measurement), hooked against native.
+
+    python3 summarize.py RUNS_FILE MARKDOWN_OUT
+
+RUNS_FILE holds lines `RUN <round> <binary> <hooked|native>` followed by that run's
+`BENCH <name> <median> <min> <max> ns/op` lines. For each measurement and configuration the
+table gives the median over rounds of the per-run medians, the min–max of those per-run
+medians, and hooked/native as the ratio of the two medians.
+"""
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main(runs_file, md_out):
+    per = defaultdict(list)  # (binary, name, config) -> per-run medians
+    cur = None
+    for line in open(runs_file):
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "RUN":
+            cur = (f[2], f[3])
+        elif f[0] == "BENCH" and cur:
+            per[(cur[0], f[1], cur[1])].append(float(f[2]))
+    keys = sorted({(b, n) for (b, n, _) in per}, key=lambda k: (k[0], k[1]))
+    rows = ["| binary | measurement | native median (min–max) | hooked median (min–max) | hooked/native | runs |",
+            "|---|---|---|---|---|---|"]
+
+    def fmt(v):
+        return f"{v / 1000:.2f} µs" if v >= 1000 else f"{v:.0f} ns"
+
+    for b, n in keys:
+        nat, hk = per.get((b, n, "native"), []), per.get((b, n, "hooked"), [])
+        if not nat or not hk:
+            continue
+        mn, mh = statistics.median(nat), statistics.median(hk)
+        rows.append(f"| {b} | {n} | {fmt(mn)} ({fmt(min(nat))}–{fmt(max(nat))}) | "
+                    f"{fmt(mh)} ({fmt(min(hk))}–{fmt(max(hk))}) | {mh / mn:.2f} | {len(nat)}+{len(hk)} |")
+    md = "\n".join(rows)
+    with open(md_out, "w") as f:
+        f.write(md + "\n")
+    print(md)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
