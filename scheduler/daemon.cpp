@@ -98,9 +98,10 @@ Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       config_(load_or_throw(options_.config_path)),
       policy_params_(policy_params(config_)),
+      listen_fd_(listen_on(options_.socket_path)),
       segment_(options_.shm_name, make_generation()),
       tenant_params_(shm::kMaxTenants) {
-  listen_fd_ = listen_on(options_.socket_path);
+  // Connections queue until run(): nobody is answered before the segment is published.
 
   sigset_t signals;
   sigemptyset(&signals);

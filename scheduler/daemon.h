@@ -63,8 +63,10 @@ class Daemon {
   DaemonOptions options_;
   Config config_;
   PolicyParams policy_params_;
-  SharedSegment segment_;
+  // Before the segment: a second daemon must fail on the socket before it replaces the
+  // first one's segment.
   int listen_fd_ = -1;
+  SharedSegment segment_;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
   int timer_fd_ = -1;

@@ -83,14 +83,21 @@ class SchedulerProcessTest : public ::testing::Test {
       ASSERT_EQ(waitpid(daemon_, &status, WNOHANG), 0) << "the daemon exited";
       std::this_thread::sleep_for(10ms);
     }
+    // The daemon listens before it publishes the segment; wait for both.
     if (segment_) munmap(segment_, sizeof(shm::Segment));
-    const int fd = shm_open(shm_name_.c_str(), O_RDONLY, 0);
-    ASSERT_GE(fd, 0);
-    void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    ASSERT_NE(p, MAP_FAILED);
-    segment_ = static_cast<shm::Segment*>(p);
-    ASSERT_TRUE(shm::compatible(*segment_, sizeof(shm::Segment)));
+    segment_ = nullptr;
+    while (segment_ == nullptr) {
+      ASSERT_LT(Clock::now(), deadline) << "the daemon did not publish its segment";
+      const int fd = shm_open(shm_name_.c_str(), O_RDONLY, 0);
+      void* p = fd >= 0 ? mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+      if (fd >= 0) close(fd);
+      if (p != MAP_FAILED && shm::compatible(*static_cast<shm::Segment*>(p), sizeof(shm::Segment))) {
+        segment_ = static_cast<shm::Segment*>(p);
+      } else {
+        if (p != MAP_FAILED) munmap(p, sizeof(shm::Segment));
+        std::this_thread::sleep_for(10ms);
+      }
+    }
   }
 
   void stop_daemon(int signal) {
