@@ -1,0 +1,60 @@
+// The test-control API (fake_cuda_control.h).
+#include <cstring>
+
+#include "device_identity.h"
+#include "driver_state.h"
+#include "fake_cuda_control.h"
+
+using namespace fake_cuda;
+
+extern "C" {
+
+int fake_cuda_device_count(void) {
+  Session s;
+  return s->ledger.device_count();
+}
+
+size_t fake_cuda_device_total(int dev) {
+  Session s;
+  return s->ledger.valid(dev) ? s->ledger.total(dev) : 0;
+}
+
+size_t fake_cuda_device_used(int dev) {
+  Session s;
+  return s->ledger.valid(dev) ? s->ledger.used(dev) : 0;
+}
+
+size_t fake_cuda_device_used_by(int dev, fake_cuda_charge charge) {
+  Session s;
+  if (!s->ledger.valid(dev) || charge < 0 || charge >= FAKE_CUDA_CHARGE_COUNT) return 0;
+  return s->ledger.used_by(dev, charge);
+}
+
+void fake_cuda_device_uuid(int dev, unsigned char out[16]) {
+  Session s;
+  if (s->ledger.valid(dev)) device_uuid(dev, out);
+}
+
+void fake_cuda_device_name(int dev, char* name, size_t len) {
+  Session s;
+  if (!s->ledger.valid(dev) || name == nullptr || len == 0) return;
+  std::strncpy(name, kDeviceName, len - 1);
+  name[len - 1] = '\0';
+}
+
+int fake_cuda_proc_address_calls(void) {
+  Session s;
+  return s->proc_address_calls;
+}
+
+unsigned long long fake_cuda_launch_count(void) {
+  Session s;
+  return s->launches;
+}
+
+void fake_cuda_reset(void) {
+  Session s;
+  s->reset();
+}
+
+}  // extern "C"

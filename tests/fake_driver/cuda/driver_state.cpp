@@ -1,0 +1,159 @@
+#include "driver_state.h"
+
+#include <cstdlib>
+#include <iterator>
+
+namespace fake_cuda {
+namespace {
+
+struct ThreadContextStack {
+  unsigned long generation = 0;
+  std::vector<CUctx_st*> contexts;
+};
+
+thread_local ThreadContextStack tls_stack;
+
+}  // namespace
+
+DriverState& driver_state() {
+  static DriverState* state = new DriverState();
+  return *state;
+}
+
+std::vector<CUctx_st*>& thread_context_stack(const DriverState& state) {
+  if (tls_stack.generation != state.generation) {
+    tls_stack.contexts.clear();
+    tls_stack.generation = state.generation;
+  }
+  return tls_stack.contexts;
+}
+
+DriverState::DriverState() { build(); }
+
+void DriverState::build() {
+  knobs = read_knobs_from_environment();
+  ledger.reset(knobs.device_count, knobs.device_memory);
+  for (int dev = 0; dev < knobs.device_count; ++dev) {
+    primary_contexts[dev] = std::make_unique<CUctx_st>();
+    primary_contexts[dev]->device = dev;
+    primary_contexts[dev]->primary = true;
+    auto pool = std::make_unique<CUmemPoolHandle_st>();
+    pool->device = dev;
+    default_pools[dev] = current_pools[dev] = pools.add(std::move(pool));
+  }
+}
+
+void DriverState::reset() {
+  initialized = false;
+  ++generation;
+  for (auto& primary : primary_contexts) primary.reset();
+  created_contexts.clear();
+  streams.clear();
+  events.clear();
+  modules.clear();
+  functions.clear();
+  pools.clear();
+  default_pools = {};
+  current_pools = {};
+  arrays.clear();
+  mipmapped_arrays.clear();
+  graphs.clear();
+  graph_execs.clear();
+  graph_pools = {};
+  allocations.clear();
+  for (void* block : host_allocations) std::free(block);
+  host_allocations.clear();
+  va_reservations.clear();
+  vmm_mappings.clear();
+  vmm_handles.clear();
+  physical_memory.clear();
+  module_loaded = false;
+  proc_address_calls = 0;
+  launches = 0;
+  build();
+}
+
+CUdeviceptr DriverState::take_address_range(std::size_t bytes) {
+  CUdeviceptr base = next_address;
+  next_address += round_up(bytes == 0 ? 1 : bytes, kGranularity) + kGranularity;
+  return base;
+}
+
+bool DriverState::is_live_context(const CUctx_st* ctx) const {
+  for (int dev = 0; dev < knobs.device_count; ++dev) {
+    if (primary_contexts[dev].get() == ctx) return ctx->retain_count > 0;
+  }
+  return ctx != nullptr && created_contexts.contains(ctx);
+}
+
+CUresult DriverState::current_context(CUctx_st** ctx) {
+  auto& stack = thread_context_stack(*this);
+  if (stack.empty() || !is_live_context(stack.back())) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = stack.back();
+  return (*ctx)->active ? CUDA_SUCCESS : activate(*ctx);
+}
+
+CUresult DriverState::stream_context(CUstream stream, CUctx_st** ctx, CUstream_st** stream_out) {
+  if (stream_out != nullptr) *stream_out = nullptr;
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+    return current_context(ctx);
+  }
+  if (!streams.contains(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  *ctx = stream->ctx;
+  if (stream_out != nullptr) *stream_out = stream;
+  return CUDA_SUCCESS;
+}
+
+Allocation* DriverState::find_allocation(CUdeviceptr ptr) {
+  auto after = allocations.upper_bound(ptr);
+  if (after == allocations.begin()) return nullptr;
+  Allocation& candidate = std::prev(after)->second;
+  return ptr < candidate.base + candidate.size ? &candidate : nullptr;
+}
+
+bool DriverState::is_device_range(CUdeviceptr ptr, std::size_t bytes) {
+  if (const Allocation* allocation = find_allocation(ptr)) {
+    return bytes <= allocation->base + allocation->size - ptr;
+  }
+  auto after = vmm_mappings.upper_bound(ptr);
+  if (after == vmm_mappings.begin()) return false;
+  auto mapping = std::prev(after);
+  return ptr + bytes <= mapping->first + mapping->second.size;
+}
+
+CUresult DriverState::activate(CUctx_st* ctx) {
+  if (!ledger.try_charge(ctx->device, FAKE_CUDA_CHARGE_CONTEXT, knobs.context_bytes)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  ctx->active = true;
+  return CUDA_SUCCESS;
+}
+
+void DriverState::deactivate(CUctx_st* ctx) {
+  if (!ctx->active) return;
+  std::erase_if(allocations, [&](const auto& entry) {
+    const Allocation& allocation = entry.second;
+    if (allocation.owner != ctx) return false;
+    if (allocation.kind == AllocationKind::kDevice || allocation.kind == AllocationKind::kManaged) {
+      ledger.release(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged);
+    }
+    return allocation.kind != AllocationKind::kPool;  // pool memory belongs to its pool
+  });
+  auto drop_array = [&](const auto& array) {
+    if (array.owner != ctx) return false;
+    ledger.release(array.device, FAKE_CUDA_CHARGE_ARRAY, array.charged);
+    return true;
+  };
+  arrays.remove_if(drop_array);
+  mipmapped_arrays.remove_if(drop_array);
+  streams.remove_if([&](const CUstream_st& stream) { return stream.ctx == ctx; });
+  events.remove_if([&](const CUevent_st& event) { return event.ctx == ctx; });
+  functions.remove_if([&](const CUfunc_st& function) { return function.module->ctx == ctx; });
+  modules.remove_if([&](const CUmod_st& module) { return module.ctx == ctx; });
+  ledger.release(ctx->device, FAKE_CUDA_CHARGE_MODULE, ctx->module_bytes);
+  ctx->module_bytes = 0;
+  ledger.release(ctx->device, FAKE_CUDA_CHARGE_CONTEXT, knobs.context_bytes);
+  ctx->active = false;
+}
+
+}  // namespace fake_cuda

@@ -1,0 +1,292 @@
+// The simulated driver: every object the fake hands out, the device ledger, and the one mutex
+// that guards them. Each entry point (one file per area: context.cpp, memory.cpp, ...) begins
+// with
+//
+//     Session s;                                    // locks the state
+//     if (CUresult rc = s.require_init()) return rc;
+//
+// and then works on s-> under the lock. Entry points never call other entry points; shared work
+// is in the helpers declared here and in mem_pools.h / graph_memory.h.
+//
+// Handles are the addresses of the structs below: cuda.h declares CUcontext as a pointer to the
+// incomplete `struct CUctx_st` (and so on), and the fake completes those structs. A handle is
+// valid while its registry holds it; a stale or forged handle is looked up, never dereferenced.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device_ledger.h"
+#include "knobs.h"
+
+struct CUctx_st {
+  CUdevice device = 0;
+  bool primary = false;
+  unsigned int flags = 0;
+  // Primary contexts only: holders of cuDevicePrimaryCtxRetain. The handle is valid while > 0.
+  unsigned int retain_count = 0;
+  // Whether FAKE_CUDA_CONTEXT_BYTES are charged. A primary context is inactive before its first
+  // retain and after cuDevicePrimaryCtxReset_v2, and is re-activated when next used.
+  bool active = false;
+  std::size_t module_bytes = 0;  // charged under FAKE_CUDA_CHARGE_MODULE, dropped with the context
+};
+
+struct CUstream_st {
+  CUctx_st* ctx = nullptr;
+  unsigned int flags = 0;
+  int priority = 0;
+  CUgraph_st* capture = nullptr;  // graph being captured into, or null
+};
+
+struct CUevent_st {
+  CUctx_st* ctx = nullptr;
+  unsigned int flags = 0;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point recorded_at;
+};
+
+struct CUmod_st {
+  CUctx_st* ctx = nullptr;
+};
+
+struct CUfunc_st {
+  CUmod_st* module = nullptr;
+  std::string name;
+};
+
+// A stream-ordered memory pool, modelled by byte counts (no fragmentation): allocations take
+// `used`; when reserved - used cannot hold a request, the reserve grows by whole 2 MiB chunks;
+// frees return bytes to `used` only; synchronisation trims the reserve to the release threshold.
+struct CUmemPoolHandle_st {
+  int device = 0;
+  std::size_t max_size = 0;  // 0: bounded by the device only
+  std::size_t release_threshold = 0;
+  std::size_t reserved = 0;
+  std::size_t reserved_high = 0;
+  std::size_t used = 0;
+  std::size_t used_high = 0;
+};
+
+// size: what cuArrayGetMemoryRequirements reports; charged: what the device holds for it (0 for
+// sparse and deferred-mapping arrays, which have no memory of their own).
+struct CUarray_st {
+  CUctx_st* owner = nullptr;
+  int device = 0;
+  std::size_t size = 0;
+  std::size_t charged = 0;
+};
+
+struct CUmipmappedArray_st {
+  CUctx_st* owner = nullptr;
+  int device = 0;
+  std::size_t size = 0;
+  std::size_t charged = 0;
+};
+
+// A memory allocation node (bytes > 0) or a memory free node (bytes == 0) of a graph; the other
+// kinds of node are not modelled.
+struct CUgraphNode_st {
+  int device = 0;
+  std::size_t bytes = 0;
+  CUdeviceptr dptr = 0;
+};
+
+struct CUgraph_st {
+  std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
+};
+
+struct CUgraphExec_st {
+  std::array<std::size_t, fake_cuda::kMaxDevices> allocation_bytes{};  // 2 MiB-rounded, by device
+  bool reserved = false;  // set at the first launch, when the graph pool takes allocation_bytes
+};
+
+namespace fake_cuda {
+
+inline constexpr std::size_t kGranularity = std::size_t{2} << 20;  // allocation & VMM granularity
+inline constexpr int kDriverVersion = 13000;
+
+constexpr std::size_t round_up(std::size_t bytes, std::size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+// Objects of one kind, owned here, looked up by handle.
+template <class T>
+class Registry {
+ public:
+  T* add(std::unique_ptr<T> item) {
+    T* handle = item.get();
+    items_.emplace(handle, std::move(item));
+    return handle;
+  }
+  bool contains(const void* handle) const { return items_.count(static_cast<const T*>(handle)); }
+  void remove(const T* handle) { items_.erase(handle); }
+  template <class Predicate>
+  void remove_if(Predicate predicate) {
+    std::erase_if(items_, [&](const auto& entry) { return predicate(*entry.second); });
+  }
+  template <class Visit>
+  void for_each(Visit visit) {
+    for (auto& [handle, item] : items_) visit(*item);
+  }
+  void clear() { items_.clear(); }
+
+ private:
+  std::unordered_map<const T*, std::unique_ptr<T>> items_;
+};
+
+enum class AllocationKind {
+  kDevice,     // cuMemAlloc_v2, cuMemAllocPitch_v2: charged, owned by a context
+  kManaged,    // cuMemAllocManaged: charged to the allocating device as if resident there
+  kPool,       // cuMemAllocAsync / cuMemAllocFromPoolAsync: bytes of a pool, no own charge
+  kIpcImport,  // cuIpcOpenMemHandle_v2: memory of the exporter, free for the importer
+};
+
+struct Allocation {
+  CUdeviceptr base = 0;
+  std::size_t size = 0;     // as requested (cuMemGetAddressRange reports it)
+  std::size_t charged = 0;  // device memory held on `device` (kPool: bytes taken from the pool)
+  int device = 0;
+  AllocationKind kind = AllocationKind::kDevice;
+  CUctx_st* owner = nullptr;              // freed with this context (kDevice, kManaged, kIpcImport)
+  CUmemPoolHandle_st* pool = nullptr;     // kPool only
+};
+
+// Physical memory of cuMemCreate, alive while a handle names it or a mapping uses it.
+struct PhysicalMemory {
+  int id = 0;       // key in DriverState::physical_memory, and the shareable handle
+  int device = -1;  // -1: host memory, which no device pays for
+  std::size_t size = 0;
+  CUmemAllocationHandleType exportable = CU_MEM_HANDLE_TYPE_NONE;
+  int handles = 0;   // live entries of DriverState::vmm_handles naming it
+  int mappings = 0;  // live entries of DriverState::vmm_mappings using it
+};
+
+struct VmmHandle {
+  PhysicalMemory* physical = nullptr;
+  unsigned int references = 0;  // cuMemCreate / import: 1; each cuMemRetainAllocationHandle: +1
+};
+
+struct VmmMapping {
+  std::size_t size = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  PhysicalMemory* physical = nullptr;
+};
+
+// The graph memory pool of one device: what live executable graphs hold, and what destroyed
+// ones left reserved until cuDeviceGraphMemTrim.
+struct GraphMemoryPool {
+  std::size_t in_use = 0;
+  std::size_t idle = 0;
+  std::size_t used_high = 0;
+  std::size_t reserved_high = 0;
+};
+
+struct DriverState {
+  DriverState();
+
+  // Back to a fresh process: the state fake_cuda_reset() promises.
+  void reset();
+
+  std::mutex mutex;
+  bool initialized = false;
+  unsigned long generation = 0;  // bumped by reset(); thread-local context stacks compare it
+  Knobs knobs;
+  DeviceLedger ledger;
+
+  std::array<std::unique_ptr<CUctx_st>, kMaxDevices> primary_contexts;
+  Registry<CUctx_st> created_contexts;
+  Registry<CUstream_st> streams;
+  Registry<CUevent_st> events;
+  Registry<CUmod_st> modules;
+  Registry<CUfunc_st> functions;
+  Registry<CUmemPoolHandle_st> pools;  // default pools included
+  std::array<CUmemPoolHandle_st*, kMaxDevices> default_pools{};
+  std::array<CUmemPoolHandle_st*, kMaxDevices> current_pools{};
+  Registry<CUarray_st> arrays;
+  Registry<CUmipmappedArray_st> mipmapped_arrays;
+  Registry<CUgraph_st> graphs;
+  Registry<CUgraphExec_st> graph_execs;
+  std::array<GraphMemoryPool, kMaxDevices> graph_pools{};
+
+  std::map<CUdeviceptr, Allocation> allocations;  // by base address
+  std::set<void*> host_allocations;  // cuMemAllocHost_v2 blocks, to validate cuMemFreeHost
+  std::map<CUdeviceptr, std::size_t> va_reservations;
+  std::map<CUdeviceptr, VmmMapping> vmm_mappings;
+  std::map<CUmemGenericAllocationHandle, VmmHandle> vmm_handles;
+  std::map<int, std::unique_ptr<PhysicalMemory>> physical_memory;  // id: the shareable handle
+  int next_physical_id = 1;
+  CUmemGenericAllocationHandle next_vmm_handle = 1;
+
+  bool module_loaded = false;  // the process's first launch charged FAKE_CUDA_MODULE_BYTES
+  int proc_address_calls = 0;
+  unsigned long long launches = 0;
+
+  // One unified address space for every device, handed out upwards and never reused, with a
+  // 2 MiB gap after each range so that neighbours never touch.
+  CUdeviceptr next_address = CUdeviceptr{1} << 36;
+  CUdeviceptr take_address_range(std::size_t bytes);
+
+  // --- Validation helpers, for callers holding the lock ------------------------------------------
+
+  bool is_live_context(const CUctx_st* ctx) const;
+
+  // The calling thread's current context, activating a reset primary context on first use.
+  // CUDA_ERROR_INVALID_CONTEXT without one; CUDA_ERROR_OUT_OF_MEMORY if re-activation fails.
+  CUresult current_context(CUctx_st** ctx);
+
+  // A stream's context: null, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean the current one.
+  // *stream_out is the CUstream_st, or null for those special streams.
+  CUresult stream_context(CUstream stream, CUctx_st** ctx, CUstream_st** stream_out = nullptr);
+
+  // The allocation whose [base, base + size) holds ptr, or null.
+  Allocation* find_allocation(CUdeviceptr ptr);
+
+  // Whether [ptr, ptr + bytes) lies in one allocation or one VMM mapping.
+  bool is_device_range(CUdeviceptr ptr, std::size_t bytes);
+
+  // --- Charges -----------------------------------------------------------------------------------
+
+  // Charges FAKE_CUDA_CONTEXT_BYTES for an inactive context (CUDA_ERROR_OUT_OF_MEMORY if short).
+  CUresult activate(CUctx_st* ctx);
+
+  // Releases everything the context owns and its own charge; the handle itself stays.
+  void deactivate(CUctx_st* ctx);
+
+ private:
+  void build();  // the state of a process that has just loaded the driver
+};
+
+// The process's state (built on first use, never destroyed: atexit handlers and other threads
+// may call the driver during exit).
+DriverState& driver_state();
+
+// The calling thread's stack of current contexts (top = back). Emptied when the state was reset
+// since the thread last looked.
+std::vector<CUctx_st*>& thread_context_stack(const DriverState& state);
+
+// Locks the state for one entry point.
+class Session {
+ public:
+  Session() : state_(driver_state()), lock_(state_.mutex) {}
+  DriverState* operator->() { return &state_; }
+  DriverState& operator*() { return state_; }
+  CUresult require_init() const {
+    return state_.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  }
+
+ private:
+  DriverState& state_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+}  // namespace fake_cuda

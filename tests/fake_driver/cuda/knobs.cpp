@@ -1,0 +1,34 @@
+#include "knobs.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace fake_cuda {
+namespace {
+
+// Overwrites *value only when the variable is set to a whole decimal number.
+void read_size(const char* variable, std::size_t* value) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr || *text < '0' || *text > '9') return;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long parsed = std::strtoull(text, &end, 10);
+  if (errno == 0 && *end == '\0') *value = static_cast<std::size_t>(parsed);
+}
+
+}  // namespace
+
+Knobs read_knobs_from_environment() {
+  Knobs knobs;
+  std::size_t count = static_cast<std::size_t>(knobs.device_count);
+  read_size("FAKE_CUDA_DEVICE_COUNT", &count);
+  if (count >= 1 && count <= static_cast<std::size_t>(kMaxDevices)) {
+    knobs.device_count = static_cast<int>(count);
+  }
+  read_size("FAKE_CUDA_DEVICE_MEMORY", &knobs.device_memory);
+  read_size("FAKE_CUDA_CONTEXT_BYTES", &knobs.context_bytes);
+  read_size("FAKE_CUDA_MODULE_BYTES", &knobs.module_bytes);
+  return knobs;
+}
+
+}  // namespace fake_cuda

@@ -1,0 +1,150 @@
+// Device allocations (cuMemAlloc family), their frees and queries, pinned host memory, and the
+// copies and sets, which move no data: device memory is not backed by host memory (a 16 GiB
+// device would cost 16 GiB of RAM), so they only validate their ranges.
+//
+// Every device allocation takes its size rounded up to 2 MiB of device memory, the granularity
+// at which the real driver maps cuMemAlloc memory of that size.
+#include <cstdlib>
+
+#include "driver_state.h"
+#include "mem_pools.h"
+
+using namespace fake_cuda;
+
+namespace {
+
+CUresult allocate(CUdeviceptr* dptr, std::size_t bytes, AllocationKind kind) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = s->current_context(&ctx)) return rc;
+  Allocation allocation;
+  allocation.size = bytes;
+  allocation.charged = round_up(bytes, kGranularity);
+  allocation.device = ctx->device;
+  allocation.kind = kind;
+  allocation.owner = ctx;
+  if (!s->ledger.try_charge(ctx->device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  allocation.base = s->take_address_range(bytes);
+  s->allocations.emplace(allocation.base, allocation);
+  *dptr = allocation.base;
+  return CUDA_SUCCESS;
+}
+
+CUresult check_device_range(CUdeviceptr dptr, std::size_t bytes) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = s->current_context(&ctx)) return rc;
+  return s->is_device_range(dptr, bytes) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  return allocate(dptr, bytes, AllocationKind::kDevice);
+}
+
+// Rows are padded to 512 bytes, the texture pitch alignment of current GPUs.
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes,
+                                    size_t height, unsigned int element_size_bytes) {
+  if (pitch == nullptr || width_bytes == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (element_size_bytes != 4 && element_size_bytes != 8 && element_size_bytes != 16) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const std::size_t padded = round_up(width_bytes, 512);
+  CUresult rc = allocate(dptr, padded * height, AllocationKind::kDevice);
+  if (rc == CUDA_SUCCESS) *pitch = padded;
+  return rc;
+}
+
+// Charged to the current device as if resident there: what a quota has to assume.
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  return allocate(dptr, bytes, AllocationKind::kManaged);
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  auto found = s->allocations.find(dptr);
+  if (found == s->allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation& allocation = found->second;
+  switch (allocation.kind) {
+    case AllocationKind::kPool:  // allowed: frees synchronously
+      pool_free(*s, dptr);
+      return CUDA_SUCCESS;
+    case AllocationKind::kIpcImport:  // only cuIpcCloseMemHandle unmaps these
+      return CUDA_ERROR_INVALID_VALUE;
+    case AllocationKind::kDevice:
+    case AllocationKind::kManaged:
+      s->ledger.release(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged);
+      s->allocations.erase(found);
+      return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  const Allocation* allocation = s->find_allocation(dptr);
+  if (allocation == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = allocation->base;
+  if (size != nullptr) *size = allocation->size;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = s->current_context(&ctx)) return rc;
+  *total_bytes = s->ledger.total(ctx->device);
+  *free_bytes = *total_bytes - s->ledger.used(ctx->device);
+  return CUDA_SUCCESS;
+}
+
+// Pinned host memory: ordinary heap memory here, and no device pays for it.
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytes) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (pp == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = s->current_context(&ctx)) return rc;
+  void* block = std::malloc(bytes);
+  if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  s->host_allocations.insert(block);
+  *pp = block;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (s->host_allocations.erase(p) == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
+  return check_device_range(dst, count);
+}
+
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  if (src == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  return check_device_range(dst, bytes);
+}
+
+CUresult CUDAAPI cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  if (dst == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  return check_device_range(src, bytes);
+}
+
+}  // extern "C"

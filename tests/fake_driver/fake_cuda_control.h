@@ -1,0 +1,64 @@
+/* Test-control API of the fake libcuda.so.1: what a test of the interposer asks the double to
+ * learn the truth (what the simulated device really holds) or to start over.
+ *
+ * Who uses it: tests, and the fake libnvidia-ml.so.1 (which reads the device state through it,
+ * never through cu* entry points, so an interposer's hooks never see NVML's reads).
+ * Who must not: the interposer itself; the real driver has none of these names.
+ *
+ * Contract, for every function here:
+ *   - callable at any time, from any thread, with or without cuInit;
+ *   - a device index outside [0, fake_cuda_device_count()) reads as 0 / does nothing;
+ *   - "this process" is all the double knows today: the device state is per process. */
+#ifndef CUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_CONTROL_H
+#define CUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_CONTROL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where device memory held by this process comes from. */
+typedef enum fake_cuda_charge {
+  FAKE_CUDA_CHARGE_CONTEXT = 0,   /* each live context: FAKE_CUDA_CONTEXT_BYTES */
+  FAKE_CUDA_CHARGE_MODULE,        /* lazy module loading at the first launch: FAKE_CUDA_MODULE_BYTES */
+  FAKE_CUDA_CHARGE_ALLOCATION,    /* cuMemAlloc*, cuMemAllocPitch*, cuMemAllocManaged */
+  FAKE_CUDA_CHARGE_POOL_RESERVE,  /* reserve of stream-ordered pools (RESERVED_MEM_CURRENT) */
+  FAKE_CUDA_CHARGE_ARRAY,         /* CUDA arrays and mipmapped arrays */
+  FAKE_CUDA_CHARGE_VMM,           /* cuMemCreate physical memory on a device */
+  FAKE_CUDA_CHARGE_GRAPH,         /* graph memory pool reserve (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) */
+  FAKE_CUDA_CHARGE_COUNT
+} fake_cuda_charge;
+
+/* Number of simulated devices (FAKE_CUDA_DEVICE_COUNT). */
+int fake_cuda_device_count(void);
+
+/* Device memory size (FAKE_CUDA_DEVICE_MEMORY). */
+size_t fake_cuda_device_total(int dev);
+
+/* Device memory this process holds on dev, all charges together, and by one charge. */
+size_t fake_cuda_device_used(int dev);
+size_t fake_cuda_device_used_by(int dev, fake_cuda_charge charge);
+
+/* The 16 bytes cuDeviceGetUuid_v2 returns for dev; out untouched for an unknown device. */
+void fake_cuda_device_uuid(int dev, unsigned char out[16]);
+
+/* Writes the name cuDeviceGetName returns, NUL-terminated, truncated to len bytes. */
+void fake_cuda_device_name(int dev, char* name, size_t len);
+
+/* Calls of cuGetProcAddress and cuGetProcAddress_v2 (whatever their outcome). */
+int fake_cuda_proc_address_calls(void);
+
+/* Successful kernel launches: cuLaunchKernel*, cuLaunchKernelEx*, cuLaunchCooperativeKernel*. */
+unsigned long long fake_cuda_launch_count(void);
+
+/* Drops every object and charge, forgets cuInit, zeroes the counters and reads the FAKE_CUDA_*
+ * environment again. For single-threaded test set-up: other threads' current contexts are
+ * forgotten as well (they see no current context afterwards). */
+void fake_cuda_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,59 @@
+// Shared set-up of the fake driver's tests: every test starts from a fresh process state.
+#pragma once
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fake_cuda_control.h"
+
+inline constexpr size_t kMiB = size_t{1} << 20;
+inline constexpr size_t kGiB = size_t{1} << 30;
+inline constexpr size_t kChunk = 2 * kMiB;
+inline constexpr size_t kContextBytes = 512 * kMiB;  // FAKE_CUDA_CONTEXT_BYTES default
+
+// Sets FAKE_CUDA_* variables for one test and resets the fake so that it reads them; restores
+// the environment and resets again at the end.
+class ScopedKnobs {
+ public:
+  ScopedKnobs(std::initializer_list<std::pair<const char*, const char*>> values) {
+    for (const auto& [name, value] : values) {
+      setenv(name, value, 1);
+      names_.push_back(name);
+    }
+    fake_cuda_reset();
+  }
+  ~ScopedKnobs() {
+    for (const char* name : names_) unsetenv(name);
+    fake_cuda_reset();
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+class FakeDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_cuda_reset();
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  }
+  void TearDown() override { fake_cuda_reset(); }
+
+  // Retains dev's primary context and makes it current, as the runtime does.
+  static CUcontext UsePrimary(int dev = 0) {
+    CUcontext ctx = nullptr;
+    EXPECT_EQ(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    return ctx;
+  }
+
+  static size_t Used(int dev = 0) { return fake_cuda_device_used(dev); }
+  static size_t UsedBy(fake_cuda_charge charge, int dev = 0) {
+    return fake_cuda_device_used_by(dev, charge);
+  }
+};

@@ -1,0 +1,140 @@
+// The fake NVML reads the fake driver's truth, with NVML's conventions.
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "fake_driver_test.h"
+#include "nvml_api.h"
+
+namespace {
+
+class Nvml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_cuda_reset();
+    ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &device_), NVML_SUCCESS);
+  }
+  void TearDown() override {
+    nvmlShutdown();
+    fake_cuda_reset();
+  }
+  nvmlDevice_t device_ = nullptr;
+};
+
+TEST_F(Nvml, WorksWithoutCuInitAndSeesNothingHeld) {
+  unsigned int count = 0;
+  ASSERT_EQ(nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
+  EXPECT_EQ(count, 1u);
+  nvmlMemory_t memory = {};
+  ASSERT_EQ(nvmlDeviceGetMemoryInfo(device_, &memory), NVML_SUCCESS);
+  EXPECT_EQ(memory.total, 16 * kGiB);
+  EXPECT_EQ(memory.used, 0u);
+  EXPECT_EQ(memory.free, 16 * kGiB);
+  unsigned int processes = 0;
+  ASSERT_EQ(nvmlDeviceGetComputeRunningProcesses_v3(device_, &processes, nullptr), NVML_SUCCESS);
+  EXPECT_EQ(processes, 0u);
+}
+
+TEST_F(Nvml, MemoryInfoIsWhatTheProcessHolds) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  cuDevicePrimaryCtxRetain(&ctx, 0);
+  cuCtxSetCurrent(ctx);
+  CUdeviceptr ptr = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&ptr, 100 * kMiB), CUDA_SUCCESS);
+  nvmlMemory_t memory = {};
+  ASSERT_EQ(nvmlDeviceGetMemoryInfo(device_, &memory), NVML_SUCCESS);
+  EXPECT_EQ(memory.used, kContextBytes + 100 * kMiB);
+  EXPECT_EQ(memory.used, fake_cuda_device_used(0));
+  EXPECT_EQ(memory.free, memory.total - memory.used);
+  nvmlMemory_v2_t memory2 = {};
+  memory2.version = nvmlMemory_v2;
+  ASSERT_EQ(nvmlDeviceGetMemoryInfo_v2(device_, &memory2), NVML_SUCCESS);
+  EXPECT_EQ(memory2.total, memory.total);
+  EXPECT_EQ(memory2.used, memory.used);
+  EXPECT_EQ(memory2.free, memory.free);
+  EXPECT_EQ(memory2.reserved, 0u);
+  memory2.version = sizeof(nvmlMemory_v2_t) | (1u << 24);
+  EXPECT_EQ(nvmlDeviceGetMemoryInfo_v2(device_, &memory2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+}
+
+TEST_F(Nvml, ProcessListFollowsNvmlSizeSemantics) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  cuDevicePrimaryCtxRetain(&ctx, 0);
+  unsigned int count = 0;
+  EXPECT_EQ(nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, nullptr),
+            NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(count, 1u);
+  nvmlProcessInfo_t infos[4] = {};
+  count = 4;
+  ASSERT_EQ(nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, infos), NVML_SUCCESS);
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(infos[0].pid, static_cast<unsigned int>(getpid()));
+  EXPECT_EQ(infos[0].usedGpuMemory, kContextBytes);
+}
+
+TEST_F(Nvml, UuidNameAndDriverVersion) {
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  ASSERT_EQ(nvmlDeviceGetUUID(device_, uuid, sizeof(uuid)), NVML_SUCCESS);
+  EXPECT_EQ(std::strlen(uuid), 40u);
+  EXPECT_EQ(std::string(uuid).rfind("GPU-facec0da-", 0), 0u) << uuid;
+  EXPECT_EQ(nvmlDeviceGetUUID(device_, uuid, 10), NVML_ERROR_INSUFFICIENT_SIZE);
+  nvmlDevice_t by_uuid = nullptr;
+  ASSERT_EQ(nvmlDeviceGetHandleByUUID(uuid, &by_uuid), NVML_SUCCESS);
+  EXPECT_EQ(by_uuid, device_);
+  EXPECT_EQ(nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &by_uuid),
+            NVML_ERROR_NOT_FOUND);
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+  ASSERT_EQ(nvmlDeviceGetName(device_, name, sizeof(name)), NVML_SUCCESS);
+  char cuda_name[128];
+  fake_cuda_device_name(0, cuda_name, sizeof(cuda_name));
+  EXPECT_STREQ(name, cuda_name);
+  char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+  ASSERT_EQ(nvmlSystemGetDriverVersion(version, sizeof(version)), NVML_SUCCESS);
+  EXPECT_STREQ(nvmlErrorString(NVML_ERROR_NOT_FOUND), "Not Found");
+}
+
+TEST_F(Nvml, HandlesAreCheckedAgainstTheDeviceCount) {
+  nvmlDevice_t device = nullptr;
+  EXPECT_EQ(nvmlDeviceGetHandleByIndex_v2(1, &device), NVML_ERROR_INVALID_ARGUMENT);
+  nvmlMemory_t memory;
+  EXPECT_EQ(nvmlDeviceGetMemoryInfo(nullptr, &memory), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(NvmlInit, CallsBeforeInitOrAfterTheLastShutdownAreUninitialized) {
+  unsigned int count = 0;
+  EXPECT_EQ(nvmlDeviceGetCount_v2(&count), NVML_ERROR_UNINITIALIZED);
+  ASSERT_EQ(nvmlInit(), NVML_SUCCESS);
+  ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+  ASSERT_EQ(nvmlShutdown(), NVML_SUCCESS);
+  EXPECT_EQ(nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);  // still one init outstanding
+  ASSERT_EQ(nvmlShutdown(), NVML_SUCCESS);
+  EXPECT_EQ(nvmlDeviceGetCount_v2(&count), NVML_ERROR_UNINITIALIZED);
+  EXPECT_EQ(nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
+}
+
+TEST(NvmlDevices, EachDeviceReportsItsOwnUsage) {
+  ScopedKnobs knobs{{"FAKE_CUDA_DEVICE_COUNT", "2"}};
+  ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  cuDevicePrimaryCtxRetain(&ctx, 1);
+  nvmlDevice_t zero = nullptr, one = nullptr;
+  nvmlDeviceGetHandleByIndex_v2(0, &zero);
+  nvmlDeviceGetHandleByIndex_v2(1, &one);
+  nvmlMemory_t memory = {};
+  nvmlDeviceGetMemoryInfo(zero, &memory);
+  EXPECT_EQ(memory.used, 0u);
+  nvmlDeviceGetMemoryInfo(one, &memory);
+  EXPECT_EQ(memory.used, kContextBytes);
+  char uuid0[64], uuid1[64];
+  nvmlDeviceGetUUID(zero, uuid0, sizeof(uuid0));
+  nvmlDeviceGetUUID(one, uuid1, sizeof(uuid1));
+  EXPECT_STRNE(uuid0, uuid1);
+  nvmlShutdown();
+}
+
+}  // namespace
