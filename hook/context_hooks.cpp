@@ -28,17 +28,22 @@ void created(int dev) {
 }
 
 void destroyed(int dev) {
-  const int before = g_live[dev].fetch_sub(1, std::memory_order_acq_rel);
-  const uint64_t held = quota::context_charge(dev);
-  // The last context takes all context memory with it; otherwise an even share.
-  quota::release_context(dev, before <= 1 ? held : held / static_cast<uint64_t>(before));
+  // The last context takes all context memory with it; otherwise what the others still hold
+  // is measured again.
+  if (g_live[dev].fetch_sub(1, std::memory_order_acq_rel) <= 1)
+    quota::release_context(dev, quota::context_charge(dev));
+  else
+    quota::calibrate_context(dev);
 }
 
 template <typename Create>
 CUresult create_context(CUcontext* pctx, int dev, Create create) {
   if (!quota::active() || !valid(dev) || pctx == nullptr) return create();
   if (!begin_context(dev)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = create();
+  const CUresult r = [&] {
+    const quota::Operation op(dev);
+    return create();
+  }();
   if (r != CUDA_SUCCESS) {
     quota::release_context(dev, settings().context_bytes);
     return r;
@@ -71,7 +76,10 @@ CUSLICE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevi
     g_primary_refs[dev].fetch_sub(1, std::memory_order_acq_rel);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  const CUresult r = fn(pctx, dev);
+  const CUresult r = [&] {
+    const quota::Operation op(dev);
+    return fn(pctx, dev);
+  }();
   if (r != CUDA_SUCCESS) {
     g_primary_refs[dev].fetch_sub(1, std::memory_order_acq_rel);
     if (first) quota::release_context(dev, settings().context_bytes);

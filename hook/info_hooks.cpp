@@ -14,7 +14,12 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (r != CUDA_SUCCESS || !quota::active() || free == nullptr || total == nullptr) return r;
   const int dev = quota::current_device();
   if (!quota::limited(dev)) return r;
-  quota::settle_pools(dev);
+  // Pools settle cheaply. Memory measured outside hooked calls is measured again (an NVML
+  // reading, microseconds) so that what was given back shows.
+  if (quota::unexplained(dev) > 0)
+    quota::refresh(dev);
+  else
+    quota::settle_pools(dev);
   const uint64_t lim = quota::limit(dev), used = quota::used(dev);
   // Never an error when usage is above the quota (after a measured correction): callers
   // such as torch.cuda.mem_get_info would throw. Free is what is left, and never more than

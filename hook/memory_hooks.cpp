@@ -14,7 +14,7 @@ template <typename Undo>
 CUresult remember(AllocationTable& table, uint64_t key, int device, uint64_t charged, Undo undo) {
   if (table.insert(key, Charge{charged, device, 1})) return CUDA_SUCCESS;
   undo();
-  quota::uncharge(device, charged);
+  quota::uncharge_allocation(device, charged);
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -25,10 +25,11 @@ template <typename Release>
 CUresult forget(AllocationTable& table, uint64_t key, Release release) {
   Charge c;
   const bool tracked = table.remove(key, &c);
+  const quota::Operation op(tracked ? c.device : -1);
   const CUresult r = release();
   if (tracked) {
     if (r == CUDA_SUCCESS)
-      quota::uncharge(c.device, c.bytes);
+      quota::uncharge_allocation(c.device, c.bytes);
     else
       table.insert(key, c);
   }
@@ -62,9 +63,10 @@ uint64_t array_estimate(size_t w, size_t h, size_t d, unsigned channels, CUarray
   return quota::round_up(bytes, quota::kGranule);
 }
 
-// Arrays are sized before creation from their descriptor, then corrected to what the driver
-// says they need (cuArrayGetMemoryRequirements); a correction that does not fit destroys the
-// array and reports out of memory.
+// Arrays are sized before creation from their descriptor. cuArrayGetMemoryRequirements
+// answers only for deferred-mapping arrays (CUDA_ERROR_INVALID_VALUE otherwise, measured);
+// where it answers, the charge is corrected to it, and a correction that does not fit
+// destroys the array and reports out of memory.
 template <typename Handle, typename Requirements, typename Destroy>
 CUresult settle_array(Handle h, int device, uint64_t estimated, Requirements requirements, Destroy destroy) {
   CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
@@ -95,11 +97,12 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
   if (!quota::active()) return fn(dptr, bytesize);
   const int dev = quota::current_device();
   if (!quota::limited(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize);
-  const uint64_t charged = quota::round_up(bytesize, quota::kGranule);
-  if (!quota::charge(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const quota::Operation op(dev);
+  const uint64_t charged = quota::allocation_charge(bytesize);
+  if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = fn(dptr, bytesize);
   if (r != CUDA_SUCCESS) {
-    quota::uncharge(dev, charged);
+    quota::uncharge_allocation(dev, charged);
     return r;
   }
   return remember(device_pointers(), *dptr, dev, charged, [&] { real<Sym::cuMemFree_v2>()(*dptr); });
@@ -112,11 +115,12 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t byte
   // Managed memory can become fully resident on the device: charge all of it there.
   const int dev = quota::current_device();
   if (!quota::limited(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize, flags);
-  const uint64_t charged = quota::round_up(bytesize, quota::kGranule);
-  if (!quota::charge(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const quota::Operation op(dev);
+  const uint64_t charged = quota::allocation_charge(bytesize);
+  if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = fn(dptr, bytesize, flags);
   if (r != CUDA_SUCCESS) {
-    quota::uncharge(dev, charged);
+    quota::uncharge_allocation(dev, charged);
     return r;
   }
   return remember(device_pointers(), *dptr, dev, charged, [&] { real<Sym::cuMemFree_v2>()(*dptr); });
@@ -130,21 +134,24 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
   const int dev = quota::current_device();
   if (!quota::limited(dev) || dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0)
     return fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  // The pitch is known only afterwards; rows are padded to at most 512 bytes.
-  const uint64_t estimate = quota::round_up(quota::round_up(WidthInBytes, 512) * Height, quota::kGranule);
-  if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const quota::Operation op(dev);
+  // The pitch is known only afterwards: charge for rows padded to 512 bytes (the most the
+  // driver pads), then correct to the pitch it chose.
+  const uint64_t estimate = quota::allocation_charge(quota::round_up(WidthInBytes, 512) * Height);
+  if (!quota::charge_allocation(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   if (r != CUDA_SUCCESS) {
-    quota::uncharge(dev, estimate);
+    quota::uncharge_allocation(dev, estimate);
     return r;
   }
-  const uint64_t actual = quota::round_up(static_cast<uint64_t>(*pPitch) * Height, quota::kGranule);
-  if (actual > estimate && !quota::charge(dev, actual - estimate)) {
-    real<Sym::cuMemFree_v2>()(*dptr);
-    quota::uncharge(dev, estimate);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t actual = quota::allocation_charge(static_cast<uint64_t>(*pPitch) * Height);
+  if (actual != estimate) {
+    quota::uncharge_allocation(dev, estimate);
+    if (!quota::charge_allocation(dev, actual)) {
+      real<Sym::cuMemFree_v2>()(*dptr);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   }
-  if (actual < estimate) quota::uncharge(dev, estimate - actual);
   return remember(device_pointers(), *dptr, dev, actual, [&] { real<Sym::cuMemFree_v2>()(*dptr); });
 }
 
@@ -166,6 +173,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
     return fn(handle, size, prop, flags);
   const int dev = prop->location.id;
   if (!quota::limited(dev)) return fn(handle, size, prop, flags);
+  const quota::Operation op(dev);
   const uint64_t charged = quota::round_up(size, quota::kGranule);
   if (!quota::charge(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = fn(handle, size, prop, flags);
@@ -189,6 +197,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
   auto fn = real<Sym::cuMemRelease>();
   if (fn == nullptr) return unavailable_result();
   if (!quota::active() || !vmm_handles().contains(handle)) return fn(handle);
+  const quota::Operation op(quota::current_device());
   const CUresult r = fn(handle);
   if (r == CUDA_SUCCESS && vmm_handles().add_refs(handle, -1) == 0) {
     Charge c;
@@ -203,6 +212,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_AR
   if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc);
   const int dev = quota::current_device();
   if (!quota::limited(dev)) return fn(pHandle, desc);
+  const quota::Operation op(dev);
   const uint64_t estimate = array_estimate(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format, 1);
   if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = fn(pHandle, desc);
@@ -220,6 +230,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_
   if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc);
   const int dev = quota::current_device();
   if (!quota::limited(dev)) return fn(pHandle, desc);
+  const quota::Operation op(dev);
   const uint64_t estimate =
       array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format, 1);
   if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -246,6 +257,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle
   if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc, numMipmapLevels);
   const int dev = quota::current_device();
   if (!quota::limited(dev)) return fn(pHandle, desc, numMipmapLevels);
+  const quota::Operation op(dev);
   const uint64_t estimate = array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
                                            desc->Format, numMipmapLevels);
   if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,5 +1,6 @@
 // NVML, as nvidia-smi and pynvml read it inside a process under a quota: the quota is the
 // card's memory.
+#include <cstdio>
 #include <cstring>
 
 #include "driver.h"
@@ -57,12 +58,14 @@ bool apply(nvmlDevice_t device, unsigned long long* total, unsigned long long* u
   if (!cuda_ready() || !quota::active()) return false;
   const Settings& s = settings();
   int ordinal = same_limit_everywhere() ? -1 : cuda_ordinal(device);
+  if (ordinal < 0 && quota::single_device()) ordinal = 0;
   const int spec = ordinal >= 0 ? ordinal : 0;
   if (!s.has_limit[spec]) return false;
-  uint64_t lim = s.limit[spec].resolve(*total);
+  // The limit CUDA resolved (a percentage of CUDA's total, which excludes the driver's
+  // reserve) when this process uses CUDA; else the same spec against NVML's total.
+  uint64_t lim = ordinal >= 0 ? quota::limit(ordinal) : s.limit[spec].resolve(*total);
   if (lim > *total) lim = *total;
   uint64_t mine = *used;
-  if (ordinal < 0 && quota::single_device()) ordinal = 0;
   if (ordinal >= 0 && quota::used(ordinal) > 0) mine = quota::used(ordinal);
   if (mine > lim) mine = lim;
   *total = lim;

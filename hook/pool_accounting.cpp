@@ -92,7 +92,7 @@ bool begin(int device, uint64_t bytes, uint64_t* charged) {
   DeviceState* d = state(device);
   *charged = 0;
   if (d == nullptr || !quota::limited(device)) return true;
-  const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kGranule);
+  const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kPoolChunk);
   if (!quota::charge(device, p)) return false;
   // inflight before since: settle() relies on this order (see there).
   d->inflight.fetch_add(p, std::memory_order_acq_rel);
@@ -114,7 +114,7 @@ void end(int device, uint64_t charged, bool succeeded) {
 bool begin_graph_node(int device, uint64_t bytes) {
   DeviceState* d = state(device);
   if (d == nullptr || !quota::limited(device)) return true;
-  const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kGranule);
+  const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kPoolChunk);
   if (!quota::charge(device, p)) return false;
   d->graph_pending.fetch_add(p, std::memory_order_acq_rel);
   return true;
@@ -177,9 +177,9 @@ int stream_device(CUstream stream, bool per_thread) {
 // also in i and stays charged — or (b) finished before i was read, hence before R was read,
 // so R contains its growth. p added after s was read is simply not subtracted. Graph node
 // pre-charges are dropped only after a graph launch/upload, when their reserve exists.
-void settle(int device) {
+uint64_t settle(int device) {
   DeviceState* d = state(device);
-  if (d == nullptr) return;
+  if (d == nullptr) return 0;
   const uint64_t s = d->since.load(std::memory_order_acquire);
   const uint64_t i = d->inflight.load(std::memory_order_acquire);
   const bool launched = d->graph_launched.exchange(false, std::memory_order_acq_rel);
@@ -192,6 +192,7 @@ void settle(int device) {
                         static_cast<int64_t>(drop) - static_cast<int64_t>(g);
   d->settled = reading;
   quota::adjust(device, delta);
+  return reading;
 }
 
 bool trim(int device) {

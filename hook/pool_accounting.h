@@ -3,7 +3,7 @@
 // reserve:
 //
 //   - Each cuMemAllocAsync / cuMemAllocFromPoolAsync / graph memory node pre-charges the
-//     most the pool can grow for it (the size rounded up to the pool's 2 MiB granule), with
+//     most the pool can grow for it (the size rounded up to the pools' 32 MiB growth step), with
 //     the same single compare-and-swap as any allocation. Frees charge nothing back: the
 //     pool keeps the memory.
 //   - settle() (slow path: a refused charge, cuMemGetInfo) replaces the pre-charges of
@@ -40,8 +40,9 @@ int pool_device(CUmemoryPool pool);  // -1: unknown pool
 // The device a stream's work runs on (stream 0: the current context's).
 int stream_device(CUstream stream, bool per_thread);
 
-// Slow path, called by quota::refresh() under its mutex.
-void settle(int device);
+// Slow path, called by quota::refresh() under its mutex. Returns the reading (what the
+// device's pools and graph memory reserve now).
+uint64_t settle(int device);
 // Releases pool reserve that no allocation uses (cuMemPoolTrimTo, graph memory trim).
 // True if the device had such reserve.
 bool trim(int device);

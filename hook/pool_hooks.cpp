@@ -9,6 +9,7 @@ namespace {
 
 template <typename Call>
 CUresult charged_async(int dev, size_t bytes, Call call) {
+  const quota::Operation op(dev);
   uint64_t charged = 0;
   if (!pool_accounting::begin(dev, bytes, &charged)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = call();
@@ -69,7 +70,10 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   auto fn = real<Sym::cuMemPoolDestroy>();
   if (fn == nullptr) return unavailable_result();
   const int dev = quota::active() ? pool_accounting::pool_device(pool) : -1;
-  const CUresult r = fn(pool);
+  const CUresult r = [&] {
+    const quota::Operation op(dev);
+    return fn(pool);
+  }();
   if (r == CUDA_SUCCESS && dev >= 0) {
     // Settle while the pool is still registered would read a destroyed pool: unregister,
     // then let the next settle see the reserve gone.

@@ -1,5 +1,7 @@
 #include "quota.h"
 
+#include <time.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -17,7 +19,28 @@ struct alignas(64) Ledger {
   std::atomic<uint64_t> used{0};
   std::atomic<uint64_t> limit{kUnlimited};
   std::atomic<uint64_t> context_charge{0};
+  std::atomic<uint64_t> small_bytes{0};  // live allocations under kGranule, summed
+  std::atomic<int64_t> last_measure_ns{0};
+  std::atomic<uint64_t> measured_checkpoint{0};  // highest checkpoint a reading was taken at
+  std::atomic<uint64_t> unexplained{0};  // measured memory no hooked call accounts for
+  std::atomic<uint64_t> ops_started{0};  // Operation begun / ended: equal when none runs
+  std::atomic<uint64_t> ops_finished{0};
 };
+
+// Memory the driver takes without an allocation call (code of kernels loaded at their first
+// launch) is found by reading the process's usage. Besides the slow path, that reading is
+// taken whenever a charge carries `used` past one of these fractions of the limit for the
+// first time, or again once kMeasureIntervalNs have passed (usage going up and down across
+// one checkpoint must not read NVML every time), so such memory is charged long before the
+// limit is reached.
+constexpr uint64_t kCheckpoints = 16;
+constexpr int64_t kMeasureIntervalNs = 50'000'000;
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
 
 Ledger g_ledger[kMaxDevices];
 std::atomic<int> g_device_count{0};  // 0 until cuInit succeeded through the hook
@@ -58,14 +81,38 @@ void resolve_limits_locked() {
   g_limits_resolved.store(true, std::memory_order_release);
 }
 
-bool try_reserve(Ledger& l, uint64_t bytes) {
+// The check and the reservation in one step. *checkpoint: the checkpoint the charge carried
+// `used` into, 0 if it crossed none.
+bool try_reserve(Ledger& l, uint64_t bytes, uint64_t* checkpoint) {
   const uint64_t lim = l.limit.load(std::memory_order_relaxed);
   uint64_t cur = l.used.load(std::memory_order_relaxed);
   do {
     if (bytes > lim || cur > lim - bytes) return false;
   } while (!l.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
+  const uint64_t step = lim / kCheckpoints;
+  *checkpoint = step != 0 && cur / step != (cur + bytes) / step ? (cur + bytes) / step : 0;
   return true;
+}
+
+bool try_reserve(Ledger& l, uint64_t bytes) {
+  uint64_t checkpoint;
+  return try_reserve(l, bytes, &checkpoint);
+}
+
+void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
+  uint64_t highest = l.measured_checkpoint.load(std::memory_order_relaxed);
+  bool due = false;
+  while (checkpoint > highest && !due)
+    due = l.measured_checkpoint.compare_exchange_weak(highest, checkpoint, std::memory_order_relaxed);
+  if (!due) {
+    const int64_t now = now_ns();
+    int64_t last = l.last_measure_ns.load(std::memory_order_relaxed);
+    if (now - last < kMeasureIntervalNs ||
+        !l.last_measure_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
+      return;
+  }
+  refresh(device);
 }
 
 }  // namespace
@@ -109,6 +156,14 @@ bool charge(int device, uint64_t bytes) {
   Ledger* l = ledger(device);
   if (l == nullptr || !settings().has_limit[device]) return true;
   if (!g_limits_resolved.load(std::memory_order_acquire)) on_cuda_initialised();
+  uint64_t checkpoint = 0;
+  if (try_reserve(*l, bytes, &checkpoint)) {
+    if (checkpoint != 0) [[unlikely]] measure_if_due(device, *l, checkpoint);
+    return true;
+  }
+  // Slow path, cheapest correction first: pool pre-charges replaced by what the pools really
+  // reserve (tens of ns per pool), then a reading of the process's usage (microseconds).
+  settle_pools(device);
   if (try_reserve(*l, bytes)) return true;
   refresh(device);
   if (try_reserve(*l, bytes)) return true;
@@ -129,6 +184,29 @@ void uncharge(int device, uint64_t bytes) {
     l->used.fetch_sub(bytes, std::memory_order_acq_rel);
 }
 
+// Each change of the small-allocation total charges the change in whole pages it causes.
+// Computed from the value each fetch_add saw, the per-call deltas add up exactly to the pages
+// of the final total, whatever the interleaving.
+bool charge_small(int device, uint64_t bytes) {
+  Ledger* l = ledger(device);
+  if (l == nullptr || !settings().has_limit[device]) return true;
+  const uint64_t before = l->small_bytes.fetch_add(bytes, std::memory_order_acq_rel);
+  const uint64_t pages = round_up(before + bytes, kGranule) - round_up(before, kGranule);
+  if (pages == 0 || charge(device, pages)) return true;
+  // Refused: apply our share of the telescoping sum anyway, then undo the whole step.
+  l->used.fetch_add(pages, std::memory_order_acq_rel);
+  uncharge_small(device, bytes);
+  return false;
+}
+
+void uncharge_small(int device, uint64_t bytes) {
+  Ledger* l = ledger(device);
+  if (l == nullptr || !settings().has_limit[device]) return;
+  const uint64_t before = l->small_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+  const uint64_t pages = round_up(before, kGranule) - round_up(before - bytes, kGranule);
+  if (pages != 0) l->used.fetch_sub(pages, std::memory_order_acq_rel);
+}
+
 void adjust(int device, int64_t delta) {
   if (Ledger* l = ledger(device); l != nullptr && settings().has_limit[device])
     l->used.fetch_add(static_cast<uint64_t>(delta), std::memory_order_acq_rel);
@@ -138,21 +216,31 @@ void refresh(int device) {
   Ledger* l = ledger(device);
   if (l == nullptr || !settings().has_limit[device]) return;
   std::lock_guard<std::mutex> lock(g_slow);
-  pool_accounting::settle(device);
-  // Memory the process holds beyond what the ledger knows was taken by no hooked call
-  // (context growth, modules loaded lazily at a kernel's first launch). Charge it. Only ever
-  // raised here: a reading taken while another thread is between its reservation and its
-  // allocation undercounts, never overcounts.
+  // A reading is exact only if nothing changed while it was taken: no hooked allocation or
+  // free under way or begun, and the pools' reserve the same before and after.
+  const uint64_t started = l->ops_started.load(std::memory_order_acquire);
+  const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
+  const uint64_t pools = pool_accounting::settle(device);
   uint64_t actual = 0;
   if (!process_usage::device_bytes(device, &actual)) return;
-  const uint64_t known = l->used.load(std::memory_order_acquire);
-  if (actual > known) {
-    const uint64_t extra = actual - known;
-    l->context_charge.fetch_add(extra, std::memory_order_relaxed);
-    l->used.fetch_add(extra, std::memory_order_acq_rel);
-    CUSLICE_LOG(kDebug, "device %d: %llu bytes held outside allocations now charged", device,
-                static_cast<unsigned long long>(extra));
-  }
+  const bool quiet = started == finished && pool_accounting::settle(device) == pools &&
+                     l->ops_started.load(std::memory_order_acquire) == started &&
+                     l->ops_finished.load(std::memory_order_acquire) == finished;
+  l->last_measure_ns.store(now_ns(), std::memory_order_relaxed);
+  // The ledger keeps the headroom free beyond what it can explain (the context charge holds
+  // it): what the process holds beyond that is charged as unexplained. Such a charge is
+  // raised by any reading, but lowered (memory given back, e.g. pages small allocations no
+  // longer share) only by a quiet one: an allocation in flight is in the ledger and not yet
+  // in the reading, and would otherwise pass for memory given back.
+  const uint64_t old = l->unexplained.load(std::memory_order_acquire);
+  const uint64_t known = l->used.load(std::memory_order_acquire) - old;
+  const uint64_t want = actual + settings().context_headroom > known
+                            ? actual + settings().context_headroom - known : 0;
+  if (want == old || (want < old && !quiet)) return;
+  l->unexplained.store(want, std::memory_order_release);
+  l->used.fetch_add(want - old, std::memory_order_acq_rel);
+  CUSLICE_LOG(kDebug, "device %d: %llu bytes held outside hooked calls are charged", device,
+              static_cast<unsigned long long>(want));
 }
 
 bool charge_context(int device, uint64_t bytes) {
@@ -177,13 +265,19 @@ void calibrate_context(int device) {
   Ledger* l = ledger(device);
   if (l == nullptr || !settings().has_limit[device]) return;
   std::lock_guard<std::mutex> lock(g_slow);
+  const uint64_t started = l->ops_started.load(std::memory_order_acquire);
+  const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
   uint64_t actual = 0;
   if (!process_usage::device_bytes(device, &actual)) return;  // keep the estimate
   // Right after a context is created the process holds little else; what the driver
-  // reports beyond the ledger's other charges is the contexts' own memory.
+  // reports beyond the ledger's other charges is the contexts' own memory. Other threads'
+  // allocations in flight would pass for context memory given back: then only raise.
   const uint64_t ctx = l->context_charge.load(std::memory_order_acquire);
   const uint64_t others = l->used.load(std::memory_order_acquire) - ctx;
-  const uint64_t target = actual > others ? actual - others : 0;
+  uint64_t target = (actual > others ? actual - others : 0) + settings().context_headroom;
+  const bool quiet = started == finished && l->ops_started.load(std::memory_order_acquire) == started;
+  if (target < ctx && !quiet) target = ctx;
+  l->last_measure_ns.store(now_ns(), std::memory_order_relaxed);
   l->context_charge.store(target, std::memory_order_release);
   l->used.fetch_add(target - ctx, std::memory_order_acq_rel);
   CUSLICE_LOG(kDebug, "device %d: contexts hold %llu bytes (estimate was %llu)", device,
@@ -203,6 +297,19 @@ void forget_allocations(int device) {
   refresh(device);
 }
 
+Operation::Operation(int device) : device_(device) {
+  if (Ledger* l = ledger(device)) l->ops_started.fetch_add(1, std::memory_order_acq_rel);
+}
+
+Operation::~Operation() {
+  if (Ledger* l = ledger(device_)) l->ops_finished.fetch_add(1, std::memory_order_acq_rel);
+}
+
+uint64_t unexplained(int device) {
+  Ledger* l = ledger(device);
+  return l ? l->unexplained.load(std::memory_order_relaxed) : 0;
+}
+
 uint64_t context_charge(int device) {
   Ledger* l = ledger(device);
   return l ? l->context_charge.load(std::memory_order_relaxed) : 0;
@@ -212,6 +319,12 @@ void reset_after_fork() {
   for (Ledger& l : g_ledger) {
     l.used.store(0, std::memory_order_relaxed);
     l.context_charge.store(0, std::memory_order_relaxed);
+    l.small_bytes.store(0, std::memory_order_relaxed);
+    l.last_measure_ns.store(0, std::memory_order_relaxed);
+    l.measured_checkpoint.store(0, std::memory_order_relaxed);
+    l.unexplained.store(0, std::memory_order_relaxed);
+    l.ops_started.store(0, std::memory_order_relaxed);
+    l.ops_finished.store(0, std::memory_order_relaxed);
   }
   device_pointers().reset();
   vmm_handles().reset();

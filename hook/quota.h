@@ -14,8 +14,12 @@
 namespace cuslice::quota {
 
 inline constexpr uint64_t kUnlimited = ~uint64_t{0};
-// Allocation granularity the driver rounds device allocations to (large pages).
+// The driver rounds each allocation of 2 MiB or more up to whole 2 MiB pages and packs
+// smaller ones together into shared 2 MiB pages (measured on an H100, driver 580).
 inline constexpr uint64_t kGranule = 2ull << 20;
+// Stream-ordered pools grow their reserve in 32 MiB steps (same measurement): the most one
+// request can add to a pool's reserve is its size rounded up to this.
+inline constexpr uint64_t kPoolChunk = 32ull << 20;
 
 inline constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
@@ -41,13 +45,29 @@ inline bool limited(int device) { return limit(device) != kUnlimited; }
 bool charge(int device, uint64_t bytes);
 // Gives back what charge() took.
 void uncharge(int device, uint64_t bytes);
+
+// Allocations under kGranule: charged as a group, by the whole pages their total needs,
+// instead of a page each (4 KiB allocations would otherwise cost 2 MiB apiece).
+// charge_small() returns false if the pages cannot be charged; uncharge_small() undoes it.
+bool charge_small(int device, uint64_t bytes);
+void uncharge_small(int device, uint64_t bytes);
+// What an allocation of `bytes` is charged: whole pages, or its size if it is small.
+inline uint64_t allocation_charge(uint64_t bytes) {
+  return bytes < kGranule ? bytes : round_up(bytes, kGranule);
+}
+inline bool charge_allocation(int device, uint64_t charged) {
+  return charged < kGranule ? charge_small(device, charged) : charge(device, charged);
+}
+inline void uncharge_allocation(int device, uint64_t charged) {
+  if (charged < kGranule) uncharge_small(device, charged); else uncharge(device, charged);
+}
 // Corrections from measurement (slow paths only): may take `used` above the limit, which
 // then refuses further charges until memory is freed.
 void adjust(int device, int64_t delta);
 
 // Brings the ledger to the truth: settles pool reserves and accounts memory the process
 // holds that no hook saw (context growth, lazily loaded modules), measured through NVML.
-// Not for hot paths (takes a mutex, calls the driver).
+// Not for hot paths (takes a mutex, calls the driver; NVML costs microseconds).
 void refresh(int device);
 
 // Contexts: charged an estimate (CUSLICE_CONTEXT_BYTES) before the driver creates one,
@@ -61,6 +81,23 @@ void settle_pools(int device);
 // Drops the charges of every allocation on `device` (the driver destroyed them all, as
 // cuDevicePrimaryCtxReset does).
 void forget_allocations(int device);
+
+// Marks a hook call that changes what the device holds (an allocation or a free, from the
+// charge to the driver's answer). Readings of the process's usage may lower a charge only
+// when none is under way, since one in progress makes the ledger and the reading disagree.
+class Operation {
+ public:
+  explicit Operation(int device);
+  ~Operation();
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+ private:
+  int device_;
+};
+
+// Memory held outside any hooked call, as last measured (0: none seen).
+uint64_t unexplained(int device);
 
 // fork() child: the child owns no device memory; start from nothing.
 void reset_after_fork();

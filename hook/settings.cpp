@@ -32,6 +32,17 @@ bool parse_log_level(const char* v, log::Level& out) {
   return false;
 }
 
+void read_bytes(Settings& s, const char* var, uint64_t& out) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return;
+  SizeSpec spec;
+  const char* why = nullptr;
+  if (!parse_size(v, spec, &why) || spec.kind != SizeSpec::Kind::kBytes)
+    fail(s, var, v, why ? why : "must be a size in bytes, not a percentage");
+  else
+    out = spec.bytes;
+}
+
 }  // namespace
 
 bool parse_memory_limit(const char* text, Settings& s) {
@@ -93,14 +104,8 @@ void load_settings() {
   }
   if (const char* v = std::getenv("CUSLICE_MEMORY_LIMIT"); v != nullptr && *v != '\0')
     parse_memory_limit(v, s);
-  if (const char* v = std::getenv("CUSLICE_CONTEXT_BYTES"); v != nullptr && *v != '\0') {
-    SizeSpec spec;
-    const char* why = nullptr;
-    if (!parse_size(v, spec, &why) || spec.kind != SizeSpec::Kind::kBytes)
-      fail(s, "CUSLICE_CONTEXT_BYTES", v, why ? why : "must be a size in bytes, not a percentage");
-    else
-      s.context_bytes = spec.bytes;
-  }
+  read_bytes(s, "CUSLICE_CONTEXT_BYTES", s.context_bytes);
+  read_bytes(s, "CUSLICE_CONTEXT_HEADROOM", s.context_headroom);
 }
 
 const Settings& settings() { return g_settings; }

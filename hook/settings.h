@@ -5,7 +5,11 @@
 //                          device ordinal ("0:4GiB,1:25%"); unset means no quota at all.
 //   CUSLICE_LOG_LEVEL      off | error (default) | warn | info | debug; stderr only.
 //   CUSLICE_CONTEXT_BYTES  what a CUDA context is assumed to hold before it can be measured
-//                          (default 600MiB: an idle H100 context measured 527 MiB).
+//                          (default 600MiB: an idle H100 context measured 518 MiB).
+//   CUSLICE_CONTEXT_HEADROOM  kept free beyond the measured context for memory the driver
+//                          takes later without an allocation call, e.g. kernels' code loaded
+//                          at their first launch (default 128MiB: cuBLAS's first GEMM took
+//                          64 MiB so on an H100).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,7 @@ struct Settings {
   SizeSpec limit[kMaxDevices];
 
   uint64_t context_bytes = 600ull << 20;
+  uint64_t context_headroom = 128ull << 20;
 };
 
 // Parses the variables (getenv happens here only). Idempotent.
