@@ -129,13 +129,50 @@ CUresult DriverState::activate(CUctx_st* ctx) {
   return CUDA_SUCCESS;
 }
 
+bool DriverState::charge_allocation(Allocation& allocation) {
+  if (allocation.size >= kGranularity) {
+    allocation.charged = round_up(allocation.size, kGranularity);
+    return ledger.try_charge(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged);
+  }
+  allocation.charged = 0;  // the page holds the charge
+  for (std::size_t i = 0; i < small_pages.size(); ++i) {
+    SmallPage& page = small_pages[i];
+    if (page.live > 0 && page.device == allocation.device && kGranularity - page.used >= allocation.size) {
+      page.used += allocation.size;
+      page.live++;
+      allocation.small_page = static_cast<int>(i);
+      return true;
+    }
+  }
+  if (!ledger.try_charge(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, kGranularity)) return false;
+  std::size_t slot = 0;
+  while (slot < small_pages.size() && small_pages[slot].live > 0) ++slot;
+  if (slot == small_pages.size()) small_pages.emplace_back();
+  small_pages[slot] = SmallPage{allocation.device, allocation.size, 1};
+  allocation.small_page = static_cast<int>(slot);
+  return true;
+}
+
+void DriverState::release_allocation(const Allocation& allocation) {
+  if (allocation.small_page < 0) {
+    ledger.release(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged);
+    return;
+  }
+  SmallPage& page = small_pages[static_cast<std::size_t>(allocation.small_page)];
+  page.used -= allocation.size;
+  if (--page.live == 0) {
+    page.used = 0;
+    ledger.release(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, kGranularity);
+  }
+}
+
 void DriverState::deactivate(CUctx_st* ctx) {
   if (!ctx->active) return;
   std::erase_if(allocations, [&](const auto& entry) {
     const Allocation& allocation = entry.second;
     if (allocation.owner != ctx) return false;
     if (allocation.kind == AllocationKind::kDevice || allocation.kind == AllocationKind::kManaged) {
-      ledger.release(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged);
+      release_allocation(allocation);
     }
     return allocation.kind != AllocationKind::kPool;  // pool memory belongs to its pool
   });

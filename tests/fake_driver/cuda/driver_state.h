@@ -159,6 +159,16 @@ struct Allocation {
   AllocationKind kind = AllocationKind::kDevice;
   CUctx_st* owner = nullptr;              // freed with this context (kDevice, kManaged, kIpcImport)
   CUmemPoolHandle_st* pool = nullptr;     // kPool only
+  int small_page = -1;                    // kDevice/kManaged under kGranularity: its shared page
+};
+
+// Allocations under kGranularity share 2 MiB pages, as the real driver packs them (measured
+// on an H100: 100 x 4 KiB took one 2 MiB page). First fit; a page is given back to the
+// device when its last allocation is freed.
+struct SmallPage {
+  int device = 0;
+  std::size_t used = 0;
+  int live = 0;
 };
 
 // Physical memory of cuMemCreate, alive while a handle names it or a mapping uses it.
@@ -219,6 +229,12 @@ struct DriverState {
   std::array<GraphMemoryPool, kMaxDevices> graph_pools{};
 
   std::map<CUdeviceptr, Allocation> allocations;  // by base address
+  std::vector<SmallPage> small_pages;              // index: Allocation::small_page
+
+  // Charges a kDevice/kManaged allocation (whole pages, or room in a shared page); false
+  // when the device lacks the memory. release_allocation gives back what it charged.
+  bool charge_allocation(Allocation& allocation);
+  void release_allocation(const Allocation& allocation);
   std::set<void*> host_allocations;  // cuMemAllocHost_v2 blocks, to validate cuMemFreeHost
   std::map<CUdeviceptr, std::size_t> va_reservations;
   std::map<CUdeviceptr, VmmMapping> vmm_mappings;

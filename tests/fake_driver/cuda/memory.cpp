@@ -2,8 +2,8 @@
 // copies and sets, which move no data: device memory is not backed by host memory (a 16 GiB
 // device would cost 16 GiB of RAM), so they only validate their ranges.
 //
-// Every device allocation takes its size rounded up to 2 MiB of device memory, the granularity
-// at which the real driver maps cuMemAlloc memory of that size.
+// A device allocation of 2 MiB or more takes its size rounded up to 2 MiB of device memory;
+// smaller ones share 2 MiB pages (DriverState::charge_allocation), as on the real driver.
 #include <cstdlib>
 
 #include "driver_state.h"
@@ -21,13 +21,10 @@ CUresult allocate(CUdeviceptr* dptr, std::size_t bytes, AllocationKind kind) {
   if (CUresult rc = s->current_context(&ctx)) return rc;
   Allocation allocation;
   allocation.size = bytes;
-  allocation.charged = round_up(bytes, kGranularity);
   allocation.device = ctx->device;
   allocation.kind = kind;
   allocation.owner = ctx;
-  if (!s->ledger.try_charge(ctx->device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged)) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
+  if (!s->charge_allocation(allocation)) return CUDA_ERROR_OUT_OF_MEMORY;
   allocation.base = s->take_address_range(bytes);
   s->allocations.emplace(allocation.base, allocation);
   *dptr = allocation.base;
@@ -83,7 +80,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
       return CUDA_ERROR_INVALID_VALUE;
     case AllocationKind::kDevice:
     case AllocationKind::kManaged:
-      s->ledger.release(allocation.device, FAKE_CUDA_CHARGE_ALLOCATION, allocation.charged);
+      s->release_allocation(allocation);
       s->allocations.erase(found);
       return CUDA_SUCCESS;
   }
