@@ -18,12 +18,12 @@ rounds=${1:-10}
 mkdir -p "$OUT" "$build/bench"
 
 hook=${CUSLICE_HOOK:-}
-for cand in "$build/hook/libcuslice.so" "$build/hook-standalone/hook/libcuslice.so"; do
+for cand in "$build/hook/libcuslice.so"; do
   [ -z "$hook" ] && [ -f "$cand" ] && hook=$cand
 done
 if [ -z "$hook" ]; then
   bash "$root/tests/gpu/run.sh" --only "<build only>" >/dev/null
-  for cand in "$build/hook/libcuslice.so" "$build/hook-standalone/hook/libcuslice.so"; do
+  for cand in "$build/hook/libcuslice.so"; do
     [ -z "$hook" ] && [ -f "$cand" ] && hook=$cand
   done
 fi
