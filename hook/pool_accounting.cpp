@@ -169,6 +169,34 @@ int stream_device(CUstream stream, bool per_thread) {
   return current;
 }
 
+CUmemoryPool current_pool(int device) {
+  using GetPool = CUresult (*)(CUmemoryPool*, CUdevice);
+  static const GetPool get = symbol<GetPool>("cuDeviceGetMemPool");
+  CUmemoryPool pool = nullptr;
+  return get != nullptr && get(&pool, device) == CUDA_SUCCESS ? pool : nullptr;
+}
+
+bool pool_reserve(CUmemoryPool pool, uint64_t* reserved, uint64_t* used) {
+  static const GetAttr get = symbol<GetAttr>("cuMemPoolGetAttribute");
+  cuuint64_t r = 0, u = 0;
+  if (pool == nullptr || get == nullptr || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+      get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+    return false;
+  *reserved = r;
+  *used = u;
+  return true;
+}
+
+bool charge_growth(int device, uint64_t bytes) {
+  DeviceState* d = state(device);
+  if (d == nullptr) return true;
+  const bool fits = quota::charge(device, bytes);
+  if (!fits) quota::adjust(device, static_cast<int64_t>(bytes));  // held all the same
+  // Counted like a completed pre-charge: the next settle's reading contains it.
+  d->since.fetch_add(bytes, std::memory_order_acq_rel);
+  return fits;
+}
+
 // Settling replaces pre-charges by a reading R of what the device's pools reserve.
 // Allocations race with it; the ordering that keeps the ledger >= the truth:
 //   begin(): charge p, then inflight += p, then since += p;   end(): inflight -= p.

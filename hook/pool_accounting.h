@@ -40,6 +40,17 @@ int pool_device(CUmemoryPool pool);  // -1: unknown pool
 // The device a stream's work runs on (stream 0: the current context's).
 int stream_device(CUstream stream, bool per_thread);
 
+// Near the limit the worst-case pre-charge is refused even when the pool could serve the
+// request from reserve it already holds (and that is already charged). Then the request is
+// tried without a pre-charge, and what the pool's reserve grew by is read back:
+//   pool_reserve(): the pool's RESERVED and USED, false if unreadable;
+//   charge_growth(): charges growth the driver made anyway; false if it did not fit (the
+//   caller undoes the allocation; the growth stays charged until the next settle reads it
+//   back, since a pool keeps freed memory).
+CUmemoryPool current_pool(int device);
+bool pool_reserve(CUmemoryPool pool, uint64_t* reserved, uint64_t* used);
+bool charge_growth(int device, uint64_t bytes);
+
 // Slow path, called by quota::refresh() under its mutex. Returns the reading (what the
 // device's pools and graph memory reserve now).
 uint64_t settle(int device);

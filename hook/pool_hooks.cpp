@@ -7,14 +7,35 @@ using namespace cuslice;
 
 namespace {
 
-template <typename Call>
-CUresult charged_async(int dev, size_t bytes, Call call) {
+// `pool`: the pool the request draws on (nullptr: the device's current pool); `undo` frees
+// a successful allocation again.
+template <typename Call, typename Undo>
+CUresult charged_async(int dev, CUmemoryPool pool, size_t bytes, Call call, Undo undo) {
   const quota::Operation op(dev);
   uint64_t charged = 0;
-  if (!pool_accounting::begin(dev, bytes, &charged)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (pool_accounting::begin(dev, bytes, &charged)) {
+    const CUresult r = call();
+    pool_accounting::end(dev, charged, r == CUDA_SUCCESS);
+    return r;
+  }
+  // Refused at the worst case: serve it from the pool's free reserve if that can hold it.
+  if (pool == nullptr) pool = pool_accounting::current_pool(dev);
+  uint64_t before = 0, after = 0, used = 0;
+  if (!pool_accounting::pool_reserve(pool, &before, &used) || before - used < bytes)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = call();
-  pool_accounting::end(dev, charged, r == CUDA_SUCCESS);
-  return r;
+  if (r != CUDA_SUCCESS || !pool_accounting::pool_reserve(pool, &after, &used) || after <= before) return r;
+  // The pool grew all the same (its free reserve was fragmented).
+  if (pool_accounting::charge_growth(dev, after - before)) return r;
+  undo();
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+using FreeAsync = CUresult (*)(CUdeviceptr, CUstream);
+FreeAsync free_async(bool per_thread) {
+  static const auto legacy = reinterpret_cast<FreeAsync>(cuda_symbol("cuMemFreeAsync"));
+  static const auto ptsz = reinterpret_cast<FreeAsync>(cuda_symbol("cuMemFreeAsync_ptsz"));
+  return per_thread ? ptsz : legacy;
 }
 
 }  // namespace
@@ -26,7 +47,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesi
   if (fn == nullptr) return unavailable_result();
   if (!quota::active()) return fn(dptr, bytesize, hStream);
   const int dev = pool_accounting::stream_device(hStream, false);
-  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, hStream); });
+  return charged_async(dev, nullptr, bytesize, [&] { return fn(dptr, bytesize, hStream); },
+                       [&] { free_async(false)(*dptr, hStream); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
@@ -34,7 +56,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t b
   if (fn == nullptr) return unavailable_result();
   if (!quota::active()) return fn(dptr, bytesize, hStream);
   const int dev = pool_accounting::stream_device(hStream, true);
-  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, hStream); });
+  return charged_async(dev, nullptr, bytesize, [&] { return fn(dptr, bytesize, hStream); },
+                       [&] { free_async(true)(*dptr, hStream); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
@@ -44,7 +67,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_
   if (!quota::active()) return fn(dptr, bytesize, pool, hStream);
   // An unknown pool was imported from another process, whose memory it is.
   const int dev = pool_accounting::pool_device(pool);
-  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); });
+  return charged_async(dev, pool, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); },
+                       [&] { free_async(false)(*dptr, hStream); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
@@ -53,7 +77,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, 
   if (fn == nullptr) return unavailable_result();
   if (!quota::active()) return fn(dptr, bytesize, pool, hStream);
   const int dev = pool_accounting::pool_device(pool);
-  return charged_async(dev, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); });
+  return charged_async(dev, pool, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); },
+                       [&] { free_async(true)(*dptr, hStream); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {

@@ -68,6 +68,36 @@ TEST_F(StreamOrdered, ReserveKeptByAPoolCountsAndIsTrimmedBeforeRefusing) {
   cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
 }
 
+TEST_F(StreamOrdered, AtTheLimitRequestsAreServedFromTheReservePoolsHold) {
+  CUmemoryPool pool;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  cuuint64_t keep_all = ~0ull;
+  ASSERT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all), CUDA_SUCCESS);
+  std::vector<CUdeviceptr> blocks;
+  for (uint64_t size : {64 * kMiB, 2 * kMiB}) {
+    CUdeviceptr p;
+    while (cuMemAllocAsync(&p, size, nullptr) == CUDA_SUCCESS) blocks.push_back(p);
+  }
+  // Less than one pool growth step is left: a worst-case pre-charge no longer fits. Freed
+  // memory stays in the pool, charged; requests it can hold must still succeed.
+  ASSERT_EQ(cuMemFreeAsync(blocks.front(), nullptr), CUDA_SUCCESS);
+  blocks.erase(blocks.begin());
+  for (int i = 0; i < 100; ++i) {
+    CUdeviceptr p;
+    ASSERT_EQ(cuMemAllocAsync(&p, 1024, nullptr), CUDA_SUCCESS) << i;
+    blocks.push_back(p);
+  }
+  EXPECT_LE(truth(), kQuota);
+  // A request the reserve cannot hold is still refused.
+  CUdeviceptr p;
+  EXPECT_EQ(cuMemAllocAsync(&p, 256 * kMiB, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_LE(truth(), kQuota);
+  for (CUdeviceptr b : blocks) ASSERT_EQ(cuMemFreeAsync(b, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  cuuint64_t zero = 0;
+  cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+}
+
 TEST_F(StreamOrdered, CreatedPoolsAndPerThreadStreams) {
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
