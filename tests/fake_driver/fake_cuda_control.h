@@ -8,7 +8,9 @@
  * Contract, for every function here:
  *   - callable at any time, from any thread, with or without cuInit;
  *   - a device index outside [0, fake_cuda_device_count()) reads as 0 / does nothing;
- *   - "this process" is all the double knows today: the device state is per process. */
+ *   - memory is per process ("this process"); the devices' timeline (when each device is free,
+ *     how much kernel time it ran) is shared by every process naming the same
+ *     FAKE_CUDA_SHARED_DEVICE, and per process otherwise ("all processes" below). */
 #ifndef CUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_CONTROL_H
 #define CUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_CONTROL_H
 
@@ -52,9 +54,25 @@ int fake_cuda_proc_address_calls(void);
 /* Successful kernel launches: cuLaunchKernel*, cuLaunchKernelEx*, cuLaunchCooperativeKernel*. */
 unsigned long long fake_cuda_launch_count(void);
 
-/* Drops every object and charge, forgets cuInit, zeroes the counters and reads the FAKE_CUDA_*
- * environment again. For single-threaded test set-up: other threads' current contexts are
- * forgotten as well (they see no current context afterwards). */
+/* Simulated kernel time (ns) this process has placed on any device: kernels and graph
+ * launches, counted at launch (work still queued included; synchronise first to count only
+ * finished work). */
+unsigned long long fake_cuda_busy_ns(void);
+
+/* Simulated kernel time (ns) placed on dev by all processes, and the number of kernels (a graph
+ * launch counts as one). Counted at launch, as fake_cuda_busy_ns. */
+unsigned long long fake_cuda_device_busy_ns(int dev);
+unsigned long long fake_cuda_device_kernels(int dev);
+
+/* CLOCK_MONOTONIC nanoseconds at which dev has finished everything queued on it by all
+ * processes (in the past when it is idle). */
+long long fake_cuda_device_free_at_ns(int dev);
+
+/* Drops every object and charge, forgets cuInit, zeroes the process's counters and reads the
+ * FAKE_CUDA_* environment again (mapping the FAKE_CUDA_SHARED_DEVICE it now names, which keeps
+ * what other processes put there: only unlinking the object starts a shared timeline afresh).
+ * For single-threaded test set-up: other threads' current contexts are forgotten as well (they
+ * see no current context afterwards). */
 void fake_cuda_reset(void);
 
 #ifdef __cplusplus

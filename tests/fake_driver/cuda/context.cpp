@@ -35,8 +35,8 @@ CUresult context_device(CUdevice* device, CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
-// Everything the fake runs completes at once; what a synchronisation still does is let the
-// stream-ordered pools give back their unused reserve.
+// Waits for the simulated end of everything queued on the context's streams (per-thread and
+// destroyed ones included), then lets the stream-ordered pools give back their unused reserve.
 CUresult synchronize_context(CUcontext ctx) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
@@ -45,6 +45,7 @@ CUresult synchronize_context(CUcontext ctx) {
   } else if (!s->is_live_context(ctx)) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
+  s.unlock_until(ctx->all_tail);
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

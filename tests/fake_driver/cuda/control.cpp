@@ -52,6 +52,26 @@ unsigned long long fake_cuda_launch_count(void) {
   return s->launches;
 }
 
+unsigned long long fake_cuda_busy_ns(void) {
+  Session s;
+  return s->busy_ns;
+}
+
+unsigned long long fake_cuda_device_busy_ns(int dev) {
+  Session s;
+  return s->ledger.valid(dev) ? s->timeline.busy_ns(dev) : 0;
+}
+
+unsigned long long fake_cuda_device_kernels(int dev) {
+  Session s;
+  return s->ledger.valid(dev) ? s->timeline.kernels(dev) : 0;
+}
+
+long long fake_cuda_device_free_at_ns(int dev) {
+  Session s;
+  return s->ledger.valid(dev) ? s->timeline.free_at(dev) : 0;
+}
+
 void fake_cuda_reset(void) {
   Session s;
   s->reset();

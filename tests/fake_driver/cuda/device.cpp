@@ -1,4 +1,5 @@
 // cuInit, the driver version, and the device queries.
+#include <cstdio>
 #include <cstring>
 
 #include "device_identity.h"
@@ -24,6 +25,12 @@ extern "C" {
 CUresult CUDAAPI cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Session s;
+  // The timeline named by FAKE_CUDA_SHARED_DEVICE could not be used: fail loudly rather than
+  // run on a private one, which would make a multi-process test pass or fail for the wrong reason.
+  if (s->timeline_status != CUDA_SUCCESS) {
+    std::fprintf(stderr, "fake libcuda: %s\n", s->timeline.error().c_str());
+    return s->timeline_status;
+  }
   s->initialized = true;
   return CUDA_SUCCESS;
 }

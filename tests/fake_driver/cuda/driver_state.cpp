@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "sim_clock.h"
+
 namespace fake_cuda {
 namespace {
 
@@ -30,9 +32,17 @@ std::vector<CUctx_st*>& thread_context_stack(const DriverState& state) {
 
 DriverState::DriverState() { build(); }
 
+void Session::unlock_until(std::int64_t deadline_ns) {
+  if (deadline_ns <= monotonic_ns()) return;
+  lock_.unlock();
+  sleep_until_ns(deadline_ns);
+  lock_.lock();
+}
+
 void DriverState::build() {
   knobs = read_knobs_from_environment();
   ledger.reset(knobs.device_count, knobs.device_memory);
+  timeline_status = timeline.attach(knobs);
   for (int dev = 0; dev < knobs.device_count; ++dev) {
     primary_contexts[dev] = std::make_unique<CUctx_st>();
     primary_contexts[dev]->device = dev;
@@ -70,6 +80,7 @@ void DriverState::reset() {
   module_loaded = false;
   proc_address_calls = 0;
   launches = 0;
+  busy_ns = 0;
   build();
 }
 
@@ -190,6 +201,9 @@ void DriverState::deactivate(CUctx_st* ctx) {
   ledger.release(ctx->device, FAKE_CUDA_CHARGE_MODULE, ctx->module_bytes);
   ctx->module_bytes = 0;
   ledger.release(ctx->device, FAKE_CUDA_CHARGE_CONTEXT, knobs.context_bytes);
+  // Its queued work is abandoned with it (the device's timeline keeps the time it was given).
+  ctx->legacy_tail = ctx->blocking_tail = ctx->all_tail = 0;
+  ctx->per_thread_tails.clear();
   ctx->active = false;
 }
 

@@ -6,7 +6,7 @@
 //     if (CUresult rc = s.require_init()) return rc;
 //
 // and then works on s-> under the lock. Entry points never call other entry points; shared work
-// is in the helpers declared here and in mem_pools.h / graph_memory.h.
+// is in the helpers declared here and in mem_pools.h, graph_nodes.h and stream_order.h.
 //
 // Handles are the addresses of the structs below: cuda.h declares CUcontext as a pointer to the
 // incomplete `struct CUctx_st` (and so on), and the fake completes those structs. A handle is
@@ -16,17 +16,19 @@
 #include <cuda.h>
 
 #include <array>
-#include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "device_ledger.h"
+#include "device_timeline.h"
 #include "knobs.h"
 
 struct CUctx_st {
@@ -39,6 +41,12 @@ struct CUctx_st {
   // retain and after cuDevicePrimaryCtxReset_v2, and is re-activated when next used.
   bool active = false;
   std::size_t module_bytes = 0;  // charged under FAKE_CUDA_CHARGE_MODULE, dropped with the context
+
+  // Stream order (stream_order.h): CLOCK_MONOTONIC ns at which the work queued so far ends.
+  std::int64_t legacy_tail = 0;    // the legacy default stream
+  std::int64_t blocking_tail = 0;  // the latest of the blocking streams (per-thread ones included)
+  std::int64_t all_tail = 0;       // the latest of every stream: what cuCtxSynchronize waits for
+  std::unordered_map<std::thread::id, std::int64_t> per_thread_tails;  // per-thread default streams
 };
 
 struct CUstream_st {
@@ -46,13 +54,14 @@ struct CUstream_st {
   unsigned int flags = 0;
   int priority = 0;
   CUgraph_st* capture = nullptr;  // graph being captured into, or null
+  std::int64_t tail = 0;          // CLOCK_MONOTONIC ns at which the work queued so far ends
 };
 
 struct CUevent_st {
   CUctx_st* ctx = nullptr;
   unsigned int flags = 0;
   bool recorded = false;
-  std::chrono::steady_clock::time_point recorded_at;
+  std::int64_t completes_at = 0;  // CLOCK_MONOTONIC ns: the work before its last record ends then
 };
 
 struct CUmod_st {
@@ -62,6 +71,7 @@ struct CUmod_st {
 struct CUfunc_st {
   CUmod_st* module = nullptr;
   std::string name;
+  std::int64_t duration_ns = 0;  // how long each launch occupies the device (kernel.cpp)
 };
 
 // A stream-ordered memory pool, modelled by byte counts (no fragmentation): allocations take
@@ -93,12 +103,16 @@ struct CUmipmappedArray_st {
   std::size_t charged = 0;
 };
 
-// A memory allocation node (bytes > 0) or a memory free node (bytes == 0) of a graph; the other
-// kinds of node are not modelled.
+// A memory allocation node, a memory free node or a kernel node of a graph; the other kinds of
+// node are not modelled. Dependencies are not kept: a launched graph runs its kernels one after
+// the other, which on a device that runs one kernel at a time takes the same time.
 struct CUgraphNode_st {
+  enum class Kind { kMemAlloc, kMemFree, kKernel };
+  Kind kind = Kind::kMemAlloc;
   int device = 0;
-  std::size_t bytes = 0;
-  CUdeviceptr dptr = 0;
+  std::size_t bytes = 0;  // kMemAlloc
+  CUdeviceptr dptr = 0;   // kMemAlloc, kMemFree
+  std::int64_t kernel_ns = 0;  // kKernel
 };
 
 struct CUgraph_st {
@@ -108,6 +122,8 @@ struct CUgraph_st {
 struct CUgraphExec_st {
   std::array<std::size_t, fake_cuda::kMaxDevices> allocation_bytes{};  // 2 MiB-rounded, by device
   bool reserved = false;  // set at the first launch, when the graph pool takes allocation_bytes
+  std::int64_t kernel_ns = 0;  // its kernel nodes together: what each launch occupies the device
+  unsigned long long kernels = 0;
 };
 
 namespace fake_cuda {
@@ -212,6 +228,8 @@ struct DriverState {
   unsigned long generation = 0;  // bumped by reset(); thread-local context stacks compare it
   Knobs knobs;
   DeviceLedger ledger;
+  DeviceTimeline timeline;
+  CUresult timeline_status = CUDA_SUCCESS;  // what cuInit answers when the timeline failed
 
   std::array<std::unique_ptr<CUctx_st>, kMaxDevices> primary_contexts;
   Registry<CUctx_st> created_contexts;
@@ -246,6 +264,7 @@ struct DriverState {
   bool module_loaded = false;  // the process's first launch charged FAKE_CUDA_MODULE_BYTES
   int proc_address_calls = 0;
   unsigned long long launches = 0;
+  unsigned long long busy_ns = 0;  // kernel time this process placed on any device
 
   // One unified address space for every device, handed out upwards and never reused, with a
   // 2 MiB gap after each range so that neighbours never touch.
@@ -299,6 +318,9 @@ class Session {
   CUresult require_init() const {
     return state_.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
   }
+  // Waits for simulated work to end without holding the lock, so that the process's other
+  // threads keep launching and querying meanwhile. Handles looked up before may be stale after.
+  void unlock_until(std::int64_t deadline_ns);
 
  private:
   DriverState& state_;

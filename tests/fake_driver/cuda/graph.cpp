@@ -1,5 +1,9 @@
-// Graphs, as far as they hold memory: allocation and free nodes, instantiation, launch, and the
-// per-device graph memory pool.
+// Graphs, as far as they hold memory or take device time: allocation, free and kernel nodes,
+// instantiation, launch, and the per-device graph memory pool.
+//
+// Time: a launch runs the graph's kernel nodes (cuGraphAddKernelNode*, or launches captured from
+// a stream) back to back, as one stretch of device time on the launch stream; other processes'
+// kernels do not interleave with it. A graph without kernel nodes takes no time.
 //
 // Model: an executable graph needs the sum of its allocation nodes (each rounded up to 2 MiB) on
 // each device. Its first launch takes that from the graph pool: first from reserve left idle by
@@ -9,7 +13,8 @@
 #include <algorithm>
 
 #include "driver_state.h"
-#include "graph_memory.h"
+#include "graph_nodes.h"
+#include "stream_order.h"
 
 namespace fake_cuda {
 
@@ -24,7 +29,16 @@ CUgraphNode_st* add_alloc_node(DriverState& state, CUgraph_st* graph, int device
 
 CUgraphNode_st* add_free_node(CUgraph_st* graph, CUdeviceptr dptr) {
   auto node = std::make_unique<CUgraphNode_st>();
+  node->kind = CUgraphNode_st::Kind::kMemFree;
   node->dptr = dptr;
+  graph->nodes.push_back(std::move(node));
+  return graph->nodes.back().get();
+}
+
+CUgraphNode_st* add_kernel_node(CUgraph_st* graph, std::int64_t kernel_ns) {
+  auto node = std::make_unique<CUgraphNode_st>();
+  node->kind = CUgraphNode_st::Kind::kKernel;
+  node->kernel_ns = kernel_ns;
   graph->nodes.push_back(std::move(node));
   return graph->nodes.back().get();
 }
@@ -60,13 +74,29 @@ CUresult reserve_graph_memory(DriverState& state, CUgraphExec_st* exec) {
   return CUDA_SUCCESS;
 }
 
-CUresult launch_graph(CUgraphExec exec, CUstream stream) {
+CUresult launch_graph(CUgraphExec exec, CUstream stream, DefaultStream zero) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->graph_execs.contains(exec)) return CUDA_ERROR_INVALID_VALUE;
-  CUctx_st* ctx = nullptr;
-  if (CUresult rc = s->stream_context(stream, &ctx)) return rc;
-  return exec->reserved ? CUDA_SUCCESS : reserve_graph_memory(*s, exec);
+  StreamQueue queue;
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue)) return rc;
+  if (!exec->reserved) {
+    if (CUresult rc = reserve_graph_memory(*s, exec)) return rc;
+  }
+  if (exec->kernels > 0) enqueue_kernel(*s, queue, exec->kernel_ns);
+  return CUDA_SUCCESS;
+}
+
+// cuGraphAddKernelNode and _v2: both parameter structs begin with the function.
+template <class Params>
+CUresult add_kernel_node_entry(CUgraphNode* node, CUgraph graph, const Params* params) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (node == nullptr || params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!s->graphs.contains(graph)) return CUDA_ERROR_INVALID_VALUE;
+  if (!s->functions.contains(params->func)) return CUDA_ERROR_INVALID_HANDLE;
+  *node = add_kernel_node(graph, params->func->duration_ns);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -104,6 +134,18 @@ CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph,
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph,
+                                      const CUgraphNode* dependencies, size_t dependency_count,
+                                      const CUDA_KERNEL_NODE_PARAMS_v1* params) {
+  return add_kernel_node_entry(node, graph, params);
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph,
+                                         const CUgraphNode* dependencies, size_t dependency_count,
+                                         const CUDA_KERNEL_NODE_PARAMS_v2* params) {
+  return add_kernel_node_entry(node, graph, params);
+}
+
 CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph,
                                        const CUgraphNode* dependencies, size_t dependency_count,
                                        CUdeviceptr dptr) {
@@ -121,18 +163,27 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
   if (exec == nullptr || !s->graphs.contains(graph)) return CUDA_ERROR_INVALID_VALUE;
   auto created = std::make_unique<CUgraphExec_st>();
   for (const auto& graph_node : graph->nodes) {
-    created->allocation_bytes[graph_node->device] += round_up(graph_node->bytes, kGranularity);
+    switch (graph_node->kind) {
+      case CUgraphNode_st::Kind::kMemAlloc:
+        created->allocation_bytes[graph_node->device] += round_up(graph_node->bytes, kGranularity);
+        break;
+      case CUgraphNode_st::Kind::kKernel:
+        created->kernel_ns += graph_node->kernel_ns;
+        ++created->kernels;
+        break;
+      case CUgraphNode_st::Kind::kMemFree: break;
+    }
   }
   *exec = s->graph_execs.add(std::move(created));
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  return launch_graph(exec, stream);
+  return launch_graph(exec, stream, DefaultStream::kLegacy);
 }
 
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  return launch_graph(exec, stream);
+  return launch_graph(exec, stream, DefaultStream::kPerThread);
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {

@@ -1,6 +1,16 @@
 // Modules, functions and kernel launches. Any image loads and any name resolves; launches are
-// validated, then "run" by run_kernel().
+// validated, then "run" by run_kernel(), which places the kernel on its device's timeline and
+// returns at once, as a launch on a GPU does.
+//
+// How long a kernel takes comes from its name: "spin_<N>us" occupies the device for N
+// microseconds; any other name for FAKE_CUDA_KERNEL_US (default 0).
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include "driver_state.h"
+#include "graph_nodes.h"
+#include "stream_order.h"
 
 using namespace fake_cuda;
 
@@ -12,10 +22,25 @@ struct LaunchShape {
   unsigned int shared_bytes;
 };
 
-// Where a launch takes effect. Today: lazy module loading (the process's first launch adds
-// FAKE_CUDA_MODULE_BYTES to the context) and a count. Simulated run time on a device shared by
-// several processes belongs here too.
-CUresult run_kernel(DriverState& state, CUctx_st* ctx, const LaunchShape& shape) {
+std::int64_t kernel_duration_ns(const char* name, const Knobs& knobs) {
+  constexpr char kPrefix[] = "spin_";
+  constexpr std::size_t kPrefixLength = sizeof kPrefix - 1;
+  if (std::strncmp(name, kPrefix, kPrefixLength) == 0 && name[kPrefixLength] >= '0' &&
+      name[kPrefixLength] <= '9') {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long us = std::strtoull(name + kPrefixLength, &end, 10);
+    if (errno == 0 && std::strcmp(end, "us") == 0 && us <= 3'600'000'000ull) {
+      return static_cast<std::int64_t>(us) * 1000;
+    }
+  }
+  return static_cast<std::int64_t>(knobs.kernel_us) * 1000;
+}
+
+// Where a launch takes effect: lazy module loading (the process's first launch adds
+// FAKE_CUDA_MODULE_BYTES to the context), the count, and the kernel's time on the device.
+CUresult run_kernel(DriverState& state, StreamQueue& queue, CUfunction function) {
+  CUctx_st* ctx = queue.context();
   if (!state.module_loaded) {
     if (!state.ledger.try_charge(ctx->device, FAKE_CUDA_CHARGE_MODULE, state.knobs.module_bytes)) {
       return CUDA_ERROR_OUT_OF_MEMORY;
@@ -24,11 +49,12 @@ CUresult run_kernel(DriverState& state, CUctx_st* ctx, const LaunchShape& shape)
     state.module_loaded = true;
   }
   ++state.launches;
+  enqueue_kernel(state, queue, function->duration_ns);
   return CUDA_SUCCESS;
 }
 
 CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params,
-                void** extra) {
+                void** extra, DefaultStream zero) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->functions.contains(function)) return CUDA_ERROR_INVALID_HANDLE;
@@ -42,22 +68,27 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
     threads *= dim;
   }
   if (threads > 1024) return CUDA_ERROR_INVALID_VALUE;
-  CUctx_st* ctx = nullptr;
+  StreamQueue queue;
   CUstream_st* stream_state = nullptr;
-  if (CUresult rc = s->stream_context(stream, &ctx, &stream_state)) return rc;
-  // A kernel launched into a capturing stream is recorded, not run (the fake records nothing).
-  if (stream_state != nullptr && stream_state->capture != nullptr) return CUDA_SUCCESS;
-  return run_kernel(*s, ctx, shape);
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  // A kernel launched into a capturing stream becomes a node of the graph; cuGraphLaunch runs it.
+  if (stream_state != nullptr && stream_state->capture != nullptr) {
+    add_kernel_node(stream_state->capture, function->duration_ns);
+    return CUDA_SUCCESS;
+  }
+  return run_kernel(*s, queue, function);
 }
 
 CUresult launch_kernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                        unsigned int block_x, unsigned int block_y, unsigned int block_z,
-                       unsigned int shared_bytes, CUstream stream, void** params, void** extra) {
+                       unsigned int shared_bytes, CUstream stream, void** params, void** extra,
+                       DefaultStream zero) {
   return launch(f, {{grid_x, grid_y, grid_z}, {block_x, block_y, block_z}, shared_bytes}, stream,
-                params, extra);
+                params, extra, zero);
 }
 
-CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra,
+                          DefaultStream zero) {
   if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -65,7 +96,7 @@ CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** par
                 {{config->gridDimX, config->gridDimY, config->gridDimZ},
                  {config->blockDimX, config->blockDimY, config->blockDimZ},
                  config->sharedMemBytes},
-                config->hStream, params, extra);
+                config->hStream, params, extra, zero);
 }
 
 }  // namespace
@@ -101,6 +132,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* function, CUmodule module, cons
   auto resolved = std::make_unique<CUfunc_st>();
   resolved->module = module;
   resolved->name = name;
+  resolved->duration_ns = kernel_duration_ns(name, s->knobs);
   *function = s->functions.add(std::move(resolved));
   return CUDA_SUCCESS;
 }
@@ -110,7 +142,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int 
                                 unsigned int block_z, unsigned int shared_bytes, CUstream stream,
                                 void** params, void** extra) {
   return launch_kernel(f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, stream,
-                       params, extra);
+                       params, extra, DefaultStream::kLegacy);
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int grid_x, unsigned int grid_y,
@@ -119,17 +151,17 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int grid_x, unsigned
                                      unsigned int shared_bytes, CUstream stream, void** params,
                                      void** extra) {
   return launch_kernel(f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, stream,
-                       params, extra);
+                       params, extra, DefaultStream::kPerThread);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
                                   void** extra) {
-  return launch_kernel_ex(config, f, params, extra);
+  return launch_kernel_ex(config, f, params, extra, DefaultStream::kLegacy);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                        void** extra) {
-  return launch_kernel_ex(config, f, params, extra);
+  return launch_kernel_ex(config, f, params, extra, DefaultStream::kPerThread);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y,
@@ -138,7 +170,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int grid_x, un
                                            unsigned int shared_bytes, CUstream stream,
                                            void** params) {
   return launch_kernel(f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, stream,
-                       params, nullptr);
+                       params, nullptr, DefaultStream::kLegacy);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid_x,
@@ -147,7 +179,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid_
                                                 unsigned int block_z, unsigned int shared_bytes,
                                                 CUstream stream, void** params) {
   return launch_kernel(f, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, stream,
-                       params, nullptr);
+                       params, nullptr, DefaultStream::kPerThread);
 }
 
 }  // extern "C"

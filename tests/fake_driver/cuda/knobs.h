@@ -6,11 +6,18 @@
 //   FAKE_CUDA_CONTEXT_BYTES  device memory each live context holds default 512 MiB
 //   FAKE_CUDA_MODULE_BYTES   device memory the process's first launch adds to its context
 //                            (lazy module loading)                 default 0
+//   FAKE_CUDA_KERNEL_US      microseconds a kernel occupies its device, for functions whose
+//                            name is not spin_<N>us                default 0
+//   FAKE_CUDA_SHARED_DEVICE  name of a POSIX shared-memory object (/dev/shm/<name>) holding the
+//                            devices' timeline, shared by every process that names it; unset:
+//                            the timeline is the process's own   default unset
 //
-// A value that is not a plain decimal number (or a device count out of range) keeps the default.
+// A number that is not plain decimal (or a device count out of range) keeps the default.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 namespace fake_cuda {
 
@@ -21,6 +28,8 @@ struct Knobs {
   std::size_t device_memory = std::size_t{16} << 30;
   std::size_t context_bytes = std::size_t{512} << 20;
   std::size_t module_bytes = 0;
+  std::uint64_t kernel_us = 0;
+  std::string shared_device;  // empty: a timeline private to the process
 };
 
 Knobs read_knobs_from_environment();

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "graph_memory.h"
+#include "graph_nodes.h"
 
 namespace fake_cuda {
 

@@ -1,14 +1,18 @@
-// Streams, stream capture and events. Work completes the moment it is enqueued, so queries say
-// "done", and synchronising only lets the stream-ordered pools release their unused reserve.
+// Streams, stream capture and events, on the simulated timeline (stream_order.h): queries say
+// CUDA_ERROR_NOT_READY until the queued work's simulated end, synchronisations sleep until then
+// (without the driver's lock), and an event completes when the work queued before its record
+// does. Synchronising also lets the stream-ordered pools release their unused reserve.
 //
-// Capture is modelled for memory only: between cuStreamBeginCapture_v2 and cuStreamEndCapture,
-// cuMemAllocAsync / cuMemFreeAsync on the stream become nodes of the captured graph (graph
-// memory, as on the real driver); other work enqueued meanwhile is not recorded. Capturing the
-// null, legacy or per-thread stream is refused.
-#include <chrono>
+// Capture: between cuStreamBeginCapture_v2 and cuStreamEndCapture, cuMemAllocAsync /
+// cuMemFreeAsync and kernel launches on the stream become nodes of the captured graph and run
+// nothing; event records and waits on a capturing stream are accepted and not recorded.
+// Capturing the null, legacy or per-thread stream is refused.
+#include <algorithm>
 
 #include "driver_state.h"
 #include "mem_pools.h"
+#include "sim_clock.h"
+#include "stream_order.h"
 
 using namespace fake_cuda;
 
@@ -28,24 +32,28 @@ CUresult create_stream(CUstream* stream, unsigned int flags, int priority) {
   return CUDA_SUCCESS;
 }
 
-CUresult synchronize_stream(CUstream stream) {
+bool capturing(const CUstream_st* stream_state) {
+  return stream_state != nullptr && stream_state->capture != nullptr;
+}
+
+CUresult synchronize_stream(CUstream stream, DefaultStream zero) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  CUctx_st* ctx = nullptr;
+  StreamQueue queue;
   CUstream_st* stream_state = nullptr;
-  if (CUresult rc = s->stream_context(stream, &ctx, &stream_state)) return rc;
-  if (stream_state != nullptr && stream_state->capture != nullptr) {
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  if (capturing(stream_state)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  s.unlock_until(queue.completes_at());
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }
 
-CUresult query_stream(CUstream stream) {
+CUresult query_stream(CUstream stream, DefaultStream zero) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  CUctx_st* ctx = nullptr;
-  return s->stream_context(stream, &ctx);
+  StreamQueue queue;
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue)) return rc;
+  return queue.completes_at() > monotonic_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
@@ -85,14 +93,30 @@ CUresult end_capture(CUstream stream, CUgraph* graph) {
   return CUDA_SUCCESS;
 }
 
-CUresult record_event(CUevent event, CUstream stream) {
+CUresult record_event(CUevent event, CUstream stream, unsigned int flags, DefaultStream zero) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
-  CUctx_st* ctx = nullptr;
-  if (CUresult rc = s->stream_context(stream, &ctx)) return rc;
+  if ((flags & ~CU_EVENT_RECORD_EXTERNAL) != 0) return CUDA_ERROR_INVALID_VALUE;
+  StreamQueue queue;
+  CUstream_st* stream_state = nullptr;
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  if (capturing(stream_state)) return CUDA_SUCCESS;
   event->recorded = true;
-  event->recorded_at = std::chrono::steady_clock::now();
+  event->completes_at = enqueue_marker(queue);
+  return CUDA_SUCCESS;
+}
+
+CUresult wait_event(CUstream stream, CUevent event, unsigned int flags, DefaultStream zero) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
+  if ((flags & ~CU_EVENT_WAIT_EXTERNAL) != 0) return CUDA_ERROR_INVALID_VALUE;
+  StreamQueue queue;
+  CUstream_st* stream_state = nullptr;
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  // Waiting for an event never recorded is waiting for nothing, as on the real driver.
+  if (!capturing(stream_state) && event->recorded) enqueue_marker(queue, event->completes_at);
   return CUDA_SUCCESS;
 }
 
@@ -103,8 +127,10 @@ CUresult elapsed_time(float* milliseconds, CUevent start, CUevent end) {
   if (!s->events.contains(start) || !s->events.contains(end)) return CUDA_ERROR_INVALID_HANDLE;
   if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
   if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-  std::chrono::duration<float, std::milli> elapsed = end->recorded_at - start->recorded_at;
-  *milliseconds = elapsed.count();
+  if (std::max(start->completes_at, end->completes_at) > monotonic_ns()) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  *milliseconds = static_cast<float>(end->completes_at - start->completes_at) / 1e6f;
   return CUDA_SUCCESS;
 }
 
@@ -129,10 +155,29 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamSynchronize(CUstream stream) { return synchronize_stream(stream); }
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream stream) { return synchronize_stream(stream); }
-CUresult CUDAAPI cuStreamQuery(CUstream stream) { return query_stream(stream); }
-CUresult CUDAAPI cuStreamQuery_ptsz(CUstream stream) { return query_stream(stream); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
+  return synchronize_stream(stream, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream stream) {
+  return synchronize_stream(stream, DefaultStream::kPerThread);
+}
+
+CUresult CUDAAPI cuStreamQuery(CUstream stream) {
+  return query_stream(stream, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream stream) {
+  return query_stream(stream, DefaultStream::kPerThread);
+}
+
+CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+  return wait_event(stream, event, flags, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags) {
+  return wait_event(stream, event, flags, DefaultStream::kPerThread);
+}
 
 CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   return is_capturing(stream, status);
@@ -171,22 +216,35 @@ CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) { return record_event(event, stream); }
-
-CUresult CUDAAPI cuEventRecord_ptsz(CUevent event, CUstream stream) {
-  return record_event(event, stream);
+CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
+  return record_event(event, stream, 0, DefaultStream::kLegacy);
 }
 
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent event, CUstream stream) {
+  return record_event(event, stream, 0, DefaultStream::kPerThread);
+}
+
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int flags) {
+  return record_event(event, stream, flags, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent event, CUstream stream, unsigned int flags) {
+  return record_event(event, stream, flags, DefaultStream::kPerThread);
+}
+
+// An event never recorded counts as complete, as on the real driver.
 CUresult CUDAAPI cuEventQuery(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  return s->events.contains(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
+  return event->completes_at > monotonic_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
+  s.unlock_until(event->completes_at);
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }
