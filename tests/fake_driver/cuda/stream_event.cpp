@@ -8,6 +8,7 @@
 // nothing; event records and waits on a capturing stream are accepted and not recorded.
 // Capturing the null, legacy or per-thread stream is refused.
 #include <algorithm>
+#include <utility>
 
 #include "driver_state.h"
 #include "mem_pools.h"
@@ -201,6 +202,19 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream stream, CUgraph* graph) {
 
 CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
   return end_capture(stream, graph);
+}
+
+// The mode is kept per thread and handed back; the fake does not invalidate captures, so the mode
+// changes nothing else (helper threads of an interposer call this before touching the driver).
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  thread_local CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      *mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::swap(current, *mode);
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags) {

@@ -237,6 +237,20 @@ TEST_F(Timeline, CapturedLaunchesRunOnlyWhenTheGraphIsLaunched) {
   EXPECT_GE(monotonic_ns() - before, 20 * kMs);
 }
 
+TEST_F(Timeline, CaptureModeIsExchangedPerThread) {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CUstreamCaptureMode other_thread = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+  std::thread([&] { cuThreadExchangeStreamCaptureMode(&other_thread); }).join();
+  EXPECT_EQ(other_thread, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  mode = static_cast<CUstreamCaptureMode>(7);
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(Timeline, KernelNodesRunBackToBackAndGraphsWithoutThemTakeNoTime) {
   CUgraph graph = nullptr;
   ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
