@@ -17,7 +17,7 @@ std::atomic<int> g_primary_refs[kMaxDevices];
 // Contexts alive per device (the primary while retained, plus created ones).
 std::atomic<int> g_live[kMaxDevices];
 
-bool valid(int dev) { return dev >= 0 && dev < kMaxDevices && quota::limited(dev); }
+bool valid(int dev) { return dev >= 0 && dev < kMaxDevices && quota::accounted(dev); }
 
 // Charged before creation, calibrated to the driver's figure after it.
 bool begin_context(int dev) { return quota::charge_context(dev, settings().context_bytes); }

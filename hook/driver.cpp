@@ -6,6 +6,7 @@
 #include "glibc_dl.h"
 #include "log.h"
 #include "quota.h"
+#include "scheduler_link.h"
 #include "settings.h"
 
 namespace cuslice {
@@ -35,6 +36,7 @@ void resolve(Library lib, void* handle) {
 void on_fork_child() {
   quota::reset_after_fork();
   reset_context_counts();
+  scheduler_link::after_fork_child();
 }
 
 void load_cuda() {
@@ -61,6 +63,10 @@ void load_cuda() {
   }
   resolve(Library::kCuda, g_cuda);
   pthread_atfork(nullptr, nullptr, &on_fork_child);
+  if (!scheduler_link::start()) {  // the scheduler has no tenant for this process
+    t_loading = false;
+    return;
+  }
   CUSLICE_LOG(kDebug, "driver loaded, %d hooks", kHookCount);
   t_loading = false;
   detail::g_cuda_ready.store(true, std::memory_order_release);

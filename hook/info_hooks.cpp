@@ -13,19 +13,20 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   const CUresult r = fn(free, total);
   if (r != CUDA_SUCCESS || !quota::active() || free == nullptr || total == nullptr) return r;
   const int dev = quota::current_device();
-  if (!quota::limited(dev)) return r;
+  if (!quota::accounted(dev)) return r;
   // Pools settle cheaply. Memory measured outside hooked calls is measured again (an NVML
   // reading, microseconds) so that what was given back shows.
   if (quota::unexplained(dev) > 0)
     quota::refresh(dev);
   else
     quota::settle_pools(dev);
-  const uint64_t lim = quota::limit(dev), used = quota::used(dev);
+  const quota::View v = quota::view(dev);
+  if (v.total == quota::kUnlimited) return r;  // counted for a scheduler, but no quota
   // Never an error when usage is above the quota (after a measured correction): callers
   // such as torch.cuda.mem_get_info would throw. Free is what is left, and never more than
   // the device really has free (other processes share it).
-  const uint64_t left = used < lim ? lim - used : 0;
-  *total = lim;
+  const uint64_t left = v.used < v.total ? v.total - v.used : 0;
+  if (v.total < *total) *total = v.total;
   if (left < *free) *free = left;
   return r;
 }
@@ -34,9 +35,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev)
   auto fn = real<Sym::cuDeviceTotalMem_v2>();
   if (fn == nullptr) return unavailable_result();
   const CUresult r = fn(bytes, dev);
-  if (r == CUDA_SUCCESS && bytes != nullptr && quota::active() && quota::limited(dev)) {
-    const uint64_t lim = quota::limit(dev);
-    if (lim < *bytes) *bytes = lim;
+  if (r == CUDA_SUCCESS && bytes != nullptr && quota::active() && quota::accounted(dev)) {
+    const uint64_t total = quota::view(dev).total;
+    if (total < *bytes) *bytes = total;
   }
   return r;
 }

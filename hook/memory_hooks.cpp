@@ -96,7 +96,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
   if (fn == nullptr) return unavailable_result();
   if (!quota::active()) return fn(dptr, bytesize);
   const int dev = quota::current_device();
-  if (!quota::limited(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize);
+  if (!quota::accounted(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize);
   const quota::Operation op(dev);
   const uint64_t charged = quota::allocation_charge(bytesize);
   if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -114,7 +114,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t byte
   if (!quota::active()) return fn(dptr, bytesize, flags);
   // Managed memory can become fully resident on the device: charge all of it there.
   const int dev = quota::current_device();
-  if (!quota::limited(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize, flags);
+  if (!quota::accounted(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize, flags);
   const quota::Operation op(dev);
   const uint64_t charged = quota::allocation_charge(bytesize);
   if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -132,7 +132,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
   if (fn == nullptr) return unavailable_result();
   if (!quota::active()) return fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   const int dev = quota::current_device();
-  if (!quota::limited(dev) || dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0)
+  if (!quota::accounted(dev) || dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0)
     return fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   const quota::Operation op(dev);
   // The pitch is known only afterwards: charge for rows padded to 512 bytes (the most the
@@ -172,7 +172,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return fn(handle, size, prop, flags);
   const int dev = prop->location.id;
-  if (!quota::limited(dev)) return fn(handle, size, prop, flags);
+  if (!quota::accounted(dev)) return fn(handle, size, prop, flags);
   const quota::Operation op(dev);
   const uint64_t charged = quota::round_up(size, quota::kGranule);
   if (!quota::charge(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -211,7 +211,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_AR
   if (fn == nullptr) return unavailable_result();
   if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc);
   const int dev = quota::current_device();
-  if (!quota::limited(dev)) return fn(pHandle, desc);
+  if (!quota::accounted(dev)) return fn(pHandle, desc);
   const quota::Operation op(dev);
   const uint64_t estimate = array_estimate(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format, 1);
   if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -229,7 +229,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_
   if (fn == nullptr) return unavailable_result();
   if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc);
   const int dev = quota::current_device();
-  if (!quota::limited(dev)) return fn(pHandle, desc);
+  if (!quota::accounted(dev)) return fn(pHandle, desc);
   const quota::Operation op(dev);
   const uint64_t estimate =
       array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format, 1);
@@ -256,7 +256,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle
   if (fn == nullptr) return unavailable_result();
   if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc, numMipmapLevels);
   const int dev = quota::current_device();
-  if (!quota::limited(dev)) return fn(pHandle, desc, numMipmapLevels);
+  if (!quota::accounted(dev)) return fn(pHandle, desc, numMipmapLevels);
   const quota::Operation op(dev);
   const uint64_t estimate = array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
                                            desc->Format, numMipmapLevels);

@@ -59,14 +59,21 @@ bool apply(nvmlDevice_t device, unsigned long long* total, unsigned long long* u
   const Settings& s = settings();
   int ordinal = same_limit_everywhere() ? -1 : cuda_ordinal(device);
   if (ordinal < 0 && quota::single_device()) ordinal = 0;
-  const int spec = ordinal >= 0 ? ordinal : 0;
-  if (!s.has_limit[spec]) return false;
-  // The limit CUDA resolved (a percentage of CUDA's total, which excludes the driver's
-  // reserve) when this process uses CUDA; else the same spec against NVML's total.
-  uint64_t lim = ordinal >= 0 ? quota::limit(ordinal) : s.limit[spec].resolve(*total);
+  uint64_t lim = 0, mine = *used;
+  if (ordinal >= 0 && quota::accounted(ordinal)) {
+    // This process uses the device through CUDA: what its CUDA view shows (its quota, or
+    // its tenant's, and what counts against it).
+    const quota::View v = quota::view(ordinal);
+    if (v.total == quota::kUnlimited) return false;
+    lim = v.total;
+    if (v.used > 0) mine = v.used;
+  } else {
+    // nvidia-smi and other NVML-only readers: the same spec against NVML's total.
+    const int spec = ordinal >= 0 ? ordinal : 0;
+    if (!s.has_limit[spec]) return false;
+    lim = s.limit[spec].resolve(*total);
+  }
   if (lim > *total) lim = *total;
-  uint64_t mine = *used;
-  if (ordinal >= 0 && quota::used(ordinal) > 0) mine = quota::used(ordinal);
   if (mine > lim) mine = lim;
   *total = lim;
   *used = mine;

@@ -91,7 +91,7 @@ uint64_t reserved_now(int device) {
 bool begin(int device, uint64_t bytes, uint64_t* charged) {
   DeviceState* d = state(device);
   *charged = 0;
-  if (d == nullptr || !quota::limited(device)) return true;
+  if (d == nullptr || !quota::accounted(device)) return true;
   const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kPoolChunk);
   if (!quota::charge(device, p)) return false;
   // inflight before since: settle() relies on this order (see there).
@@ -113,7 +113,7 @@ void end(int device, uint64_t charged, bool succeeded) {
 
 bool begin_graph_node(int device, uint64_t bytes) {
   DeviceState* d = state(device);
-  if (d == nullptr || !quota::limited(device)) return true;
+  if (d == nullptr || !quota::accounted(device)) return true;
   const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kPoolChunk);
   if (!quota::charge(device, p)) return false;
   d->graph_pending.fetch_add(p, std::memory_order_acq_rel);
@@ -151,7 +151,7 @@ int pool_device(CUmemoryPool pool) {
   for (PoolSlot& s : g_pools)
     if (s.pool.load(std::memory_order_acquire) == pool) return s.device.load(std::memory_order_relaxed);
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (!quota::limited(d)) continue;
+    if (!quota::accounted(d)) continue;
     if (default_pool(d) == pool) return d;
   }
   return -1;

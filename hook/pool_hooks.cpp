@@ -137,20 +137,4 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstr
   return r;
 }
 
-CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-  auto fn = real<Sym::cuGraphLaunch>();
-  if (fn == nullptr) return unavailable_result();
-  const CUresult r = fn(hGraphExec, hStream);
-  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
-  return r;
-}
-
-CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  auto fn = real<Sym::cuGraphLaunch_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  const CUresult r = fn(hGraphExec, hStream);
-  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
-  return r;
-}
-
 }  // extern "C"

@@ -6,24 +6,29 @@
 #include <mutex>
 
 #include "allocation_table.h"
+#include "client.h"
 #include "driver.h"
 #include "log.h"
 #include "pool_accounting.h"
 #include "process_usage.h"
+#include "scheduler_link.h"
 #include "settings.h"
 
 namespace cuslice::quota {
 namespace {
 
+// One device's ledger. `used` is what the process holds by the hook's account; under a
+// scheduler every change to it is mirrored to the tenant's counter in the shared segment
+// (grow / shrink / reserve below are the only writers).
 struct alignas(64) Ledger {
   std::atomic<uint64_t> used{0};
-  std::atomic<uint64_t> limit{kUnlimited};
+  std::atomic<uint64_t> limit{kUnlimited};       // CUSLICE_MEMORY_LIMIT, resolved
   std::atomic<uint64_t> context_charge{0};
-  std::atomic<uint64_t> small_bytes{0};  // live allocations under kGranule, summed
+  std::atomic<uint64_t> small_bytes{0};          // live allocations under kGranule, summed
   std::atomic<int64_t> last_measure_ns{0};
   std::atomic<uint64_t> measured_checkpoint{0};  // highest checkpoint a reading was taken at
-  std::atomic<uint64_t> unexplained{0};  // measured memory no hooked call accounts for
-  std::atomic<uint64_t> ops_started{0};  // Operation begun / ended: equal when none runs
+  std::atomic<uint64_t> unexplained{0};          // measured memory no hooked call accounts for
+  std::atomic<uint64_t> ops_started{0};          // Operations begun / ended: equal when none runs
   std::atomic<uint64_t> ops_finished{0};
 };
 
@@ -54,6 +59,22 @@ Ledger* ledger(int device) {
   return device >= 0 && device < kMaxDevices ? &g_ledger[device] : nullptr;
 }
 
+// The ledger of a device whose memory is counted (a local limit, or a scheduler), else null.
+Ledger* counted(int device) {
+  Ledger* l = ledger(device);
+  return l != nullptr && (settings().has_limit[device] || scheduler_link::enabled()) ? l : nullptr;
+}
+
+void grow(Ledger& l, int device, uint64_t bytes) {
+  l.used.fetch_add(bytes, std::memory_order_acq_rel);
+  if (scheduler_link::enabled()) client::memory_charge(scheduler_link::gpu(device), bytes);
+}
+
+void shrink(Ledger& l, int device, uint64_t bytes) {
+  l.used.fetch_sub(bytes, std::memory_order_acq_rel);
+  if (scheduler_link::enabled()) client::memory_release(scheduler_link::gpu(device), bytes);
+}
+
 void resolve_limits_locked() {
   if (g_limits_resolved.load(std::memory_order_acquire)) return;
   const Settings& s = settings();
@@ -75,29 +96,36 @@ void resolve_limits_locked() {
     g_ledger[d].limit.store(want, std::memory_order_release);
     CUSLICE_LOG(kInfo, "device %d: memory quota %llu bytes", d, static_cast<unsigned long long>(want));
   }
+  scheduler_link::on_cuda_initialised(count);
   g_ctx_get_device.store(reinterpret_cast<CtxGetDevice>(cuda_symbol("cuCtxGetDevice")),
                          std::memory_order_release);
   g_device_count.store(count, std::memory_order_release);
   g_limits_resolved.store(true, std::memory_order_release);
 }
 
-// The check and the reservation in one step. *checkpoint: the checkpoint the charge carried
-// `used` into, 0 if it crossed none.
-bool try_reserve(Ledger& l, uint64_t bytes, uint64_t* checkpoint) {
+// The check and the reservation in one step: the local limit by one compare-and-swap, then
+// the tenant's quota by another (client.h); a refusal of the second undoes the first.
+// *checkpoint: the checkpoint the charge carried `used` into, 0 if it crossed none.
+bool try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
   const uint64_t lim = l.limit.load(std::memory_order_relaxed);
   uint64_t cur = l.used.load(std::memory_order_relaxed);
   do {
     if (bytes > lim || cur > lim - bytes) return false;
   } while (!l.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
-  const uint64_t step = lim / kCheckpoints;
+  if (scheduler_link::enabled() &&
+      client::memory_try_reserve(scheduler_link::gpu(device), bytes) == client::Reserve::kOverQuota) {
+    l.used.fetch_sub(bytes, std::memory_order_acq_rel);
+    return false;
+  }
+  const uint64_t step = lim == kUnlimited ? 0 : lim / kCheckpoints;
   *checkpoint = step != 0 && cur / step != (cur + bytes) / step ? (cur + bytes) / step : 0;
   return true;
 }
 
-bool try_reserve(Ledger& l, uint64_t bytes) {
+bool try_reserve(Ledger& l, int device, uint64_t bytes) {
   uint64_t checkpoint;
-  return try_reserve(l, bytes, &checkpoint);
+  return try_reserve(l, device, bytes, &checkpoint);
 }
 
 void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
@@ -123,7 +151,9 @@ void on_cuda_initialised() {
   resolve_limits_locked();
 }
 
-bool active() { return settings().any_limit; }
+bool active() { return settings().any_limit || scheduler_link::enabled(); }
+
+bool accounted(int device) { return counted(device) != nullptr; }
 
 int current_device() {
   if (!g_limits_resolved.load(std::memory_order_acquire)) on_cuda_initialised();
@@ -152,25 +182,43 @@ uint64_t used(int device) {
   return l ? l->used.load(std::memory_order_relaxed) : 0;
 }
 
+View view(int device) {
+  View v{limit(device), used(device)};
+  if (scheduler_link::enabled()) {
+    // Inside a tenant the device is the tenant's quota, shared by all its processes.
+    const int gpu = scheduler_link::gpu(device);
+    const uint64_t tenant_quota = client::tenant_memory_quota(gpu);
+    if (tenant_quota != kUnlimited) {
+      const uint64_t tenant_used = client::tenant_memory_used(gpu);
+      const uint64_t local_free = v.total > v.used ? v.total - v.used : 0;
+      const uint64_t tenant_free = tenant_quota > tenant_used ? tenant_quota - tenant_used : 0;
+      if (tenant_quota < v.total) v.total = tenant_quota;
+      const uint64_t free = tenant_free < local_free ? tenant_free : local_free;
+      v.used = v.total > free ? v.total - free : 0;
+    }
+  }
+  return v;
+}
+
 bool charge(int device, uint64_t bytes) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return true;
+  Ledger* l = counted(device);
+  if (l == nullptr) return true;
   if (!g_limits_resolved.load(std::memory_order_acquire)) on_cuda_initialised();
   uint64_t checkpoint = 0;
-  if (try_reserve(*l, bytes, &checkpoint)) {
+  if (try_reserve(*l, device, bytes, &checkpoint)) {
     if (checkpoint != 0) [[unlikely]] measure_if_due(device, *l, checkpoint);
     return true;
   }
   // Slow path, cheapest correction first: pool pre-charges replaced by what the pools really
   // reserve (tens of ns per pool), then a reading of the process's usage (microseconds).
   settle_pools(device);
-  if (try_reserve(*l, bytes)) return true;
+  if (try_reserve(*l, device, bytes)) return true;
   refresh(device);
-  if (try_reserve(*l, bytes)) return true;
+  if (try_reserve(*l, device, bytes)) return true;
   // Last resort before refusing: pools may hold memory no allocation uses.
   if (pool_accounting::trim(device)) {
     refresh(device);
-    if (try_reserve(*l, bytes)) return true;
+    if (try_reserve(*l, device, bytes)) return true;
   }
   CUSLICE_LOG(kInfo, "device %d: refused %llu bytes (used %llu of %llu)", device,
               static_cast<unsigned long long>(bytes),
@@ -180,41 +228,44 @@ bool charge(int device, uint64_t bytes) {
 }
 
 void uncharge(int device, uint64_t bytes) {
-  if (Ledger* l = ledger(device); l != nullptr && settings().has_limit[device])
-    l->used.fetch_sub(bytes, std::memory_order_acq_rel);
+  if (Ledger* l = counted(device)) shrink(*l, device, bytes);
 }
 
 // Each change of the small-allocation total charges the change in whole pages it causes.
 // Computed from the value each fetch_add saw, the per-call deltas add up exactly to the pages
 // of the final total, whatever the interleaving.
 bool charge_small(int device, uint64_t bytes) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return true;
+  Ledger* l = counted(device);
+  if (l == nullptr) return true;
   const uint64_t before = l->small_bytes.fetch_add(bytes, std::memory_order_acq_rel);
   const uint64_t pages = round_up(before + bytes, kGranule) - round_up(before, kGranule);
   if (pages == 0 || charge(device, pages)) return true;
   // Refused: apply our share of the telescoping sum anyway, then undo the whole step.
-  l->used.fetch_add(pages, std::memory_order_acq_rel);
+  grow(*l, device, pages);
   uncharge_small(device, bytes);
   return false;
 }
 
 void uncharge_small(int device, uint64_t bytes) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return;
+  Ledger* l = counted(device);
+  if (l == nullptr) return;
   const uint64_t before = l->small_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
   const uint64_t pages = round_up(before, kGranule) - round_up(before - bytes, kGranule);
-  if (pages != 0) l->used.fetch_sub(pages, std::memory_order_acq_rel);
+  if (pages != 0) shrink(*l, device, pages);
 }
 
 void adjust(int device, int64_t delta) {
-  if (Ledger* l = ledger(device); l != nullptr && settings().has_limit[device])
-    l->used.fetch_add(static_cast<uint64_t>(delta), std::memory_order_acq_rel);
+  Ledger* l = counted(device);
+  if (l == nullptr || delta == 0) return;
+  if (delta > 0)
+    grow(*l, device, static_cast<uint64_t>(delta));
+  else
+    shrink(*l, device, static_cast<uint64_t>(-delta));
 }
 
 void refresh(int device) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return;
+  Ledger* l = counted(device);
+  if (l == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
   // A reading is exact only if nothing changed while it was taken: no hooked allocation or
   // free under way or begun, and the pools' reserve the same before and after.
@@ -238,32 +289,32 @@ void refresh(int device) {
                             ? actual + settings().context_headroom - known : 0;
   if (want == old || (want < old && !quiet)) return;
   l->unexplained.store(want, std::memory_order_release);
-  l->used.fetch_add(want - old, std::memory_order_acq_rel);
+  adjust(device, static_cast<int64_t>(want) - static_cast<int64_t>(old));
   CUSLICE_LOG(kDebug, "device %d: %llu bytes held outside hooked calls are charged", device,
               static_cast<unsigned long long>(want));
 }
 
 bool charge_context(int device, uint64_t bytes) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return true;
+  Ledger* l = counted(device);
+  if (l == nullptr) return true;
   if (!charge(device, bytes)) return false;
   l->context_charge.fetch_add(bytes, std::memory_order_acq_rel);
   return true;
 }
 
 void release_context(int device, uint64_t bytes) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return;
+  Ledger* l = counted(device);
+  if (l == nullptr) return;
   uint64_t cur = l->context_charge.load(std::memory_order_relaxed), take;
   do {
     take = bytes < cur ? bytes : cur;
   } while (!l->context_charge.compare_exchange_weak(cur, cur - take, std::memory_order_acq_rel));
-  l->used.fetch_sub(take, std::memory_order_acq_rel);
+  shrink(*l, device, take);
 }
 
 void calibrate_context(int device) {
-  Ledger* l = ledger(device);
-  if (l == nullptr || !settings().has_limit[device]) return;
+  Ledger* l = counted(device);
+  if (l == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
   const uint64_t started = l->ops_started.load(std::memory_order_acquire);
   const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
@@ -279,19 +330,19 @@ void calibrate_context(int device) {
   if (target < ctx && !quiet) target = ctx;
   l->last_measure_ns.store(now_ns(), std::memory_order_relaxed);
   l->context_charge.store(target, std::memory_order_release);
-  l->used.fetch_add(target - ctx, std::memory_order_acq_rel);
+  adjust(device, static_cast<int64_t>(target) - static_cast<int64_t>(ctx));
   CUSLICE_LOG(kDebug, "device %d: contexts hold %llu bytes (estimate was %llu)", device,
               static_cast<unsigned long long>(target), static_cast<unsigned long long>(ctx));
 }
 
 void settle_pools(int device) {
-  if (ledger(device) == nullptr || !settings().has_limit[device]) return;
+  if (counted(device) == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
   pool_accounting::settle(device);
 }
 
 void forget_allocations(int device) {
-  if (ledger(device) == nullptr || !settings().has_limit[device]) return;
+  if (counted(device) == nullptr) return;
   const uint64_t freed = device_pointers().forget_device(device) + arrays().forget_device(device);
   uncharge(device, freed);
   refresh(device);

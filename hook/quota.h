@@ -26,9 +26,12 @@ inline constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1
 // Called after the real cuInit succeeded: learns the devices and resolves "25%" limits.
 void on_cuda_initialised();
 
-// True when any quota is configured. Constant after initialisation; hooks check it first
-// so that with no quota they are a plain call to the driver.
+// True when memory is counted at all: a local quota is configured, or the process is in a
+// scheduler's tenant. Constant after initialisation; hooks check it first so that otherwise
+// they are a plain call to the driver.
 bool active();
+// True when `device`'s memory is counted (its ledger is kept).
+bool accounted(int device);
 
 // The device the current context belongs to, or -1 (no context / driver refused).
 int current_device();
@@ -38,7 +41,14 @@ bool single_device();
 // The device's limit (kUnlimited when none) and what is charged on it now.
 uint64_t limit(int device);
 uint64_t used(int device);
-inline bool limited(int device) { return limit(device) != kUnlimited; }
+
+// What the application is shown: the device's total is the quota (the local one, or the
+// tenant's where smaller), used is what counts against it (the tenant's processes together).
+struct View {
+  uint64_t total;
+  uint64_t used;
+};
+View view(int device);
 
 // Reserves `bytes` on `device` if that keeps it within its limit; after a refusal runs the
 // slow path (refresh) once and retries. Always true for an unlimited device.

@@ -43,6 +43,24 @@ void read_bytes(Settings& s, const char* var, uint64_t& out) {
     out = spec.bytes;
 }
 
+// A duration: a number with us, ms or s.
+void read_duration(Settings& s, const char* var, uint64_t& out_ns) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return;
+  char* end = nullptr;
+  const double value = std::strtod(v, &end);
+  double scale = 0;
+  if (end != v && value >= 0) {
+    if (std::strcmp(end, "us") == 0) scale = 1e3;
+    else if (std::strcmp(end, "ms") == 0) scale = 1e6;
+    else if (std::strcmp(end, "s") == 0) scale = 1e9;
+  }
+  if (scale == 0)
+    fail(s, var, v, "a duration is a number followed by us, ms or s, e.g. 500us");
+  else
+    out_ns = static_cast<uint64_t>(value * scale);
+}
+
 }  // namespace
 
 bool parse_memory_limit(const char* text, Settings& s) {
@@ -106,6 +124,7 @@ void load_settings() {
     parse_memory_limit(v, s);
   read_bytes(s, "CUSLICE_CONTEXT_BYTES", s.context_bytes);
   read_bytes(s, "CUSLICE_CONTEXT_HEADROOM", s.context_headroom);
+  read_duration(s, "CUSLICE_MAX_QUEUED", s.max_queued_ns);
 }
 
 const Settings& settings() { return g_settings; }

@@ -10,6 +10,9 @@
 //                          takes later without an allocation call, e.g. kernels' code loaded
 //                          at their first launch (default 128MiB: cuBLAS's first GEMM took
 //                          64 MiB so on an H100).
+//   CUSLICE_MAX_QUEUED     under a scheduler, the most GPU work (as time) a process may have
+//                          queued before its launches wait: how long the token takes to
+//                          change hands, beside one kernel (default 500us; us, ms or s).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,7 @@ struct Settings {
 
   uint64_t context_bytes = 600ull << 20;
   uint64_t context_headroom = 128ull << 20;
+  uint64_t max_queued_ns = 500'000;
 };
 
 // Parses the variables (getenv happens here only). Idempotent.

@@ -285,19 +285,28 @@ void set_device_memory(int gpu, uint64_t total_bytes) noexcept {
   if (static_cast<unsigned>(gpu) < kMaxGpus) g.device_memory[gpu].store(total_bytes, std::memory_order_relaxed);
 }
 
-Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
-  if (static_cast<unsigned>(gpu) >= kMaxGpus) return Reserve::kUngated;
-  g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
-  const Attachment* att = g.current.load(std::memory_order_acquire);
-  if (att == nullptr) return Reserve::kUngated;
-  shm::Tenant& tenant = att->segment->tenants[att->tenant];
+namespace {
 
+// The tenant's quota in bytes on `gpu` (a percentage resolved against the card's size).
+uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
   uint64_t limit = tenant.memory_quota.load(std::memory_order_relaxed);
   if (const uint32_t ppm = tenant.memory_quota_ppm.load(std::memory_order_relaxed)) {
     const uint64_t card = g.device_memory[gpu].load(std::memory_order_relaxed);
     limit = card ? static_cast<uint64_t>(static_cast<unsigned __int128>(card) * ppm / 1'000'000)
                  : shm::kUnlimited;  // card unknown: count, and let the local limit decide
   }
+  return limit;
+}
+
+}  // namespace
+
+Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return Reserve::kUngated;
+  g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return Reserve::kUngated;
+  shm::Tenant& tenant = att->segment->tenants[att->tenant];
+  const uint64_t limit = quota_of(tenant, gpu);
   std::atomic<uint64_t>& used = tenant.gpu[gpu].memory_used;
   uint64_t cur = used.load(std::memory_order_relaxed);
   do {
@@ -321,6 +330,27 @@ void memory_release(int gpu, uint64_t bytes) noexcept {
   // while detached were never charged to this slot; the saturation drops them.
   const uint64_t taken = saturating_sub(att->segment->processes[att->slot].charged[gpu], bytes);
   saturating_sub(att->segment->tenants[att->tenant].gpu[gpu].memory_used, taken);
+}
+
+void memory_charge(int gpu, uint64_t bytes) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return;
+  att->segment->tenants[att->tenant].gpu[gpu].memory_used.fetch_add(bytes, std::memory_order_acq_rel);
+  att->segment->processes[att->slot].charged[gpu].fetch_add(bytes, std::memory_order_release);
+}
+
+uint64_t tenant_memory_quota(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return shm::kUnlimited;
+  return quota_of(att->segment->tenants[att->tenant], gpu);
+}
+
+uint64_t tenant_memory_used(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return 0;
+  return att->segment->tenants[att->tenant].gpu[gpu].memory_used.load(std::memory_order_relaxed);
 }
 
 void token_acquire(int gpu) noexcept {

@@ -79,6 +79,14 @@ void set_device_memory(int gpu, uint64_t total_bytes) noexcept;
 
 Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept;
 void memory_release(int gpu, uint64_t bytes) noexcept;
+// Adds bytes the process was found to hold (measured, not asked for) even past the quota;
+// release them with memory_release() like reserved ones.
+void memory_charge(int gpu, uint64_t bytes) noexcept;
+// The tenant's quota on this GPU in bytes (kUnlimited = UINT64_MAX when it has none, or
+// when detached) and what all its processes hold there now: what the hook shows as the
+// device's total and used memory.
+uint64_t tenant_memory_quota(int gpu) noexcept;
+uint64_t tenant_memory_used(int gpu) noexcept;
 
 // Returns when this process's tenant holds the GPU's token, or when gating is off. Fast
 // path (the tenant holds it): atomic loads and, when the process was idle, one atomic store.

@@ -1,0 +1,354 @@
+#include "activity.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+
+#include "client.h"
+#include "driver.h"
+#include "futex.h"
+#include "log.h"
+#include "scheduler_link.h"
+#include "settings.h"
+
+namespace cuslice::activity {
+namespace {
+
+constexpr int kSlots = 256;         // streams tracked at once (a process uses few)
+constexpr int kEventsPerSlot = 8;   // records in flight per stream
+constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
+constexpr int64_t kIdleWaitNs = 100'000'000;  // ... and at least this often when idle
+constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this often when busy
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A stream launched on. Keyed by the stream handle, or for the context's default (legacy)
+// stream by the context pointer with its low bit set: a default stream has no handle of its
+// own, and the monitor reaches it as CU_STREAM_LEGACY in that context.
+struct Slot {
+  std::atomic<uintptr_t> key{0};
+  std::atomic<uint32_t> dirty{0};  // launched on since the monitor last recorded
+  // Monitor only:
+  CUcontext ctx = nullptr;
+  int device = -1;
+  CUevent events[kEventsPerSlot] = {};
+  int64_t recorded_at[kEventsPerSlot] = {};
+  int head = 0, count = 0;  // ring of outstanding records, oldest at head
+};
+
+struct alignas(64) Device {
+  std::atomic<uint32_t> busy{0};      // the process has work queued or running here
+  std::atomic<uint32_t> throttle{0};  // launches wait while set (queue too deep)
+  // Monitor only: the busy interval not yet reported to the scheduler.
+  bool tracking = false;
+  int64_t busy_since = 0;
+};
+
+Slot g_slots[kSlots];
+Device g_devices[kMaxDevices];
+std::atomic<uint32_t> g_wake{0};      // bumped when a device goes from idle to busy
+std::atomic<int> g_captures{0};
+std::atomic<bool> g_running{false};
+std::atomic<bool> g_stop{false};
+std::mutex g_monitor;  // the monitor's pass vs. capture start and stream destruction
+int64_t g_max_queued_ns = 500'000;
+
+using EventCreate = CUresult (*)(CUevent*, unsigned int);
+using EventRecord = CUresult (*)(CUevent, CUstream);
+using EventQuery = CUresult (*)(CUevent);
+using EventDestroy = CUresult (*)(CUevent);
+using CtxSet = CUresult (*)(CUcontext);
+using CtxGet = CUresult (*)(CUcontext*);
+using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+using ExchangeMode = CUresult (*)(CUstreamCaptureMode*);
+
+struct Driver {
+  EventCreate event_create;
+  EventRecord event_record;
+  EventQuery event_query;
+  EventDestroy event_destroy;
+  CtxSet ctx_set;
+  CtxGet ctx_get;
+  IsCapturing is_capturing;
+  ExchangeMode exchange_mode;
+} g_drv;
+
+template <typename Fn>
+Fn sym(const char* name) {
+  return reinterpret_cast<Fn>(cuda_symbol(name));
+}
+
+size_t hash_key(uintptr_t k) { return static_cast<size_t>((k >> 4) * 0x9E3779B97F4A7C15ull >> 56); }
+
+Slot* find_or_add(uintptr_t key, bool add) {
+  size_t i = hash_key(key);
+  for (int probe = 0; probe < kSlots; ++probe, ++i) {
+    Slot& s = g_slots[i % kSlots];
+    uintptr_t cur = s.key.load(std::memory_order_acquire);
+    if (cur == key) return &s;
+    if (cur == 0) {
+      if (!add) return nullptr;
+      if (s.key.compare_exchange_strong(cur, key, std::memory_order_acq_rel)) return &s;
+      if (cur == key) return &s;
+    }
+  }
+  return nullptr;  // full: this stream is not tracked (drain is then judged without it)
+}
+
+// The default stream (legacy, or a thread's per-thread one): the monitor reaches both through
+// CU_STREAM_LEGACY, which orders after every blocking stream's work (including per-thread
+// default streams).
+bool is_default(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
+
+// Records an event after the work queued on the slot's stream. Monitor thread, under
+// g_monitor, never while a capture is in progress. False: nothing recorded, try again later
+// (the ring is full: its oldest record has not finished).
+bool record(Slot& s, uintptr_t key, int64_t now) {
+  if (s.count == kEventsPerSlot) return false;
+  if (s.ctx != nullptr && g_drv.ctx_set(s.ctx) != CUDA_SUCCESS) return true;  // context gone
+  const bool legacy = key & 1;
+  CUstream stream = legacy ? CU_STREAM_LEGACY : reinterpret_cast<CUstream>(key);
+  if (!legacy) {
+    // Captured work runs nothing; there is nothing to wait for on this stream.
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (g_drv.is_capturing(stream, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) return true;
+  }
+  const int at = (s.head + s.count) % kEventsPerSlot;
+  if (s.events[at] == nullptr && g_drv.event_create(&s.events[at], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    return false;
+  if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
+  s.recorded_at[at] = now;
+  s.count++;
+  return true;
+}
+
+// Drops the records that completed; returns the record time of the oldest outstanding one
+// (0: none).
+int64_t retire(Slot& s) {
+  while (s.count > 0) {
+    if (s.ctx != nullptr) g_drv.ctx_set(s.ctx);
+    const CUresult r = g_drv.event_query(s.events[s.head]);
+    if (r == CUDA_ERROR_NOT_READY) return s.recorded_at[s.head];
+    // Completed, or the stream went away under it: either way nothing waits there.
+    s.head = (s.head + 1) % kEventsPerSlot;
+    s.count--;
+  }
+  return 0;
+}
+
+void release_slot(Slot& s) {
+  for (CUevent& e : s.events) {
+    if (e != nullptr && g_drv.event_destroy) g_drv.event_destroy(e);
+    e = nullptr;
+  }
+  s.head = s.count = 0;
+  s.ctx = nullptr;
+  s.device = -1;
+  s.dirty.store(0, std::memory_order_relaxed);
+  s.key.store(0, std::memory_order_release);
+}
+
+// One pass over every tracked stream. Returns true while any device is busy.
+bool pass() {
+  const int64_t now = now_ns();
+  bool any_busy = false;
+  int64_t oldest[kMaxDevices] = {};
+  bool pending[kMaxDevices] = {};
+  {
+    std::lock_guard<std::mutex> lock(g_monitor);
+    const bool may_record = g_captures.load(std::memory_order_acquire) == 0;
+    for (Slot& s : g_slots) {
+      const uintptr_t key = s.key.load(std::memory_order_acquire);
+      if (key == 0 || s.device < 0) continue;
+      // Clear first: a launch after this point marks the stream again.
+      if (may_record && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key, now))
+        s.dirty.store(1, std::memory_order_release);
+      const int64_t t = retire(s);
+      const int d = s.device;
+      if (t != 0 && (oldest[d] == 0 || t < oldest[d])) oldest[d] = t;
+      if (t != 0 || s.dirty.load(std::memory_order_acquire)) pending[d] = true;
+    }
+  }
+  for (int d = 0; d < kMaxDevices; ++d) {
+    Device& dev = g_devices[d];
+    if (!dev.busy.load(std::memory_order_acquire)) continue;
+    if (!dev.tracking) {
+      dev.tracking = true;
+      dev.busy_since = now;
+    }
+    // Queue bound: work queued longer ago than the limit is still waiting.
+    const bool deep = oldest[d] != 0 && now - oldest[d] > g_max_queued_ns;
+    if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
+      dev.throttle.store(deep, std::memory_order_release);
+      if (!deep) dev.throttle.notify_all();
+    }
+    const int gpu = scheduler_link::gpu(d);
+    if (pending[d]) {
+      any_busy = true;
+      if (now - dev.busy_since >= kReportNs) {
+        client::report_gpu_time(gpu, static_cast<uint64_t>(now - dev.busy_since));
+        dev.busy_since = now;
+      }
+      continue;
+    }
+    // Drained: account the interval and give the token back. A launch racing with this
+    // sets busy again and re-acquires the token first.
+    client::report_gpu_time(gpu, static_cast<uint64_t>(now - dev.busy_since));
+    dev.tracking = false;
+    dev.busy.store(0, std::memory_order_release);
+    client::token_release(gpu);
+  }
+  return any_busy;
+}
+
+void* monitor(void*) {
+  // Never run the application's signal handlers here.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  // Relaxed capture mode: this thread's calls must not invalidate another thread's capture.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (g_drv.exchange_mode) g_drv.exchange_mode(&mode);
+  while (!g_stop.load(std::memory_order_acquire)) {
+    const uint32_t wake = g_wake.load(std::memory_order_acquire);
+    const bool busy = pass();
+    client::maintain();
+    // Busy: look again soon. Idle: sleep until a launch makes a device busy, and re-check
+    // the scheduler connection now and then.
+    futex_wait(&g_wake, wake, busy ? kBusyPollNs : kIdleWaitNs);
+  }
+  return nullptr;
+}
+
+void stop_at_exit() {
+  // The driver is torn down at exit: the monitor must not be inside it then, and no
+  // launching thread may stay throttled by a monitor that is gone.
+  g_stop.store(true, std::memory_order_release);
+  g_wake.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&g_wake);
+  std::lock_guard<std::mutex> lock(g_monitor);
+  for (Device& d : g_devices) {
+    d.throttle.store(0, std::memory_order_release);
+    d.throttle.notify_all();
+  }
+}
+
+}  // namespace
+
+void start() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_drv = Driver{sym<EventCreate>("cuEventCreate"), sym<EventRecord>("cuEventRecord"),
+                   sym<EventQuery>("cuEventQuery"), sym<EventDestroy>("cuEventDestroy_v2"),
+                   sym<CtxSet>("cuCtxSetCurrent"), sym<CtxGet>("cuCtxGetCurrent"),
+                   sym<IsCapturing>("cuStreamIsCapturing"),
+                   sym<ExchangeMode>("cuThreadExchangeStreamCaptureMode")};
+    if (!g_drv.event_create || !g_drv.event_record || !g_drv.event_query || !g_drv.ctx_set ||
+        !g_drv.ctx_get || !g_drv.is_capturing) {
+      CUSLICE_LOG(kWarn, "the driver lacks event functions: launches are not gated");
+      return;
+    }
+    g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, &monitor, nullptr) != 0) {
+      CUSLICE_LOG(kWarn, "cannot start the launch monitor: launches are not gated");
+      pthread_attr_destroy(&attr);
+      return;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_setname_np(t, "cuslice-monitor");
+    std::atexit(&stop_at_exit);
+    g_running.store(true, std::memory_order_release);
+  });
+}
+
+bool running() { return g_running.load(std::memory_order_acquire); }
+
+void note_launch(int device, CUstream stream) {
+  if (!g_running.load(std::memory_order_relaxed) ||
+      static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
+    return;
+  Device& dev = g_devices[device];
+  // Queue too deep: wait until the monitor sees the oldest work finish.
+  while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
+  uintptr_t key;
+  if (is_default(stream)) {
+    CUcontext ctx = nullptr;
+    g_drv.ctx_get(&ctx);
+    key = reinterpret_cast<uintptr_t>(ctx) | 1;
+  } else {
+    key = reinterpret_cast<uintptr_t>(stream);
+  }
+  Slot* s = find_or_add(key, true);
+  if (s != nullptr) {
+    if (s->device < 0) {
+      // First launch on this stream: the monitor needs its context. Publish before dirty.
+      CUcontext ctx = nullptr;
+      g_drv.ctx_get(&ctx);
+      s->ctx = ctx;
+      s->device = device;
+    }
+    if (!s->dirty.load(std::memory_order_relaxed)) s->dirty.store(1, std::memory_order_release);
+  }
+  // Idle to busy: wake the monitor (one system call per busy period, not per launch).
+  if (!dev.busy.load(std::memory_order_relaxed) && !dev.busy.exchange(1, std::memory_order_acq_rel)) {
+    g_wake.fetch_add(1, std::memory_order_release);
+    futex_wake_all(&g_wake);
+  }
+}
+
+void begin_capture() {
+  std::lock_guard<std::mutex> lock(g_monitor);
+  g_captures.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void end_capture() { g_captures.fetch_sub(1, std::memory_order_acq_rel); }
+
+bool capturing() { return g_captures.load(std::memory_order_relaxed) != 0; }
+
+void forget_stream(CUstream stream) {
+  if (!running()) return;
+  std::lock_guard<std::mutex> lock(g_monitor);
+  if (Slot* s = find_or_add(reinterpret_cast<uintptr_t>(stream), false)) release_slot(*s);
+}
+
+void forget_device(int device) {
+  if (!running()) return;
+  std::lock_guard<std::mutex> lock(g_monitor);
+  for (Slot& s : g_slots)
+    if (s.key.load(std::memory_order_acquire) != 0 && s.device == device) release_slot(s);
+}
+
+void after_fork_child() {
+  // The child has no monitor thread and none of the parent's queued work.
+  g_running.store(false, std::memory_order_relaxed);
+  for (Slot& s : g_slots) {
+    s.key.store(0, std::memory_order_relaxed);
+    s.dirty.store(0, std::memory_order_relaxed);
+    s.count = s.head = 0;
+    s.device = -1;
+    s.ctx = nullptr;
+    for (CUevent& e : s.events) e = nullptr;
+  }
+  for (Device& d : g_devices) {
+    d.busy.store(0, std::memory_order_relaxed);
+    d.throttle.store(0, std::memory_order_relaxed);
+    d.tracking = false;
+  }
+  g_captures.store(0, std::memory_order_relaxed);
+  new (&g_monitor) std::mutex();
+}
+
+}  // namespace cuslice::activity

@@ -1,0 +1,44 @@
+// What the process has queued on each GPU, so that the scheduler's token is held only while
+// it is needed and handed on quickly.
+//
+// The launch path marks the stream it launched on (note_launch: a few loads and stores). A
+// monitor thread, one per process, started when the process joins a tenant, then:
+//   - records an event on each stream launched on since its last look, and queries the
+//     events it recorded: when every one has completed and nothing new was launched, the
+//     process's queued work has drained: it reports the GPU time it was busy and gives the
+//     token back (client::token_release), so a holder with nothing to run frees the GPU
+//     early and a revoked holder is known to have drained;
+//   - bounds the queued work: while work recorded more than CUSLICE_MAX_QUEUED ago has not
+//     finished, further launches wait (throttle). The token therefore changes hands within
+//     about that time plus one kernel, not after seconds of queued kernels.
+// Events, not per-launch synchronisation; the launching threads never call the driver for it.
+//
+// Stream capture: a capturing stream runs nothing: it is neither gated nor marked, and while
+// any capture is in progress the monitor records on no stream (an event on the legacy
+// stream would join a capturing stream and invalidate the capture). The monitor thread runs
+// in relaxed capture mode, so its own calls never invalidate another thread's capture.
+#pragma once
+
+#include "cuda_api.h"
+
+namespace cuslice::activity {
+
+// Starts the monitor (once). Before start(), note_launch() does nothing.
+void start();
+bool running();
+
+// After the token was acquired, before the launch is forwarded.
+void note_launch(int device, CUstream stream);
+
+// Capture bookkeeping; begin_capture() holds off the monitor while the driver starts it.
+void begin_capture();
+void end_capture();
+bool capturing();
+
+// Before a stream is destroyed / after a device's contexts are gone: forget them.
+void forget_stream(CUstream stream);
+void forget_device(int device);
+
+void after_fork_child();
+
+}  // namespace cuslice::activity

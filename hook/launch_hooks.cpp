@@ -1,0 +1,186 @@
+// Kernel launches: each waits for its tenant's GPU token before the driver gets it. The
+// fast path, while the tenant holds the token: a few atomic loads (client::token_acquire)
+// and marking the stream for the monitor (activity.cpp). Without a scheduler, or on a
+// capturing stream (capture runs nothing), a launch goes straight to the driver.
+#include "activity.h"
+#include "client.h"
+#include "driver.h"
+#include "pool_accounting.h"
+#include "quota.h"
+#include "scheduler_link.h"
+
+using namespace cuslice;
+
+namespace {
+
+bool stream_capturing(CUstream stream, bool per_thread) {
+  using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+  static const auto legacy = reinterpret_cast<IsCapturing>(cuda_symbol("cuStreamIsCapturing"));
+  static const auto ptsz = reinterpret_cast<IsCapturing>(cuda_symbol("cuStreamIsCapturing_ptsz"));
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  const IsCapturing is = per_thread ? ptsz : legacy;
+  return is != nullptr && is(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+inline void gate(CUstream stream, bool per_thread) {
+  if (!activity::running()) return;
+  // Asking the driver costs ~20 ns: only while some capture is in progress.
+  if (activity::capturing() && stream_capturing(stream, per_thread)) return;
+  const int dev = quota::single_device() ? 0 : quota::current_device();
+  if (dev < 0) return;
+  client::token_acquire(scheduler_link::gpu(dev));
+  activity::note_launch(dev, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                              unsigned int bx, unsigned int by, unsigned int bz,
+                                              unsigned int shared, CUstream stream, void** params, void** extra) {
+  auto fn = real<Sym::cuLaunchKernel>();
+  if (fn == nullptr) return unavailable_result();
+  gate(stream, false);
+  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                                   unsigned int bx, unsigned int by, unsigned int bz,
+                                                   unsigned int shared, CUstream stream, void** params,
+                                                   void** extra) {
+  auto fn = real<Sym::cuLaunchKernel_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  gate(stream, true);
+  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                                                void** extra) {
+  auto fn = real<Sym::cuLaunchKernelEx>();
+  if (fn == nullptr) return unavailable_result();
+  if (config != nullptr) gate(config->hStream, false);
+  return fn(config, f, params, extra);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                                     void** extra) {
+  auto fn = real<Sym::cuLaunchKernelEx_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  if (config != nullptr) gate(config->hStream, true);
+  return fn(config, f, params, extra);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                                         unsigned int gz, unsigned int bx, unsigned int by,
+                                                         unsigned int bz, unsigned int shared, CUstream stream,
+                                                         void** params) {
+  auto fn = real<Sym::cuLaunchCooperativeKernel>();
+  if (fn == nullptr) return unavailable_result();
+  gate(stream, false);
+  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                                              unsigned int gz, unsigned int bx, unsigned int by,
+                                                              unsigned int bz, unsigned int shared,
+                                                              CUstream stream, void** params) {
+  auto fn = real<Sym::cuLaunchCooperativeKernel_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  gate(stream, true);
+  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+}
+
+// The pre-CUDA-4 launch API (default stream).
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunch(CUfunction f) {
+  auto fn = real<Sym::cuLaunch>();
+  if (fn == nullptr) return unavailable_result();
+  gate(nullptr, false);
+  return fn(f);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  auto fn = real<Sym::cuLaunchGrid>();
+  if (fn == nullptr) return unavailable_result();
+  gate(nullptr, false);
+  return fn(f, grid_width, grid_height);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream stream) {
+  auto fn = real<Sym::cuLaunchGridAsync>();
+  if (fn == nullptr) return unavailable_result();
+  gate(stream, false);
+  return fn(f, grid_width, grid_height, stream);
+}
+
+// A graph replays all its kernels with no further launch call: the whole replay is gated.
+// Its first launch is also when its memory nodes' reserve appears (pool_accounting.cpp).
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  auto fn = real<Sym::cuGraphLaunch>();
+  if (fn == nullptr) return unavailable_result();
+  gate(hStream, false);
+  const CUresult r = fn(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS && quota::active())
+    pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  auto fn = real<Sym::cuGraphLaunch_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  gate(hStream, true);
+  const CUresult r = fn(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS && quota::active())
+    pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
+  return r;
+}
+
+// Capture: while one is in progress the monitor records on no stream (activity.h).
+#define CUSLICE_BEGIN_CAPTURE(name, params, args)                  \
+  CUSLICE_EXPORT CUresult CUDAAPI name params {                    \
+    auto fn = real<Sym::name>();                                   \
+    if (fn == nullptr) return unavailable_result();                \
+    activity::begin_capture();                                     \
+    const CUresult r = fn args;                                    \
+    if (r != CUDA_SUCCESS) activity::end_capture();                \
+    return r;                                                      \
+  }
+CUSLICE_BEGIN_CAPTURE(cuStreamBeginCapture, (CUstream s), (s))  // CUDA 10.0 ABI: no mode
+CUSLICE_BEGIN_CAPTURE(cuStreamBeginCapture_ptsz, (CUstream s), (s))
+CUSLICE_BEGIN_CAPTURE(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+CUSLICE_BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+CUSLICE_BEGIN_CAPTURE(cuStreamBeginCaptureToGraph,
+                      (CUstream s, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                       size_t n, CUstreamCaptureMode m),
+                      (s, g, deps, edges, n, m))
+CUSLICE_BEGIN_CAPTURE(cuStreamBeginCaptureToGraph_ptsz,
+                      (CUstream s, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                       size_t n, CUstreamCaptureMode m),
+                      (s, g, deps, edges, n, m))
+#undef CUSLICE_BEGIN_CAPTURE
+
+CUSLICE_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  auto fn = real<Sym::cuStreamEndCapture>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(s, graph);
+  // The capture is over whether or not it succeeded, unless there was none on this stream.
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture();
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
+  auto fn = real<Sym::cuStreamEndCapture_ptsz>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(s, graph);
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture();
+  return r;
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream s) {
+  auto fn = real<Sym::cuStreamDestroy_v2>();
+  if (fn == nullptr) return unavailable_result();
+  activity::forget_stream(s);
+  return fn(s);
+}
+
+}  // extern "C"

@@ -1,0 +1,93 @@
+#include "scheduler_link.h"
+
+#include <cstdlib>
+
+#include "activity.h"
+#include "client.h"
+#include "driver.h"
+#include "log.h"
+#include "settings.h"
+
+namespace cuslice::scheduler_link {
+namespace {
+
+bool g_enabled = false;
+int g_gpu[kMaxDevices];
+
+void on_event(client::Event event, const char* detail) {
+  // The one warning the user gets when the scheduler goes (and a note when it is back).
+  if (event == client::Event::kLost)
+    CUSLICE_LOG(kWarn, "%s", detail);
+  else
+    CUSLICE_LOG(kInfo, "%s", detail);
+}
+
+}  // namespace
+
+bool start() {
+  for (int d = 0; d < kMaxDevices; ++d) g_gpu[d] = d;
+  client::set_event_callback(&on_event);
+  const char* tenant = std::getenv("CUSLICE_TENANT");
+  switch (client::attach()) {
+    case client::AttachStatus::kAttached:
+      g_enabled = true;
+      CUSLICE_LOG(kInfo, "registered with the scheduler");
+      activity::start();
+      return true;
+    case client::AttachStatus::kRefused:
+      CUSLICE_LOG(kError, "%s; CUDA initialisation refused", client::last_error());
+      return false;
+    case client::AttachStatus::kNoDaemon:
+    case client::AttachStatus::kFailed:
+      if (tenant != nullptr && *tenant != '\0') {
+        // Asked for a tenant: charge memory so that a scheduler that comes back counts it.
+        g_enabled = true;
+        CUSLICE_LOG(kWarn, "tenant '%s' asked for, but %s: compute ungated, memory on local limits",
+                    tenant, client::last_error());
+        activity::start();
+      }
+      return true;
+  }
+  return true;
+}
+
+bool enabled() { return g_enabled; }
+
+int gpu(int device) { return device >= 0 && device < kMaxDevices ? g_gpu[device] : device; }
+
+void on_cuda_initialised(int device_count) {
+  if (!g_enabled) return;
+  using GetUuid = CUresult (*)(CUuuid*, CUdevice);
+  using ByUuid = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+  using Index = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+  using Init = nvmlReturn_t (*)();
+  auto get_uuid = reinterpret_cast<GetUuid>(cuda_symbol("cuDeviceGetUuid_v2"));
+  auto total = real<Sym::cuDeviceTotalMem_v2>();
+  auto init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
+  auto by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
+  auto index = reinterpret_cast<Index>(nvml_symbol("nvmlDeviceGetIndex"));
+  const bool nvml = init && by_uuid && index && init() == NVML_SUCCESS;
+  for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
+    CUuuid u;
+    if (nvml && get_uuid && get_uuid(&u, d) == CUDA_SUCCESS) {
+      const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+      char text[48];
+      std::snprintf(text, sizeof text,
+                    "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                    b[14], b[15]);
+      nvmlDevice_t h;
+      unsigned int i = 0;
+      if (by_uuid(text, &h) == NVML_SUCCESS && index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
+    }
+    size_t bytes = 0;
+    if (total && total(&bytes, d) == CUDA_SUCCESS) client::set_device_memory(g_gpu[d], bytes);
+  }
+}
+
+void after_fork_child() {
+  client::after_fork_child();
+  activity::after_fork_child();
+}
+
+}  // namespace cuslice::scheduler_link
