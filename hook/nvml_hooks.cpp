@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "driver.h"
+#include "gpu_uuid.h"
 #include "quota.h"
 #include "settings.h"
 
@@ -41,11 +42,8 @@ int cuda_ordinal(nvmlDevice_t device) {
   for (int d = 0; d < n && d < kMaxDevices; ++d) {
     CUuuid u;
     if (cuda_uuid(&u, d) != CUDA_SUCCESS) continue;
-    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-    char text[48];
-    std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                  b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                  b[14], b[15]);
+    char text[kGpuUuidText];
+    format_gpu_uuid(u, text);
     if (std::strcmp(text, want) == 0) return d;
   }
   return -1;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "driver.h"
+#include "gpu_uuid.h"
 
 namespace cuslice::process_usage {
 namespace {
@@ -21,12 +22,8 @@ bool nvml_device(int device, nvmlDevice_t* out) {
   if (get_uuid == nullptr || by_uuid == nullptr) return false;
   CUuuid u;
   if (get_uuid(&u, device) != CUDA_SUCCESS) return false;
-  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char text[48];
-  std::snprintf(text, sizeof text,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
+  char text[kGpuUuidText];
+    format_gpu_uuid(u, text);
   return by_uuid(text, out) == NVML_SUCCESS;
 }
 

@@ -5,6 +5,7 @@
 #include "activity.h"
 #include "client.h"
 #include "driver.h"
+#include "gpu_uuid.h"
 #include "log.h"
 #include "settings.h"
 
@@ -70,12 +71,8 @@ void on_cuda_initialised(int device_count) {
   for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
     CUuuid u;
     if (nvml && get_uuid && get_uuid(&u, d) == CUDA_SUCCESS) {
-      const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-      char text[48];
-      std::snprintf(text, sizeof text,
-                    "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                    b[14], b[15]);
+      char text[kGpuUuidText];
+    format_gpu_uuid(u, text);
       nvmlDevice_t h;
       unsigned int i = 0;
       if (by_uuid(text, &h) == NVML_SUCCESS && index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
