@@ -23,6 +23,7 @@ namespace {
 struct alignas(64) Ledger {
   std::atomic<uint64_t> used{0};
   std::atomic<uint64_t> limit{kUnlimited};       // CUSLICE_MEMORY_LIMIT, resolved
+  std::atomic<unsigned> checkpoint_shift{64};    // log2 of the checkpoint step; 64: none
   std::atomic<uint64_t> context_charge{0};
   std::atomic<uint64_t> small_bytes{0};          // live allocations under kGranule, summed
   std::atomic<int64_t> last_measure_ns{0};
@@ -34,8 +35,8 @@ struct alignas(64) Ledger {
 
 // Memory the driver takes without an allocation call (code of kernels loaded at their first
 // launch) is found by reading the process's usage. Besides the slow path, that reading is
-// taken whenever a charge carries `used` past one of these fractions of the limit for the
-// first time, or again once kMeasureIntervalNs have passed (usage going up and down across
+// taken whenever a charge carries `used` past one of about kCheckpoints steps of the limit
+// for the first time, or again once kMeasureIntervalNs have passed (usage going up and down across
 // one checkpoint must not read NVML every time), so such memory is charged long before the
 // limit is reached.
 constexpr uint64_t kCheckpoints = 16;
@@ -94,6 +95,10 @@ void resolve_limits_locked() {
       want = total;
     }
     g_ledger[d].limit.store(want, std::memory_order_release);
+    // Checkpoints every power of two near a sixteenth of the limit: a shift, not a division,
+    // on the allocation path.
+    const uint64_t step = want / kCheckpoints;
+    g_ledger[d].checkpoint_shift.store(step == 0 ? 64 : 63 - __builtin_clzll(step), std::memory_order_release);
     CUSLICE_LOG(kInfo, "device %d: memory quota %llu bytes", d, static_cast<unsigned long long>(want));
   }
   scheduler_link::on_cuda_initialised(count);
@@ -118,8 +123,8 @@ bool try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
     l.used.fetch_sub(bytes, std::memory_order_acq_rel);
     return false;
   }
-  const uint64_t step = lim == kUnlimited ? 0 : lim / kCheckpoints;
-  *checkpoint = step != 0 && cur / step != (cur + bytes) / step ? (cur + bytes) / step : 0;
+  const unsigned shift = l.checkpoint_shift.load(std::memory_order_relaxed);
+  *checkpoint = shift < 64 && (cur >> shift) != ((cur + bytes) >> shift) ? (cur + bytes) >> shift : 0;
   return true;
 }
 
