@@ -35,7 +35,12 @@ namespace cuslice::shm {
 
 inline constexpr uint64_t kMagic = 0x315345'43494C53ull;  // "SLICES1" read as a number
 inline constexpr uint16_t kAbiMajor = 1;
-inline constexpr uint16_t kAbiMinor = 0;
+// Minor 1 added, in space that was padding and zero before: GpuState::memory_total/uuid,
+// TenantGpu::wait_ns/oom_refusals/token_grants/achieved_share_ppm, Tenant::share_ppm/
+// limit_ppm, and the header's share_window_ns/daemon_pid/flags. A reader of minor >= 1
+// finds them filled by a daemon of minor >= 1; the hook-written ones are added to by any
+// hook that knows them, whatever the daemon's minor (the words were zero and unused).
+inline constexpr uint16_t kAbiMinor = 1;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -77,6 +82,17 @@ struct alignas(64) GpuState {
 
   // Number of times the token changed hands; statistics for the CLI, written by the daemon.
   std::atomic<uint64_t> handoffs;
+
+  // Since minor 1. The card's total memory in bytes, 0 while unknown. Written by hooks
+  // (store, relaxed) when they learn it from the driver (cuDeviceTotalMem); every hook
+  // writes the same value. Read by the CLI and the metrics, to show a quota given as a
+  // share of the card in bytes.
+  std::atomic<uint64_t> memory_total;
+  // Since minor 1. The card's UUID: CUuuid's bytes 0-7 and 8-15, each memcpy'd into one
+  // word (so the words hold them in the machine's byte order); both words 0 while unknown. Written by hooks (store, relaxed, both words) when they learn it
+  // (cuDeviceGetUuid); read by the metrics for the `gpu` label. A reader may see one word
+  // updated and not the other only while the first hook writes it.
+  std::atomic<uint64_t> uuid[2];
 };
 
 // A tenant's use of one GPU.
@@ -92,6 +108,26 @@ struct alignas(64) TenantGpu {
   // Nanoseconds of GPU time reported by the tenant's hooks (fetch_add, relaxed), measured
   // with CUDA events. Monotonic; the daemon reads differences. Accounting only, no ordering.
   std::atomic<uint64_t> gpu_time_ns;
+
+  // Counters below are since minor 1. All are monotonic while the tenant exists; the daemon
+  // zeroes them (with gpu_time_ns) when it gives a free tenant entry to a new tenant.
+
+  // Nanoseconds threads of the tenant spent blocked waiting for this GPU's token, summed
+  // over threads (two threads waiting one second each add two seconds). Added by hooks
+  // (fetch_add, relaxed) in token_acquire's slow path: the time since the wait began, or
+  // since the last addition, at each wake-up and when the wait ends, so a long wait shows
+  // while it lasts. Never on the fast path. Read by the CLI and the metrics.
+  std::atomic<uint64_t> wait_ns;
+  // Allocations on this GPU the tenant's hooks failed with CUDA_ERROR_OUT_OF_MEMORY
+  // because the tenant's quota would have been exceeded (memory_try_reserve said
+  // kOverQuota). Incremented by hooks (fetch_add 1, relaxed), once per refused call.
+  std::atomic<uint64_t> oom_refusals;
+  // Times the daemon gave this GPU's token to the tenant. Written by the daemon only.
+  std::atomic<uint64_t> token_grants;
+  // Share of this GPU's time the tenant used over the last Segment::share_window_ns:
+  // reported GPU time in the window / the window's length, in millionths, at most 1e6.
+  // Published by the daemon (store, relaxed) a few times a second.
+  std::atomic<uint32_t> achieved_share_ppm;
 };
 
 struct alignas(64) Tenant {
@@ -112,6 +148,13 @@ struct alignas(64) Tenant {
   std::atomic<uint32_t> memory_quota_ppm;
   uint32_t reserved0;
   char name[kNameSize];  // written by the daemon while state is kFree
+  // Since minor 1, written by the daemon (relaxed) with the other parameters, before
+  // `state`; information for the CLI and the metrics (the daemon keeps its own copy).
+  // Share of the GPU guaranteed under contention, in millionths: the configured share, or
+  // the part of what explicit shares leave that a tenant without one gets.
+  std::atomic<uint32_t> share_ppm;
+  // Cap on the tenant's GPU time in millionths; 1'000'000 means uncapped.
+  std::atomic<uint32_t> limit_ppm;
   TenantGpu gpu[kMaxGpus];
 };
 
@@ -159,7 +202,12 @@ struct Segment {
   // mapping, so it never uses a segment left behind by an earlier daemon.
   uint64_t generation;
   uint64_t quantum_ns;  // information for the CLI
-  uint8_t reserved1[24];
+  // Since minor 1; written once before `state` becomes kRunning; information for the CLI.
+  uint64_t share_window_ns;  // the window TenantGpu::achieved_share_ppm is measured over
+  int32_t daemon_pid;        // in the daemon's pid namespace
+  uint32_t flags;            // kEphemeral: tenants come from `cuslice run`, not a file
+  static constexpr uint32_t kEphemeral = 1u << 0;
+  uint8_t reserved1[8];
 
   GpuState gpus[kMaxGpus];
   Tenant tenants[kMaxTenants];
@@ -177,6 +225,12 @@ static_assert(sizeof(TenantGpu) == 64);
 static_assert(sizeof(Tenant) == 64 + 64 + kMaxGpus * 64);
 static_assert(sizeof(ProcessSlot) == 256);
 static_assert(offsetof(Segment, gpus) == 64);
+// Where minor 1 put its fields: in what was padding, so no minor-0 field moved.
+static_assert(offsetof(Segment, share_window_ns) == 40 && offsetof(Segment, reserved1) == 56);
+static_assert(offsetof(GpuState, memory_total) == 24 && offsetof(GpuState, uuid) == 32);
+static_assert(offsetof(TenantGpu, wait_ns) == 16 && offsetof(TenantGpu, achieved_share_ppm) == 40);
+static_assert(offsetof(Tenant, name) == 24 && offsetof(Tenant, share_ppm) == 88 &&
+              offsetof(Tenant, gpu) == 128);
 static_assert(sizeof(Segment) ==
               64 + kMaxGpus * sizeof(GpuState) + kMaxTenants * sizeof(Tenant) +
                   kMaxProcesses * sizeof(ProcessSlot));

@@ -14,8 +14,23 @@
 // Messages are fixed-size PODs; `version` changes with any change to them, and a daemon
 // answers a request of another version with kVersionMismatch (in the reply of the version
 // the request asked for when it knows it, else its own).
+//
+// Control requests (the `cuslice` tool, not hooks) use the same socket: the first message
+// of a connection is either a RegisterRequest or a ControlRequest, told apart by `magic`;
+// the two are versioned separately, so a new control command never disturbs hooks.
+//   - The client sends one ControlRequest; the daemon answers one ControlReply.
+//   - kDescribe: what the daemon is (pid, mode, segment name, configuration file).
+//   - kReload: as SIGHUP; the reply says ok, or carries every configuration error.
+//   - kEnsureTenant: only for a daemon started with --ephemeral (tenants from `cuslice run`
+//     flags, no file); others answer kUnsupported. Adds the tenant, or accepts it when one
+//     of that name has the same parameters. On success the connection becomes a *lease*:
+//     the client keeps it open (across exec) for as long as the command it starts lives,
+//     and an ephemeral daemon that exits when idle counts it as a client.
+// kReload and kEnsureTenant are accepted only from root or the daemon's own uid
+// (SO_PEERCRED): the socket is open to every local user so that any process can register.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -62,9 +77,67 @@ struct RegisterReply {
   char message[256] = {};        // human-readable reason when status != kOk
 };
 
+inline constexpr uint32_t kControlMagic = 0x54434C43;  // "CLCT"
+inline constexpr uint16_t kControlVersion = 1;
+
+enum class ControlCommand : uint32_t {
+  kDescribe = 1,
+  kReload = 2,
+  kEnsureTenant = 3,
+};
+
+// A tenant as `cuslice run` describes it (kEnsureTenant). Same meaning as the YAML keys.
+struct TenantSpec {
+  char name[shm::kNameSize] = {};  // NUL-terminated; the YAML's rules for names
+  uint32_t priority = 1;           // 0 low, 1 normal, 2 high
+  uint32_t share_ppm = 0;          // 0: no explicit share (split what others leave)
+  uint32_t limit_ppm = 1'000'000;  // 1'000'000: uncapped
+  uint32_t memory_ppm = 0;         // per-GPU quota as millionths of the card, or 0
+  uint64_t memory_bytes = 0;       // per-GPU quota in bytes, or 0 (both 0: no quota)
+};
+
+struct ControlRequest {
+  uint32_t magic = kControlMagic;
+  uint16_t version = kControlVersion;
+  uint16_t size = sizeof(ControlRequest);
+  ControlCommand command = ControlCommand::kDescribe;
+  uint32_t reserved0 = 0;
+  TenantSpec tenant;  // kEnsureTenant only
+};
+
+enum class ControlStatus : int32_t {
+  kOk = 0,
+  kFailed = 1,           // reload: the file has errors (message lists them, one a line);
+                         // ensure: the tenant cannot be added (message says why)
+  kUnsupported = 2,      // not in this daemon's mode (reload of an ephemeral daemon, ...)
+  kForbidden = 3,        // the peer's uid may not do this
+  kBadRequest = 4,       // malformed request
+  kVersionMismatch = 5,  // control version not supported
+};
+
+struct ControlReply {
+  uint32_t magic = kControlMagic;
+  uint16_t version = kControlVersion;
+  uint16_t size = sizeof(ControlReply);
+  ControlStatus status = ControlStatus::kBadRequest;
+  int32_t daemon_pid = 0;  // in the daemon's pid namespace
+  uint32_t flags = 0;      // shm::Segment::kEphemeral when tenants come from `cuslice run`
+  uint32_t tenants = 0;    // tenants in the configuration now
+  char shm_name[shm::kNameSize] = {};
+  char config_path[512] = {};  // empty for an ephemeral daemon
+  // What happened, for people: on kReload's kFailed, one configuration error per line
+  // (`file:line:column: message`), cut short with a final "..." line when they do not fit.
+  char message[8192] = {};
+};
+
 static_assert(std::is_trivially_copyable_v<RegisterRequest>);
 static_assert(std::is_trivially_copyable_v<RegisterReply>);
 static_assert(sizeof(RegisterRequest) == 8 + 64 + 8 * shm::kMaxGpus);
 static_assert(sizeof(RegisterReply) == 8 + 16 + 16 + 64 + 256);
+static_assert(std::is_trivially_copyable_v<ControlRequest>);
+static_assert(std::is_trivially_copyable_v<ControlReply>);
+static_assert(sizeof(TenantSpec) == 64 + 16 + 8 && sizeof(ControlRequest) == 16 + sizeof(TenantSpec));
+// The daemon reads a connection's first message into one buffer and dispatches on magic.
+static_assert(offsetof(RegisterRequest, magic) == 0 && offsetof(ControlRequest, magic) == 0);
 
 }  // namespace cuslice::wire
