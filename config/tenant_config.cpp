@@ -164,7 +164,7 @@ class Parser {
 
   void parse_scheduler(const YAML::Node& node) {
     if (!expect_map(node, "`scheduler`")) return;
-    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant"});
+    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant", "metrics_port"});
     SchedulerSettings& s = result_.config.scheduler;
     if (node["quantum"]) {
       if (auto q = duration(node["quantum"], "quantum")) s.quantum = *q;
@@ -185,6 +185,19 @@ class Parser {
       if (expect_scalar(d, "default_tenant")) {
         s.default_tenant = d.Scalar();
         default_tenant_mark_ = d.Mark();
+      }
+    }
+    if (const YAML::Node p = node["metrics_port"]) {
+      if (expect_scalar(p, "metrics_port")) {
+        const std::string& text = p.Scalar();
+        const bool digits = !text.empty() && text.size() <= 5 &&
+                            std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const unsigned long port = digits ? std::stoul(text) : 0;
+        if (port == 0 || port > 65535) {
+          error(p, "bad `metrics_port` `" + text + "`: expected a TCP port from 1 to 65535");
+        } else {
+          s.metrics_port = static_cast<uint16_t>(port);
+        }
       }
     }
   }
@@ -219,11 +232,7 @@ class Parser {
     if (const YAML::Node n = item["name"]) {
       if (expect_scalar(n, "name")) {
         t.name = n.Scalar();
-        const bool charset = std::all_of(t.name.begin(), t.name.end(), [](char c) {
-          return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '-' || c == '_' || c == '.';
-        });
-        if (t.name.empty() || t.name.size() > kMaxTenantNameLength || !charset) {
+        if (!valid_tenant_name(t.name)) {
           error(n, "bad tenant name `" + t.name + "`: 1 to " + std::to_string(kMaxTenantNameLength) +
                        " characters of letters, digits, '-', '_' or '.'");
         } else {
@@ -323,6 +332,14 @@ class Parser {
 };
 
 }  // namespace
+
+bool valid_tenant_name(std::string_view name) {
+  const bool charset = std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+  return !name.empty() && name.size() <= kMaxTenantNameLength && charset;
+}
 
 int Config::find_tenant(std::string_view name) const {
   for (size_t i = 0; i < tenants.size(); ++i)

@@ -11,6 +11,7 @@
 //     gpu_memory: 80GiB        # memory of each card; optional, enables the "over the card"
 //                              # check and lets the daemon resolve "25%" into bytes
 //     default_tenant: batch    # where processes of no tenant go; absent: they are refused
+//     metrics_port: 9400       # serve Prometheus metrics over HTTP; absent: no metrics
 //   tenants:
 //     - name: inference
 //       priority: high         # high | normal | low; default normal
@@ -58,6 +59,7 @@ struct SchedulerSettings {
   std::chrono::nanoseconds limit_window = std::chrono::seconds(1);
   std::optional<uint64_t> gpu_memory;         // bytes of each card
   std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused
+  std::optional<uint16_t> metrics_port;       // 1-65535; absent: no metrics endpoint
 };
 
 struct Config {
@@ -74,6 +76,10 @@ struct Config {
 // The limits the shared segment can hold; checked here so that a valid file always fits.
 inline constexpr size_t kMaxConfigTenants = 64;
 inline constexpr size_t kMaxTenantNameLength = 63;
+
+// The rule for tenant names, in the file and from `cuslice run`: 1 to kMaxTenantNameLength
+// characters of letters, digits, '-', '_' or '.'.
+bool valid_tenant_name(std::string_view name);
 
 struct ConfigError {
   std::string file;
