@@ -12,22 +12,31 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
 
+#include "ephemeral_tenants.h"
 #include "futex.h"
+#include "metrics_exposition.h"
 #include "process_info.h"
-#include "socket_protocol.h"
+#include "segment_snapshot.h"
 #include "tenant_assignment.h"
 
 namespace cuslice {
 namespace {
 
 using Nanos = TokenPolicy::Nanos;
+
+// How often achieved shares are published, and the window they cover.
+constexpr Nanos kShareWindow = ShareWindow::kSpan;
+constexpr Nanos kShareSamplePeriod = kShareWindow / (ShareWindow::kSamples - 1);
+constexpr double kPpmPerPercent = 10'000.0;
 
 Nanos monotonic_now() {
   timespec ts;
@@ -39,7 +48,9 @@ Nanos monotonic_now() {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
-Config load_or_throw(const std::string& path) {
+Config load_or_throw(const DaemonOptions& options) {
+  if (options.ephemeral) return Config{};  // tenants arrive from `cuslice run`
+  const std::string& path = options.config_path;
   ConfigResult result = load_config_file(path);
   if (!result.ok()) {
     for (const ConfigError& e : result.errors) spdlog::error("{}", e.to_string());
@@ -92,11 +103,57 @@ void send_reply(int fd, wire::RegisterReply reply, const std::string& message) {
     spdlog::warn("could not send a registration reply: {}", std::strerror(errno));
 }
 
+void send_control_reply(int fd, const wire::ControlReply& reply) {
+  if (send(fd, &reply, sizeof reply, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof reply)
+    spdlog::warn("could not send a control reply: {}", std::strerror(errno));
+}
+
+// Lines joined by '\n'; when they do not all fit, as many as fit and a last line "...".
+void fill_message(char (&message)[sizeof wire::ControlReply::message], const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) {
+    if (text.size() + line.size() + 1 + 4 >= sizeof message) {
+      text += "...\n";
+      break;
+    }
+    text += line + "\n";
+  }
+  std::strncpy(message, text.c_str(), sizeof message - 1);
+}
+
+// A periodic (interval > 0) or one-shot timerfd in epoll; returns the fd.
+int make_timer() {
+  const int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (fd < 0) throw_errno("timerfd_create");
+  return fd;
+}
+
+void set_timer(int fd, Nanos first, Nanos interval) {
+  itimerspec spec{};
+  spec.it_value.tv_sec = first.count() / 1'000'000'000;
+  spec.it_value.tv_nsec = first.count() % 1'000'000'000;
+  spec.it_interval.tv_sec = interval.count() / 1'000'000'000;
+  spec.it_interval.tv_nsec = interval.count() % 1'000'000'000;
+  timerfd_settime(fd, 0, &spec, nullptr);
+}
+
+void drain_timer(int fd) {
+  uint64_t expirations;
+  while (read(fd, &expirations, sizeof expirations) > 0) {
+  }
+}
+
+Nanos seconds(double s) { return Nanos(static_cast<int64_t>(std::llround(s * 1e9))); }
+
+// Who may change the daemon's configuration: root, or whoever runs the daemon (the user
+// whose `cuslice run` auto-started it). Everybody else may only register and describe.
+bool may_control(uid_t peer) { return peer == 0 || peer == geteuid(); }
+
 }  // namespace
 
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
-      config_(load_or_throw(options_.config_path)),
+      config_(load_or_throw(options_)),
       policy_params_(policy_params(config_)),
       listen_fd_(listen_on(options_.socket_path)),
       segment_(options_.shm_name, make_generation()),
@@ -109,29 +166,91 @@ Daemon::Daemon(DaemonOptions options)
   if (sigprocmask(SIG_BLOCK, &signals, nullptr) != 0) throw_errno("sigprocmask");
   signal(SIGPIPE, SIG_IGN);
   signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
-  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (signal_fd_ < 0 || timer_fd_ < 0 || epoll_fd_ < 0) throw_errno("signalfd/timerfd/epoll");
-  for (int fd : {listen_fd_, signal_fd_, timer_fd_}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
+  if (signal_fd_ < 0 || epoll_fd_ < 0) throw_errno("signalfd/epoll");
+  timer_fd_ = make_timer();
+  stats_fd_ = make_timer();
+  set_timer(stats_fd_, kShareSamplePeriod, kShareSamplePeriod);
+  for (int fd : {listen_fd_, signal_fd_, timer_fd_, stats_fd_}) add_to_epoll(fd, EPOLLIN);
+
+  // sd_watchdog_enabled() also checks WATCHDOG_PID, so a child that inherited the
+  // variables does not ping on our behalf.
+  uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+    watchdog_fd_ = make_timer();
+    const Nanos half = std::chrono::microseconds(watchdog_usec) / 2;
+    set_timer(watchdog_fd_, half, half);
+    add_to_epoll(watchdog_fd_, EPOLLIN);
+    spdlog::info("pinging the systemd watchdog every {} ms", half.count() / 1'000'000);
+  }
+  if (options_.exit_when_idle_seconds) {
+    idle_fd_ = make_timer();
+    add_to_epoll(idle_fd_, EPOLLIN);
+    set_timer(idle_fd_, seconds(std::max(*options_.exit_when_idle_seconds, kFirstClientGrace)), Nanos(0));
+    idle_armed_ = true;
   }
 
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params_, tenant_params_);
   apply_config(config_);
   segment_->quantum_ns = static_cast<uint64_t>(config_.scheduler.quantum.count());
+  segment_->share_window_ns = static_cast<uint64_t>(kShareWindow.count());
+  segment_->daemon_pid = getpid();
+  segment_->flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
+
+  if (const auto port = options_.metrics_port ? options_.metrics_port : config_.scheduler.metrics_port)
+    start_metrics(*port);
+
   segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kRunning), std::memory_order_release);
-  spdlog::info("serving {} tenants on {} (shared memory {})", config_.tenants.size(),
-               options_.socket_path, options_.shm_name);
+  if (options_.ephemeral) {
+    spdlog::info("serving on {} (shared memory {}), tenants from `cuslice run`", options_.socket_path,
+                 options_.shm_name);
+  } else {
+    spdlog::info("serving {} tenants on {} (shared memory {})", config_.tenants.size(), options_.socket_path,
+                 options_.shm_name);
+  }
 }
 
 Daemon::~Daemon() {
+  metrics_.reset();
   for (const auto& [fd, client] : clients_) close(fd);
-  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_})
+  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, watchdog_fd_, idle_fd_})
     if (fd >= 0) close(fd);
   unlink(options_.socket_path.c_str());
+}
+
+void Daemon::add_to_epoll(int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
+}
+
+void Daemon::start_metrics(uint16_t port) {
+  metrics_ = std::make_unique<MetricsServer>(
+      options_.metrics_address, port, [this] { return render_metrics(take_snapshot(*segment_)); },
+      [this] {
+        return segment_->state.load(std::memory_order_acquire) ==
+               static_cast<uint32_t>(shm::DaemonState::kRunning);
+      });
+  add_to_epoll(metrics_->fd(), EPOLLIN);
+  spdlog::info("serving metrics on http://{}:{}/metrics", options_.metrics_address, metrics_->port());
+}
+
+// A free entry given to a new tenant starts from zero: counters left by the tenant that
+// had the entry before must not be billed to this one.
+void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
+  shm::Tenant& t = segment_->tenants[index];
+  std::memset(t.name, 0, sizeof t.name);
+  std::strncpy(t.name, name.c_str(), sizeof t.name - 1);
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    shm::TenantGpu& tg = t.gpu[g];
+    for (std::atomic<uint64_t>* counter :
+         {&tg.memory_used, &tg.gpu_time_ns, &tg.wait_ns, &tg.oom_refusals, &tg.token_grants})
+      counter->store(0, std::memory_order_relaxed);
+    tg.achieved_share_ppm.store(0, std::memory_order_relaxed);
+    gpu_time_seen_[index][g] = 0;
+    share_windows_[index][g].reset();
+  }
 }
 
 void Daemon::apply_config(const Config& config) {
@@ -151,9 +270,7 @@ void Daemon::apply_config(const Config& config) {
       continue;
     }
     shm::Tenant& t = segment_->tenants[index];
-    if (t.state.load() == shm::Tenant::kFree) {
-      std::strncpy(t.name, tc.name.c_str(), sizeof t.name - 1);
-    }
+    if (t.state.load() == shm::Tenant::kFree) claim_tenant_entry(static_cast<uint32_t>(index), tc.name);
     uint64_t quota = shm::kUnlimited;
     uint32_t ppm = 0;
     if (tc.memory && tc.memory->kind == SizeSpec::Kind::kBytes) {
@@ -166,6 +283,8 @@ void Daemon::apply_config(const Config& config) {
     t.memory_quota.store(quota, std::memory_order_relaxed);
     t.memory_quota_ppm.store(ppm, std::memory_order_relaxed);
     t.priority.store(static_cast<uint32_t>(tc.priority), std::memory_order_relaxed);
+    t.share_ppm.store(static_cast<uint32_t>(std::lround(shares[i] * kPpmPerPercent)), std::memory_order_relaxed);
+    t.limit_ppm.store(static_cast<uint32_t>(std::lround(tc.limit_percent * kPpmPerPercent)), std::memory_order_relaxed);
     t.state.store(shm::Tenant::kActive, std::memory_order_release);
     tenant_params_[index] = {true, static_cast<int>(tc.priority), shares[i] / 100.0, tc.limit_percent / 100.0};
     kept[index] = true;
@@ -185,19 +304,39 @@ void Daemon::apply_config(const Config& config) {
   for (TokenPolicy& p : policies_) p.reconfigure(policy_params_, tenant_params_);
 }
 
-void Daemon::reload() {
+Daemon::ReloadOutcome Daemon::reload() {
+  ReloadOutcome outcome;
+  if (options_.ephemeral) {
+    outcome.errors.push_back("started with --ephemeral: tenants come from `cuslice run`, there is no file to reload");
+    spdlog::warn("{}", outcome.errors.back());
+    return outcome;
+  }
   ConfigResult result = load_config_file(options_.config_path);
   if (!result.ok()) {
-    for (const ConfigError& e : result.errors) spdlog::error("{}", e.to_string());
+    for (const ConfigError& e : result.errors) {
+      spdlog::error("{}", e.to_string());
+      outcome.errors.push_back(e.to_string());
+    }
     spdlog::error("reload of {} refused: keeping the running configuration", options_.config_path);
-    return;
+    return outcome;
   }
+  if (result.config.scheduler.metrics_port != config_.scheduler.metrics_port)
+    spdlog::warn("scheduler.metrics_port changed: it takes effect when the scheduler restarts");
   config_ = std::move(result.config);
   policy_params_ = policy_params(config_);
   apply_config(config_);
   segment_->quantum_ns = static_cast<uint64_t>(config_.scheduler.quantum.count());
   spdlog::info("reloaded {}: {} tenants", options_.config_path, config_.tenants.size());
   schedule();
+  outcome.ok = true;
+  return outcome;
+}
+
+Daemon::ReloadOutcome Daemon::reload_notifying_systemd() {
+  sd_notify(0, "RELOADING=1");
+  ReloadOutcome outcome = reload();
+  sd_notify(0, "READY=1");
+  return outcome;
 }
 
 void Daemon::accept_clients() {
@@ -217,18 +356,20 @@ void Daemon::accept_clients() {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    clients_[fd] = Client{-1, cred.pid, cred.uid, cred.gid};
+    clients_[fd] = Client{ClientKind::kNew, -1, cred.pid, cred.uid, cred.gid};
+    update_idle_timer();
   }
 }
 
 void Daemon::on_client_readable(int fd) {
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
-  if (it->second.slot < 0) {
-    register_client(fd, it->second);
+  if (it->second.kind == ClientKind::kNew) {
+    on_first_message(fd, it->second);
     return;
   }
-  // Registered: the only messages are kicks. Drain them; EOF means the process is gone.
+  // A hook's only messages are kicks, a lease sends none. Drain them; EOF means the
+  // process (and, for a lease, every process that inherited the connection) is gone.
   char buf[64];
   for (;;) {
     const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -240,15 +381,84 @@ void Daemon::on_client_readable(int fd) {
   schedule();
 }
 
-void Daemon::register_client(int fd, Client& client) {
-  wire::RegisterRequest req;
-  wire::RegisterReply reply;
-  const ssize_t n = recv(fd, &req, sizeof req, MSG_DONTWAIT);
-  if (n < 0 && errno == EAGAIN) return;
-  if (n != static_cast<ssize_t>(sizeof req) || req.magic != wire::kMagic) {
+void Daemon::on_first_message(int fd, Client& client) {
+  // Either message fits, with a byte to spare to notice a longer one; SOCK_SEQPACKET
+  // delivers one whole message per recv (a longer one is cut, and n says so).
+  unsigned char bytes[std::max(sizeof(wire::RegisterRequest), sizeof(wire::ControlRequest)) + 1];
+  const ssize_t n = recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  uint32_t magic = 0;
+  if (n >= static_cast<ssize_t>(sizeof magic)) std::memcpy(&magic, bytes, sizeof magic);
+  if (magic == wire::kMagic && n == static_cast<ssize_t>(sizeof(wire::RegisterRequest))) {
+    wire::RegisterRequest req;
+    std::memcpy(&req, bytes, sizeof req);
+    register_client(fd, client, req);
+  } else if (magic == wire::kControlMagic && n >= static_cast<ssize_t>(offsetof(wire::ControlRequest, command))) {
+    wire::ControlRequest req;
+    // Header only from a message of another size: answer_control sees its version.
+    std::memcpy(&req, bytes, n == static_cast<ssize_t>(sizeof req) ? sizeof req : offsetof(wire::ControlRequest, command));
+    answer_control(fd, client, req);
+  } else {
     drop_client(fd);
-    return;
   }
+}
+
+void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& req) {
+  wire::ControlReply reply;
+  reply.daemon_pid = getpid();
+  reply.flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
+  std::strncpy(reply.shm_name, segment_.name().c_str(), sizeof reply.shm_name - 1);
+  std::strncpy(reply.config_path, options_.config_path.c_str(), sizeof reply.config_path - 1);
+  bool keep = false;
+  if (req.version != wire::kControlVersion || req.size != sizeof req) {
+    reply.status = wire::ControlStatus::kVersionMismatch;
+    fill_message(reply.message, {"control protocol version " + std::to_string(req.version) +
+                                 " is not supported (daemon speaks " + std::to_string(wire::kControlVersion) + ")"});
+  } else if (req.command == wire::ControlCommand::kDescribe) {
+    reply.status = wire::ControlStatus::kOk;
+  } else if (req.command != wire::ControlCommand::kReload && req.command != wire::ControlCommand::kEnsureTenant) {
+    reply.status = wire::ControlStatus::kBadRequest;
+    fill_message(reply.message, {"unknown control command"});
+  } else if (req.command == wire::ControlCommand::kEnsureTenant && !options_.ephemeral) {
+    // Before the uid check: `cuslice run` asks every daemon, and learns here to leave a
+    // daemon with a file alone.
+    reply.status = wire::ControlStatus::kUnsupported;
+    fill_message(reply.message, {"this scheduler runs from " + options_.config_path +
+                                 ": tenants are added there, not by `cuslice run`"});
+  } else if (!may_control(client.uid)) {
+    reply.status = wire::ControlStatus::kForbidden;
+    fill_message(reply.message, {"uid " + std::to_string(client.uid) + " may not change this scheduler (only root and uid " +
+                                 std::to_string(geteuid()) + ")"});
+  } else if (req.command == wire::ControlCommand::kReload) {
+    const ReloadOutcome outcome = reload_notifying_systemd();
+    reply.status = outcome.ok ? wire::ControlStatus::kOk
+                   : options_.ephemeral ? wire::ControlStatus::kUnsupported
+                                        : wire::ControlStatus::kFailed;
+    fill_message(reply.message, outcome.ok ? std::vector<std::string>{"reloaded " + options_.config_path}
+                                           : outcome.errors);
+  } else {
+    const EnsureOutcome outcome = ensure_tenant(config_, req.tenant);
+    if (outcome.added) {
+      apply_config(config_);
+      schedule();
+    }
+    reply.status = outcome.ok ? wire::ControlStatus::kOk : wire::ControlStatus::kFailed;
+    fill_message(reply.message, {outcome.message});
+    spdlog::log(outcome.ok ? spdlog::level::info : spdlog::level::warn, "pid {}: {}", client.pid, outcome.message);
+    keep = outcome.ok;
+  }
+  reply.tenants = static_cast<uint32_t>(config_.tenants.size());
+  send_control_reply(fd, reply);
+  if (keep) {
+    client.kind = ClientKind::kLease;
+  } else {
+    drop_client(fd);
+  }
+}
+
+void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest& request) {
+  wire::RegisterRequest req = request;
+  wire::RegisterReply reply;
   if (req.version != wire::kVersion || req.size != sizeof req) {
     reply.status = wire::RegisterStatus::kVersionMismatch;
     send_reply(fd, reply, "protocol version " + std::to_string(req.version) + " is not supported (daemon speaks " +
@@ -292,6 +502,7 @@ void Daemon::register_client(int fd, Client& client) {
   }
   const uint64_t generation = ps.generation.fetch_add(1, std::memory_order_relaxed) + 1;
   ps.state.store(shm::ProcessSlot::kActive, std::memory_order_release);
+  client.kind = ClientKind::kHook;
   client.slot = static_cast<int>(slot);
   ++tenant_processes_[tenant];
 
@@ -315,6 +526,16 @@ void Daemon::drop_client(int fd) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   clients_.erase(it);
+  update_idle_timer();
+}
+
+void Daemon::update_idle_timer() {
+  if (idle_fd_ < 0) return;
+  const bool idle = clients_.empty();
+  if (idle == idle_armed_) return;
+  set_timer(idle_fd_, idle ? seconds(*options_.exit_when_idle_seconds) : Nanos(0), Nanos(0));
+  idle_armed_ = idle;
+  if (idle) spdlog::info("no client left: exiting in {} s unless one connects", *options_.exit_when_idle_seconds);
 }
 
 void Daemon::release_slot(uint32_t slot) {
@@ -381,10 +602,24 @@ void Daemon::schedule() {
     gs.holder.store(d.holder, std::memory_order_release);
     gs.grant_seq.fetch_add(1, std::memory_order_release);
     gs.handoffs.fetch_add(1, std::memory_order_relaxed);
+    if (d.holder != kNoHolder)
+      segment_->tenants[d.holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
     futex_wake_all(&gs.grant_seq);
     spdlog::debug("gpu {}: token -> {}", g, d.holder == kNoHolder ? "(none)" : segment_->tenants[d.holder].name);
   }
   arm_timer(wake);
+}
+
+void Daemon::publish_shares() {
+  const Nanos now = monotonic_now();
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if (!tenant_params_[t].present) continue;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      shm::TenantGpu& tg = segment_->tenants[t].gpu[g];
+      const uint32_t ppm = share_windows_[t][g].sample(now, tg.gpu_time_ns.load(std::memory_order_relaxed));
+      tg.achieved_share_ppm.store(ppm, std::memory_order_relaxed);
+    }
+  }
 }
 
 void Daemon::arm_timer(Nanos wake_at) {
@@ -414,7 +649,7 @@ int Daemon::run() {
   sd_notify(0, "READY=1");
   epoll_event events[64];
   for (;;) {
-    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    const int n = epoll_wait(epoll_fd_, events, 64, metrics_ ? metrics_->timeout_ms() : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("epoll_wait");
@@ -426,13 +661,26 @@ int Daemon::run() {
       } else if (fd == timer_fd_) {
         uint64_t expirations;
         if (read(timer_fd_, &expirations, sizeof expirations) > 0) schedule();
+      } else if (fd == stats_fd_) {
+        drain_timer(stats_fd_);
+        publish_shares();
+      } else if (fd == watchdog_fd_) {
+        drain_timer(watchdog_fd_);
+        sd_notify(0, "WATCHDOG=1");
+      } else if (fd == idle_fd_) {
+        drain_timer(idle_fd_);
+        if (clients_.empty()) {
+          spdlog::info("idle for the grace period: exiting");
+          stop();
+          return 0;
+        }
+      } else if (metrics_ && fd == metrics_->fd()) {
+        // Served below.
       } else if (fd == signal_fd_) {
         signalfd_siginfo info;
         while (read(signal_fd_, &info, sizeof info) == sizeof info) {
           if (info.ssi_signo == SIGHUP) {
-            sd_notify(0, "RELOADING=1");
-            reload();
-            sd_notify(0, "READY=1");
+            reload_notifying_systemd();
           } else {
             stop();
             return 0;
@@ -442,6 +690,8 @@ int Daemon::run() {
         on_client_readable(fd);
       }
     }
+    // Cheap when nothing is ready; also expires stalled scrapers when epoll timed out.
+    if (metrics_) metrics_->run();
   }
 }
 

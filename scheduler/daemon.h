@@ -1,10 +1,15 @@
 // cuslice-scheduler's event loop: one thread, one epoll set.
 //
 //   listening socket   -> accept, remember the peer's pid/uid/gid (SO_PEERCRED)
-//   client sockets     -> first message: registration (assign tenant, hand out a slot);
-//                         then kicks (re-run the policy now); EOF: the process is gone
+//   client sockets     -> first message: a hook's registration (assign tenant, hand out a
+//                         slot) or a control request from `cuslice` (describe, reload,
+//                         ensure-tenant); then kicks (re-run the policy now); EOF: gone
 //   signalfd           -> SIGHUP reloads the configuration, SIGTERM/SIGINT stop
-//   timerfd            -> the policy asked to be run again at a given time
+//   timerfd (policy)   -> the policy asked to be run again at a given time
+//   timerfd (stats)    -> publish each tenant's achieved share, a few times a second
+//   timerfd (watchdog) -> WATCHDOG=1 to systemd, at half its WATCHDOG_USEC
+//   timerfd (idle)     -> with --exit-when-idle: nobody connected for the grace period
+//   metrics epoll fd   -> libmicrohttpd's sockets, served on this same thread
 //
 // The policy itself lives in TokenPolicy (one per GPU); this class only moves facts
 // between the segment, the sockets and the policies.
@@ -13,24 +18,39 @@
 #include <sys/types.h>
 
 #include <array>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "metrics_server.h"
+#include "share_window.h"
 #include "shared_segment.h"
+#include "socket_protocol.h"
 #include "tenant_config.h"
 #include "token_policy.h"
 
 namespace cuslice {
 
 struct DaemonOptions {
-  std::string config_path;
+  std::string config_path;  // empty with `ephemeral`
   std::string socket_path;
   std::string shm_name;
+  // No file: tenants are added by `cuslice run` (kEnsureTenant) and live in memory.
+  bool ephemeral = false;
+  // Exit once no connection (hook, lease or control) has been open for this long. Before
+  // the first connection the daemon waits at least kFirstClientGrace, so that whoever
+  // started it has time to connect even on a loaded machine.
+  std::optional<double> exit_when_idle_seconds;
+  std::optional<uint16_t> metrics_port;  // overrides the file's scheduler.metrics_port
+  std::string metrics_address = "0.0.0.0";
 };
 
 class Daemon {
  public:
+  static constexpr double kFirstClientGrace = 30.0;  // seconds
+
   // Loads the configuration, creates the segment and the socket; throws on failure
   // (configuration errors are logged one per line before).
   explicit Daemon(DaemonOptions options);
@@ -38,26 +58,45 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Serves until SIGTERM or SIGINT. Returns the process exit status.
+  // Serves until SIGTERM, SIGINT or, with exit_when_idle, the idle timer. Returns the
+  // process exit status.
   int run();
 
  private:
+  enum class ClientKind {
+    kNew,    // connected, first message not read yet
+    kHook,   // registered process (owns `slot`)
+    kLease,  // `cuslice run` that ensured a tenant: kept open while its command lives
+  };
   struct Client {
-    int slot = -1;  // -1 until registered
+    ClientKind kind = ClientKind::kNew;
+    int slot = -1;  // kHook only
     pid_t pid = 0;
     uid_t uid = 0;
     gid_t gid = 0;
   };
+  struct ReloadOutcome {
+    bool ok = false;
+    std::vector<std::string> errors;  // file:line:column: message
+  };
 
   void apply_config(const Config& config);
-  void reload();
+  void claim_tenant_entry(uint32_t index, const std::string& name);
+  ReloadOutcome reload();
+  ReloadOutcome reload_notifying_systemd();
   void accept_clients();
   void on_client_readable(int fd);
-  void register_client(int fd, Client& client);
+  void on_first_message(int fd, Client& client);
+  void register_client(int fd, Client& client, const wire::RegisterRequest& req);
+  void answer_control(int fd, Client& client, const wire::ControlRequest& req);
   void drop_client(int fd);
   void release_slot(uint32_t slot);
   void schedule();
+  void publish_shares();
   void arm_timer(TokenPolicy::Nanos wake_at);
+  void update_idle_timer();
+  void start_metrics(uint16_t port);
+  void add_to_epoll(int fd, uint32_t events);
   void stop();
 
   DaemonOptions options_;
@@ -70,6 +109,11 @@ class Daemon {
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
   int timer_fd_ = -1;
+  int stats_fd_ = -1;
+  int watchdog_fd_ = -1;  // -1: systemd did not ask for watchdog pings
+  int idle_fd_ = -1;      // -1: without exit_when_idle
+  bool idle_armed_ = false;
+  std::unique_ptr<MetricsServer> metrics_;
   std::unordered_map<int, Client> clients_;
 
   // Indexed by segment tenant index; a tenant keeps its index across reloads.
@@ -77,6 +121,7 @@ class Daemon {
   std::array<int, shm::kMaxTenants> tenant_processes_{};
   std::vector<TokenPolicy> policies_;  // one per GPU
   std::array<std::array<uint64_t, shm::kMaxGpus>, shm::kMaxTenants> gpu_time_seen_{};
+  std::array<std::array<ShareWindow, shm::kMaxGpus>, shm::kMaxTenants> share_windows_{};
 };
 
 }  // namespace cuslice

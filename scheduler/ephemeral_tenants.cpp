@@ -1,0 +1,118 @@
+#include "ephemeral_tenants.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+namespace cuslice {
+namespace {
+
+constexpr double kPpmPerPercent = 10'000.0;
+
+std::string percent_text(double percent) { return fmt::format("{:g}%", percent); }
+
+std::string memory_text(const std::optional<SizeSpec>& memory) {
+  if (!memory) return "none";
+  if (memory->kind == SizeSpec::Kind::kPercent) return percent_text(memory->percent);
+  return fmt::format("{} bytes", memory->bytes);
+}
+
+const char* priority_text(Priority p) {
+  return p == Priority::kHigh ? "high" : p == Priority::kLow ? "low" : "normal";
+}
+
+bool same_memory(const std::optional<SizeSpec>& a, const std::optional<SizeSpec>& b) {
+  if (!a || !b) return !a && !b;
+  if (a->kind != b->kind) return false;
+  return a->kind == SizeSpec::Kind::kBytes ? a->bytes == b->bytes : std::abs(a->percent - b->percent) < 1e-9;
+}
+
+// The spec as a TenantConfig, or the reason it is not one.
+std::optional<TenantConfig> to_tenant(const wire::TenantSpec& spec, std::string& why) {
+  TenantConfig t;
+  t.name.assign(spec.name, strnlen(spec.name, sizeof spec.name));
+  if (!valid_tenant_name(t.name)) {
+    why = fmt::format("bad tenant name `{}`: 1 to {} characters of letters, digits, '-', '_' or '.'", t.name,
+                      kMaxTenantNameLength);
+    return std::nullopt;
+  }
+  if (spec.priority > 2) {
+    why = "bad priority: expected high, normal or low";
+    return std::nullopt;
+  }
+  t.priority = static_cast<Priority>(spec.priority);
+  if (spec.share_ppm > 1'000'000 || spec.limit_ppm == 0 || spec.limit_ppm > 1'000'000 ||
+      spec.memory_ppm > 1'000'000) {
+    why = "a share, limit or memory percentage is outside (0%, 100%]";
+    return std::nullopt;
+  }
+  if (spec.share_ppm != 0) t.share_percent = spec.share_ppm / kPpmPerPercent;
+  t.limit_percent = spec.limit_ppm / kPpmPerPercent;
+  if (t.share_percent && t.limit_percent < *t.share_percent) {
+    why = "the limit is below the share: the tenant could never get its share";
+    return std::nullopt;
+  }
+  if (spec.memory_bytes != 0 && spec.memory_ppm != 0) {
+    why = "memory is given both in bytes and as a percentage";
+    return std::nullopt;
+  }
+  if (spec.memory_bytes != 0) t.memory = SizeSpec{SizeSpec::Kind::kBytes, spec.memory_bytes, 0.0};
+  if (spec.memory_ppm != 0) t.memory = SizeSpec{SizeSpec::Kind::kPercent, 0, spec.memory_ppm / kPpmPerPercent};
+  return t;
+}
+
+// The first parameter in which `have` and `want` differ, or "".
+std::string difference(const TenantConfig& have, const TenantConfig& want) {
+  if (have.priority != want.priority)
+    return fmt::format("priority {} (asked: {})", priority_text(have.priority), priority_text(want.priority));
+  if (have.share_percent != want.share_percent)
+    return fmt::format("share {} (asked: {})", have.share_percent ? percent_text(*have.share_percent) : "none",
+                       want.share_percent ? percent_text(*want.share_percent) : "none");
+  if (std::abs(have.limit_percent - want.limit_percent) > 1e-9)
+    return fmt::format("limit {} (asked: {})", percent_text(have.limit_percent), percent_text(want.limit_percent));
+  if (!same_memory(have.memory, want.memory))
+    return fmt::format("memory {} (asked: {})", memory_text(have.memory), memory_text(want.memory));
+  return {};
+}
+
+}  // namespace
+
+EnsureOutcome ensure_tenant(Config& config, const wire::TenantSpec& spec) {
+  EnsureOutcome out;
+  std::string why;
+  std::optional<TenantConfig> want = to_tenant(spec, why);
+  if (!want) {
+    out.message = why;
+    return out;
+  }
+  if (const int existing = config.find_tenant(want->name); existing >= 0) {
+    const std::string differs = difference(config.tenants[existing], *want);
+    if (!differs.empty()) {
+      out.message = fmt::format("tenant `{}` already runs with {}; pick another --tenant name, or the same flags",
+                                want->name, differs);
+      return out;
+    }
+    out.ok = true;
+    out.message = fmt::format("joined tenant `{}`", want->name);
+    return out;
+  }
+  if (config.tenants.size() >= kMaxConfigTenants) {
+    out.message = fmt::format("already {} tenants, the most the scheduler holds", kMaxConfigTenants);
+    return out;
+  }
+  double shares = want->share_percent.value_or(0);
+  for (const TenantConfig& t : config.tenants) shares += t.share_percent.value_or(0);
+  if (shares > 100.0 + 1e-9) {
+    out.message = fmt::format("the tenants' shares would add up to {:g}%, more than 100%", shares);
+    return out;
+  }
+  out.message = fmt::format("added tenant `{}`", want->name);
+  config.tenants.push_back(std::move(*want));
+  out.ok = true;
+  out.added = true;
+  return out;
+}
+
+}  // namespace cuslice

@@ -1,0 +1,127 @@
+#include "segment_snapshot.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace cuslice {
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+bool tenant_present(const shm::Tenant& t) {
+  return t.state.load(std::memory_order_acquire) != shm::Tenant::kFree;
+}
+
+}  // namespace
+
+bool gpu_in_use(const shm::Segment& segment, uint32_t gpu) {
+  const shm::GpuState& g = segment.gpus[gpu];
+  if (g.memory_total.load(kRelaxed) != 0 || g.handoffs.load(kRelaxed) != 0 ||
+      g.holder.load(kRelaxed) != shm::kNoTenant)
+    return true;
+  for (const shm::Tenant& t : segment.tenants) {
+    if (!tenant_present(t)) continue;
+    const shm::TenantGpu& tg = t.gpu[gpu];
+    if (tg.memory_used.load(kRelaxed) || tg.gpu_time_ns.load(kRelaxed) || tg.wait_ns.load(kRelaxed) ||
+        tg.oom_refusals.load(kRelaxed))
+      return true;
+  }
+  return false;
+}
+
+std::string format_gpu_uuid(const std::array<uint64_t, 2>& words) {
+  unsigned char b[16];
+  std::memcpy(b, words.data(), sizeof b);
+  char text[48];
+  std::snprintf(text, sizeof text,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
+
+const char* priority_name(uint32_t priority) {
+  switch (priority) {
+    case 0: return "low";
+    case 2: return "high";
+    default: return "normal";
+  }
+}
+
+SegmentSnapshot take_snapshot(const shm::Segment& segment) {
+  SegmentSnapshot s;
+  s.abi_major = segment.abi_major;
+  s.abi_minor = segment.abi_minor;
+  s.state = static_cast<shm::DaemonState>(segment.state.load(std::memory_order_acquire));
+  s.generation = segment.generation;
+  s.quantum_ns = segment.quantum_ns;
+  // Minor-0 daemons left these words zero, which reads as "unknown" below.
+  s.share_window_ns = segment.share_window_ns;
+  s.daemon_pid = segment.daemon_pid;
+  s.ephemeral = (segment.flags & shm::Segment::kEphemeral) != 0;
+
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    if (!gpu_in_use(segment, g)) continue;
+    const shm::GpuState& gs = segment.gpus[g];
+    GpuSnapshot gpu;
+    gpu.index = g;
+    gpu.memory_total = gs.memory_total.load(kRelaxed);
+    const std::array<uint64_t, 2> uuid{gs.uuid[0].load(kRelaxed), gs.uuid[1].load(kRelaxed)};
+    if (uuid[0] != 0 || uuid[1] != 0) gpu.uuid = format_gpu_uuid(uuid);
+    const uint32_t holder = gs.holder.load(std::memory_order_acquire);
+    if (holder < shm::kMaxTenants) gpu.holder = holder;
+    gpu.handoffs = gs.handoffs.load(kRelaxed);
+    s.gpus.push_back(std::move(gpu));
+  }
+
+  for (uint32_t i = 0; i < shm::kMaxTenants; ++i) {
+    const shm::Tenant& t = segment.tenants[i];
+    const uint32_t state = t.state.load(std::memory_order_acquire);
+    if (state == shm::Tenant::kFree) continue;
+    TenantSnapshot tenant;
+    tenant.index = i;
+    tenant.name.assign(t.name, strnlen(t.name, sizeof t.name));
+    tenant.retired = state == shm::Tenant::kRetired;
+    tenant.priority = t.priority.load(kRelaxed);
+    tenant.share_ppm = t.share_ppm.load(kRelaxed);
+    tenant.limit_ppm = t.limit_ppm.load(kRelaxed);
+    const uint64_t quota = t.memory_quota.load(kRelaxed);
+    const uint32_t quota_ppm = t.memory_quota_ppm.load(kRelaxed);
+    if (quota_ppm != 0) tenant.memory_quota_ppm = quota_ppm;
+    else if (quota != shm::kUnlimited) tenant.memory_quota_bytes = quota;
+    for (size_t k = 0; k < s.gpus.size(); ++k) {
+      const GpuSnapshot& gpu = s.gpus[k];
+      const shm::TenantGpu& tg = t.gpu[gpu.index];
+      TenantGpuSnapshot use;
+      use.gpu = k;
+      use.memory_used = tg.memory_used.load(kRelaxed);
+      if (tenant.memory_quota_bytes) {
+        use.memory_quota = tenant.memory_quota_bytes;
+      } else if (tenant.memory_quota_ppm && gpu.memory_total != 0) {
+        // Resolved the way the hook resolves it against the device total.
+        use.memory_quota = static_cast<uint64_t>(static_cast<long double>(gpu.memory_total) *
+                                                 *tenant.memory_quota_ppm / 1'000'000);
+      }
+      use.gpu_time_ns = tg.gpu_time_ns.load(kRelaxed);
+      use.wait_ns = tg.wait_ns.load(kRelaxed);
+      use.oom_refusals = tg.oom_refusals.load(kRelaxed);
+      use.token_grants = tg.token_grants.load(kRelaxed);
+      use.achieved_share_ppm = tg.achieved_share_ppm.load(kRelaxed);
+      use.holds_token = gpu.holder == i;
+      tenant.gpus.push_back(use);
+    }
+    s.tenants.push_back(std::move(tenant));
+  }
+
+  for (const shm::ProcessSlot& slot : segment.processes) {
+    if (slot.state.load(std::memory_order_acquire) != shm::ProcessSlot::kActive) continue;
+    const uint32_t tenant = slot.tenant.load(kRelaxed);
+    const pid_t pid = slot.pid.load(kRelaxed);
+    for (TenantSnapshot& t : s.tenants)
+      if (t.index == tenant && pid > 0) t.pids.push_back(pid);
+  }
+  for (TenantSnapshot& t : s.tenants) std::sort(t.pids.begin(), t.pids.end());
+  return s;
+}
+
+}  // namespace cuslice
