@@ -3,6 +3,13 @@
 // cuslice does not stay around as a parent: it sets the environment the hook and the
 // scheduler read, then execvp()s CMD, so signals, the exit status and the process id are
 // CMD's own, exactly as if it had been started directly.
+//
+// Before that it makes sure a scheduler answers (scheduler_autostart.h): when none does it
+// starts an ephemeral one; when the one answering is ephemeral it adds CMD's tenant (named
+// by --tenant, else "default", with --memory/--share/--limit/--priority) and hands CMD the
+// connection as its lease, so the daemon lives while CMD (or a child of it) does. A
+// scheduler started from a file keeps its own tenants: the flags then only set the
+// variables below.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -20,6 +27,8 @@
 #include "error.h"
 #include "hook_locator.h"
 #include "preload.h"
+#include "scheduler_autostart.h"
+#include "scheduler_socket.h"
 #include "size.h"
 #include "socket_protocol.h"
 
@@ -34,8 +43,8 @@ constexpr const char* kComputeLimitEnv = "CUSLICE_COMPUTE_LIMIT";
 constexpr const char* kPriorityEnv = "CUSLICE_PRIORITY";
 constexpr const char* kVisibleDevicesEnv = "CUDA_VISIBLE_DEVICES";
 
-constexpr const char* kSchedulingGroup =
-    "Scheduling (take effect when cuslice-scheduler is running)";
+constexpr const char* kSchedulingGroup = "Scheduling (cuslice-scheduler is started if none runs)";
+constexpr const char* kDefaultTenant = "default";
 
 struct RunOptions {
   std::optional<std::string> memory;
@@ -46,6 +55,7 @@ struct RunOptions {
   std::optional<std::string> gpus;
   std::optional<std::string> log_level;
   std::optional<std::filesystem::path> hook;
+  std::optional<std::string> socket;
   std::vector<std::string> command;
 };
 
@@ -133,6 +143,54 @@ void set_env_if(const char* name, const std::optional<std::string>& value) {
       err == EACCES ? "check that the file is executable and its filesystem not noexec" : "");
 }
 
+uint32_t to_ppm(double percent) { return static_cast<uint32_t>(percent * 10'000.0 + 0.5); }
+
+// The tenant an ephemeral scheduler should hold for this command.
+wire::TenantSpec tenant_spec(const RunOptions& options) {
+  wire::TenantSpec spec;
+  const std::string name = options.tenant.value_or(kDefaultTenant);
+  std::strncpy(spec.name, name.c_str(), sizeof spec.name - 1);
+  if (name.size() >= sizeof spec.name)
+    throw Error(ExitCode::kUsage, fmt::format("tenant name \"{}\" is longer than {} characters", name, sizeof spec.name - 1));
+  if (options.priority) spec.priority = *options.priority == "high" ? 2 : *options.priority == "low" ? 0 : 1;
+  if (options.share) spec.share_ppm = to_ppm(percent_value(*options.share));
+  if (options.limit) spec.limit_ppm = to_ppm(percent_value(*options.limit));
+  if (options.memory) {
+    SizeSpec size;
+    parse_size(*options.memory, size, nullptr);
+    if (size.kind == SizeSpec::Kind::kPercent) spec.memory_ppm = to_ppm(size.percent);
+    else spec.memory_bytes = size.bytes;
+  }
+  return spec;
+}
+
+// Makes sure the command has a scheduler (see the top of this file) and sets what the hook
+// needs to join it.
+void join_scheduler(const RunOptions& options) {
+  const std::string socket = resolve_socket_path(options.socket);
+  std::optional<SchedulerConnection> connection = connect_or_start_scheduler(socket);
+  if (options.socket) set_env(wire::kSocketEnv, socket);
+  if (!connection) return;  // auto-start is off and nobody answers: unscheduled
+
+  wire::ControlRequest request;
+  request.command = wire::ControlCommand::kEnsureTenant;
+  request.tenant = tenant_spec(options);
+  const wire::ControlReply reply = connection->request(request);
+  switch (reply.status) {
+    case wire::ControlStatus::kOk:
+      // The descriptor stays open in the command, unnamed: the daemon only needs it open.
+      connection->release_as_lease();
+      set_env(wire::kSocketEnv, socket);
+      set_env(wire::kTenantEnv, request.tenant.name);
+      return;
+    case wire::ControlStatus::kUnsupported:
+      return;  // a scheduler with a configuration file: its tenants, its match rules
+    default:
+      throw Error(ExitCode::kFailure, fmt::format("the scheduler on {} refused the tenant: {}", socket, reply.message),
+                  "see `cuslice status` for the tenants it runs");
+  }
+}
+
 int run(RunOptions& options) {
   if (options.share && options.limit &&
       percent_value(*options.limit) < percent_value(*options.share))
@@ -144,6 +202,7 @@ int run(RunOptions& options) {
 
   const std::filesystem::path hook =
       locate_hook(hook_search_from_environment(options.hook, "--hook"));
+  join_scheduler(options);
   const char* preload = std::getenv("LD_PRELOAD");
   set_env("LD_PRELOAD", append_hook_to_preload(preload != nullptr ? preload : "", hook));
 
@@ -177,7 +236,8 @@ void add_run_command(CLI::App& root, Action& chosen) {
       ->type_name("SIZE")
       ->check(CLI::Validator(check_memory, ""));
   cmd->add_option("--tenant", options->tenant,
-                  "Tenant to run as, from the scheduler's configuration (sets CUSLICE_TENANT)")
+                  "Tenant to run as (sets CUSLICE_TENANT): one of the scheduler's configuration, or, "
+                  "with an auto-started scheduler, a new one (default: \"default\")")
       ->type_name("NAME")
       ->check(CLI::Validator(check_tenant, ""));
   cmd->add_option("--gpus", options->gpus,
@@ -194,6 +254,11 @@ void add_run_command(CLI::App& root, Action& chosen) {
                   "beside this program)")
       ->type_name("PATH");
 
+  cmd->add_option("--socket", options->socket,
+                  "Scheduler socket (sets CUSLICE_SOCKET; default: $CUSLICE_SOCKET, then "
+                  "/run/cuslice/cuslice.sock)")
+      ->type_name("PATH")
+      ->group(kSchedulingGroup);
   cmd->add_option(
          "--share", options->share,
          "Compute share guaranteed when the GPU is contended, e.g. 60% (sets CUSLICE_SHARE)")

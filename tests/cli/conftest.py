@@ -37,10 +37,14 @@ def other_preload():
 
 @pytest.fixture
 def run_cuslice(cuslice_bin):
-    """Runs cuslice with `args` and only PATH plus `env` in its environment."""
+    """Runs cuslice with `args` and only PATH plus `env` in its environment.
+
+    `cuslice run` would start a scheduler on the node's socket when none answers; these
+    tests never do that unless they ask (CUSLICE_AUTO_START in `env`, with their own socket).
+    """
 
     def run(*args, env=None, binary=None, cwd=None):
-        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUSLICE_AUTO_START": "0"}
         full_env.update(env or {})
         return subprocess.run(
             [str(binary or cuslice_bin), *map(str, args)],

@@ -1,0 +1,53 @@
+// `cuslice reload [--socket P]`: makes the scheduler re-read its configuration file, as
+// SIGHUP (`systemctl reload`) does, but answers: exit 0 with "reloaded FILE", or exit 3
+// with every error of the file as file:line:column: message (the running configuration
+// stays in force).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "error.h"
+#include "scheduler_socket.h"
+
+namespace cuslice::cli {
+namespace {
+
+int reload(const std::optional<std::string>& socket_flag) {
+  const std::string socket = resolve_socket_path(socket_flag);
+  const std::optional<wire::ControlReply> reply = ask_scheduler(socket, wire::ControlCommand::kReload);
+  if (!reply)
+    throw Error(ExitCode::kFailure, fmt::format("no scheduler answers on {}", socket),
+                "is cuslice-scheduler running? (or pass --socket)");
+  switch (reply->status) {
+    case wire::ControlStatus::kOk:
+      std::printf("%s", reply->message);
+      return to_int(ExitCode::kOk);
+    case wire::ControlStatus::kFailed:
+      // The daemon's own lines, unchanged: editors and CI parse file:line:column.
+      std::fprintf(stderr, "%s", reply->message);
+      std::fprintf(stderr, "cuslice reload: %s has errors; the scheduler keeps its running configuration\n",
+                   reply->config_path);
+      return to_int(ExitCode::kConfigInvalid);
+    case wire::ControlStatus::kForbidden:
+      throw Error(ExitCode::kFailure, reply->message, "run it as root or as the scheduler's user");
+    default:
+      throw Error(ExitCode::kFailure, reply->message);
+  }
+}
+
+}  // namespace
+
+void add_reload_command(CLI::App& root, Action& chosen) {
+  auto socket = std::make_shared<std::optional<std::string>>();
+  CLI::App* cmd = root.add_subcommand("reload", "Make the scheduler re-read its configuration file");
+  cmd->add_option("--socket", *socket, "Scheduler socket (default: $CUSLICE_SOCKET, then /run/cuslice/cuslice.sock)")
+      ->type_name("PATH");
+  cmd->callback([socket, &chosen] { chosen = [socket] { return reload(*socket); }; });
+}
+
+}  // namespace cuslice::cli

@@ -1,0 +1,97 @@
+#include "scheduler_socket.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "error.h"
+
+namespace cuslice::cli {
+namespace {
+
+// A reload re-reads and checks a file; even on a loaded machine that is well under this.
+constexpr int kReplyTimeoutMs = 10'000;
+
+}  // namespace
+
+std::string resolve_socket_path(const std::optional<std::string>& flag) {
+  if (flag) return *flag;
+  const char* env = std::getenv(wire::kSocketEnv);
+  return env != nullptr && env[0] != '\0' ? env : wire::kDefaultSocketPath;
+}
+
+std::optional<SchedulerConnection> SchedulerConnection::connect(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    throw Error(ExitCode::kUsage, fmt::format("socket path too long ({} bytes, at most {}): {}", path.size(),
+                                              sizeof addr.sun_path - 1, path));
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(ExitCode::kFailure, fmt::format("socket: {}", std::strerror(errno)));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    ::close(fd);
+    // No socket file, or a file nobody listens on (a daemon that crashed): nobody answers.
+    if (err == ENOENT || err == ECONNREFUSED) return std::nullopt;
+    throw Error(ExitCode::kFailure, fmt::format("cannot connect to {}: {}", path, std::strerror(err)));
+  }
+  return SchedulerConnection(fd);
+}
+
+SchedulerConnection::SchedulerConnection(SchedulerConnection&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+SchedulerConnection::~SchedulerConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& request) {
+  if (::send(fd_, &request, sizeof request, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request))
+    throw Error(ExitCode::kFailure, fmt::format("cannot send to the scheduler: {}", std::strerror(errno)));
+  pollfd p{fd_, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&p, 1, kReplyTimeoutMs);
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) throw Error(ExitCode::kFailure, "the scheduler did not answer within 10 s");
+  wire::ControlReply reply;
+  const ssize_t n = ::recv(fd_, &reply, sizeof reply, 0);
+  if (n == static_cast<ssize_t>(sizeof reply) && reply.magic == wire::kControlMagic) {
+    reply.message[sizeof reply.message - 1] = '\0';
+    reply.shm_name[sizeof reply.shm_name - 1] = '\0';
+    reply.config_path[sizeof reply.config_path - 1] = '\0';
+    return reply;
+  }
+  // A daemon from before control requests reads our first word as a bad registration and
+  // hangs up; a newer one would answer in a size we do not know.
+  throw Error(ExitCode::kFailure,
+              n == 0 ? "the scheduler closed the connection without answering"
+                     : "the scheduler's answer is not one this cuslice understands",
+              "is cuslice-scheduler the same version as cuslice? (cuslice version)");
+}
+
+int SchedulerConnection::release_as_lease() {
+  const int fd = fd_;
+  fd_ = -1;
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) != 0)
+    throw Error(ExitCode::kFailure, fmt::format("cannot keep the scheduler connection: {}", std::strerror(errno)));
+  return fd;
+}
+
+std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command) {
+  std::optional<SchedulerConnection> connection = SchedulerConnection::connect(path);
+  if (!connection) return std::nullopt;
+  wire::ControlRequest request;
+  request.command = command;
+  return connection->request(request);
+}
+
+}  // namespace cuslice::cli

@@ -1,0 +1,195 @@
+#include "status_view.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace cuslice::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kPpm = 1e6;
+constexpr double kNanosPerSecond = 1e9;
+
+const char* state_name(shm::DaemonState state) {
+  switch (state) {
+    case shm::DaemonState::kStarting: return "starting";
+    case shm::DaemonState::kRunning: return "running";
+    case shm::DaemonState::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+template <typename T>
+json or_null(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+std::string tenant_name(const SegmentSnapshot& s, std::optional<uint32_t> index) {
+  if (!index) return {};
+  for (const TenantSnapshot& t : s.tenants)
+    if (t.index == *index) return t.name;
+  return fmt::format("#{}", *index);
+}
+
+std::string percent(uint32_t ppm) { return fmt::format("{:g}%", std::round(ppm / 1e3) / 10.0); }
+
+std::string quota_text(const TenantSnapshot& t, const TenantGpuSnapshot& use) {
+  if (use.memory_quota) return format_bytes(*use.memory_quota);
+  if (t.memory_quota_ppm) return percent(*t.memory_quota_ppm);  // card size not known yet
+  return "none";
+}
+
+std::string pids_text(const std::vector<pid_t>& pids) {
+  if (pids.empty()) return "-";
+  std::string text;
+  for (pid_t pid : pids) text += (text.empty() ? "" : ",") + std::to_string(pid);
+  return text;
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{} B", bytes);
+  const int decimals = value < 10 ? 2 : value < 100 ? 1 : 0;
+  return fmt::format("{:.{}f} {}", value, decimals, kUnits[unit]);
+}
+
+std::string format_seconds(double seconds) {
+  if (seconds < 60) return fmt::format("{:.1f}s", seconds);
+  const auto whole = static_cast<uint64_t>(seconds);
+  if (whole < 3600) return fmt::format("{}m{:02}s", whole / 60, whole % 60);
+  return fmt::format("{}h{:02}m", whole / 3600, whole / 60 % 60);
+}
+
+json status_json(const SegmentSnapshot& s, const DaemonView& d) {
+  json daemon = {
+      {"reachable", d.reachable},
+      {"state", state_name(s.state)},
+      {"pid", s.daemon_pid != 0 ? json(s.daemon_pid) : json(nullptr)},
+      {"mode", s.ephemeral ? "ephemeral" : "config"},
+      {"config_path", or_null(d.config_path)},
+      {"socket", d.socket_path},
+      {"shm_name", d.shm_name},
+      {"abi", fmt::format("{}.{}", s.abi_major, s.abi_minor)},
+      {"generation", s.generation},
+      {"quantum_seconds", static_cast<double>(s.quantum_ns) / kNanosPerSecond},
+      {"share_window_seconds",
+       s.share_window_ns != 0 ? json(static_cast<double>(s.share_window_ns) / kNanosPerSecond) : json(nullptr)},
+  };
+
+  json tenants = json::array();
+  for (const TenantSnapshot& t : s.tenants) {
+    tenants.push_back({
+        {"name", t.name},
+        {"state", t.retired ? "retired" : "active"},
+        {"priority", priority_name(t.priority)},
+        {"share", t.share_ppm / kPpm},
+        {"limit", t.limit_ppm / kPpm},
+        {"memory_quota_bytes", or_null(t.memory_quota_bytes)},
+        {"memory_quota_fraction", t.memory_quota_ppm ? json(*t.memory_quota_ppm / kPpm) : json(nullptr)},
+        {"pids", t.pids},
+    });
+  }
+
+  json gpus = json::array();
+  for (size_t k = 0; k < s.gpus.size(); ++k) {
+    const GpuSnapshot& g = s.gpus[k];
+    json rows = json::array();
+    for (const TenantSnapshot& t : s.tenants) {
+      const TenantGpuSnapshot& use = t.gpus[k];
+      rows.push_back({
+          {"name", t.name},
+          {"memory_used_bytes", use.memory_used},
+          {"memory_quota_bytes", or_null(use.memory_quota)},
+          {"achieved_share", use.achieved_share_ppm / kPpm},
+          {"gpu_seconds", static_cast<double>(use.gpu_time_ns) / kNanosPerSecond},
+          {"token_wait_seconds", static_cast<double>(use.wait_ns) / kNanosPerSecond},
+          {"token_grants", use.token_grants},
+          {"oom_refusals", use.oom_refusals},
+          {"holds_token", use.holds_token},
+      });
+    }
+    const std::string holder = tenant_name(s, g.holder);
+    gpus.push_back({
+        {"index", g.index},
+        {"uuid", or_null(g.uuid)},
+        {"memory_total_bytes", g.memory_total != 0 ? json(g.memory_total) : json(nullptr)},
+        {"token_holder", holder.empty() ? json(nullptr) : json(holder)},
+        {"token_handoffs", g.handoffs},
+        {"tenants", std::move(rows)},
+    });
+  }
+  return {{"schema_version", kStatusSchemaVersion},
+          {"daemon", std::move(daemon)},
+          {"tenants", std::move(tenants)},
+          {"gpus", std::move(gpus)}};
+}
+
+std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
+  std::string out;
+  auto line = [&out](const std::string& text) { out += text + "\n"; };
+
+  std::string source = s.ephemeral ? "tenants from cuslice run"
+                       : d.config_path ? "config " + *d.config_path
+                                       : "config file";
+  line(fmt::format("cuslice-scheduler {}  pid {}  {}  socket {}{}  shm {}  quantum {:g}ms", state_name(s.state),
+                   s.daemon_pid, source, d.socket_path, d.reachable ? "" : " (not answering)", d.shm_name,
+                   static_cast<double>(s.quantum_ns) / 1e6));
+  if (s.tenants.empty()) {
+    line("no tenants yet");
+    return out;
+  }
+
+  constexpr const char* kTenantRow = "  {:<16} {:<7} {:>6} {:>6} {:>5} {:>8}  {}";
+  line("");
+  line(fmt::format(kTenantRow, "TENANT", "PRIO", "SHARE", "LIMIT", "PROCS", "QUOTA", "PIDS"));
+  for (const TenantSnapshot& t : s.tenants) {
+    const std::string quota = t.memory_quota_bytes ? format_bytes(*t.memory_quota_bytes)
+                              : t.memory_quota_ppm ? percent(*t.memory_quota_ppm)
+                                                   : "none";
+    line(fmt::format(kTenantRow, t.name + (t.retired ? " (retired)" : ""), priority_name(t.priority),
+                     percent(t.share_ppm), percent(t.limit_ppm), t.pids.size(), quota, pids_text(t.pids)));
+  }
+
+  if (s.gpus.empty()) {
+    line("");
+    line("no GPU in use yet");
+    return out;
+  }
+  const std::string window =
+      s.share_window_ns != 0 ? fmt::format("last {:g}s", static_cast<double>(s.share_window_ns) / 1e9) : "window";
+  constexpr const char* kGpuRow = "  {:<16} {:>21} {:>9} {:>9} {:>9} {:>8} {:>5} {}";
+  for (size_t k = 0; k < s.gpus.size(); ++k) {
+    const GpuSnapshot& g = s.gpus[k];
+    const std::string holder = tenant_name(s, g.holder);
+    line("");
+    line(fmt::format("GPU {}{}{}  token: {}  handoffs: {}", g.index, g.uuid ? "  " + *g.uuid : "",
+                     g.memory_total ? "  " + format_bytes(g.memory_total) : "", holder.empty() ? "-" : holder,
+                     g.handoffs));
+    line(fmt::format(kGpuRow, "TENANT", "MEMORY USED / QUOTA", "SHARE", "ACHIEVED", "GPU TIME", "WAITED", "OOM",
+                     "GRANTS"));
+    for (const TenantSnapshot& t : s.tenants) {
+      const TenantGpuSnapshot& use = t.gpus[k];
+      line(fmt::format(kGpuRow, (use.holds_token ? "* " : "  ") + t.name,
+                       format_bytes(use.memory_used) + " / " + quota_text(t, use), percent(t.share_ppm),
+                       percent(use.achieved_share_ppm),
+                       format_seconds(static_cast<double>(use.gpu_time_ns) / kNanosPerSecond),
+                       format_seconds(static_cast<double>(use.wait_ns) / kNanosPerSecond), use.oom_refusals,
+                       use.token_grants));
+    }
+  }
+  line("");
+  line(fmt::format("* holds the token.  ACHIEVED: share of the GPU's time used over the {}.", window));
+  return out;
+}
+
+}  // namespace cuslice::cli

@@ -1,0 +1,37 @@
+// What `cuslice status` prints, from a snapshot of the segment: a table for people and a
+// JSON document for programs. Pure functions, so tests check the exact output.
+//
+// The JSON schema is versioned (`schema_version`) and documented in docs/operations.md;
+// fields are only ever added within a version. Quantities are in base units (bytes,
+// seconds) and shares are ratios in [0, 1], as in the metrics; null means "unknown" or
+// "none" (a quota the card's size cannot resolve yet, a token nobody holds).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "segment_snapshot.h"
+
+namespace cuslice::cli {
+
+inline constexpr int kStatusSchemaVersion = 1;
+
+// What the tool knows about the daemon besides the segment.
+struct DaemonView {
+  std::string socket_path;
+  std::string shm_name;
+  bool reachable = false;                  // answered on the socket just now
+  std::optional<std::string> config_path;  // when it answered and has a file
+};
+
+nlohmann::json status_json(const SegmentSnapshot& snapshot, const DaemonView& daemon);
+std::string status_table(const SegmentSnapshot& snapshot, const DaemonView& daemon);
+
+// "1.5 GiB", "512 MiB", "0 B": binary units, three significant digits.
+std::string format_bytes(uint64_t bytes);
+// "0.4s", "12.3s", "4m05s", "2h07m".
+std::string format_seconds(double seconds);
+
+}  // namespace cuslice::cli
