@@ -108,6 +108,9 @@ void resolve_limits_locked() {
   g_limits_resolved.store(true, std::memory_order_release);
 }
 
+// Whose limit refused a reservation.
+thread_local bool t_tenant_refused = false;
+
 // The check and the reservation in one step: the local limit by one compare-and-swap, then
 // the tenant's quota by another (client.h); a refusal of the second undoes the first.
 // *checkpoint: the checkpoint the charge carried `used` into, 0 if it crossed none.
@@ -115,12 +118,16 @@ bool try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
   const uint64_t lim = l.limit.load(std::memory_order_relaxed);
   uint64_t cur = l.used.load(std::memory_order_relaxed);
   do {
-    if (bytes > lim || cur > lim - bytes) return false;
+    if (bytes > lim || cur > lim - bytes) {
+      t_tenant_refused = false;
+      return false;
+    }
   } while (!l.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
   if (scheduler_link::enabled() &&
       client::memory_try_reserve(scheduler_link::gpu(device), bytes) == client::Reserve::kOverQuota) {
     l.used.fetch_sub(bytes, std::memory_order_acq_rel);
+    t_tenant_refused = true;
     return false;
   }
   const unsigned shift = l.checkpoint_shift.load(std::memory_order_relaxed);
@@ -225,6 +232,7 @@ bool charge(int device, uint64_t bytes) {
     refresh(device);
     if (try_reserve(*l, device, bytes)) return true;
   }
+  if (t_tenant_refused) client::note_oom_refusal(scheduler_link::gpu(device));
   CUSLICE_LOG(kInfo, "device %d: refused %llu bytes (used %llu of %llu)", device,
               static_cast<unsigned long long>(bytes),
               static_cast<unsigned long long>(l->used.load(std::memory_order_relaxed)),

@@ -70,15 +70,17 @@ void on_cuda_initialised(int device_count) {
   const bool nvml = init && by_uuid && index && init() == NVML_SUCCESS;
   for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
     CUuuid u;
-    if (nvml && get_uuid && get_uuid(&u, d) == CUDA_SUCCESS) {
+    const bool have_uuid = get_uuid && get_uuid(&u, d) == CUDA_SUCCESS;
+    if (nvml && have_uuid) {
       char text[kGpuUuidText];
-    format_gpu_uuid(u, text);
+      format_gpu_uuid(u, text);
       nvmlDevice_t h;
       unsigned int i = 0;
       if (by_uuid(text, &h) == NVML_SUCCESS && index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
     }
     size_t bytes = 0;
-    if (total && total(&bytes, d) == CUDA_SUCCESS) client::set_device_memory(g_gpu[d], bytes);
+    if (total && total(&bytes, d) == CUDA_SUCCESS)
+      client::set_device(g_gpu[d], bytes, have_uuid ? reinterpret_cast<const unsigned char*>(u.bytes) : nullptr);
   }
 }
 

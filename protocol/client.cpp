@@ -48,6 +48,7 @@ struct State {
   std::atomic<int> fd{-1};
   std::atomic<uint64_t> local_charged[kMaxGpus] = {};  // this process's bytes, attached or not
   std::atomic<uint64_t> device_memory[kMaxGpus] = {};
+  std::atomic<uint64_t> device_uuid[kMaxGpus][2] = {};  // CUuuid bytes 0-7, 8-15 (0: unknown)
   std::atomic<bool> refused{false};
   std::atomic<int64_t> next_attempt_ns{0};
   std::atomic<int64_t> next_check_ns{0};
@@ -131,6 +132,21 @@ shm::Segment* map_segment(const wire::RegisterReply& reply) {
   return seg;
 }
 
+// What the hook learnt of the cards (segment minor 1): every hook writes the same values.
+void publish_devices(const Attachment* att) {
+  for (uint32_t i = 0; i < kMaxGpus; ++i) {
+    shm::GpuState& gs = att->segment->gpus[i];
+    if (const uint64_t total = g.device_memory[i].load(std::memory_order_relaxed))
+      gs.memory_total.store(total, std::memory_order_relaxed);
+    const uint64_t lo = g.device_uuid[i][0].load(std::memory_order_relaxed);
+    const uint64_t hi = g.device_uuid[i][1].load(std::memory_order_relaxed);
+    if (lo != 0 || hi != 0) {
+      gs.uuid[0].store(lo, std::memory_order_relaxed);
+      gs.uuid[1].store(hi, std::memory_order_relaxed);
+    }
+  }
+}
+
 // One registration attempt; the caller holds g.attaching.
 AttachStatus register_now() {
   const char* path = getenv(wire::kSocketEnv);
@@ -198,6 +214,7 @@ AttachStatus register_now() {
   }
   g.error[0] = '\0';
   g.current.store(att, std::memory_order_release);
+  publish_devices(att);
   return AttachStatus::kAttached;
 }
 
@@ -281,8 +298,22 @@ void after_fork_child() noexcept {
   g.next_attempt_ns.store(0, std::memory_order_relaxed);
 }
 
-void set_device_memory(int gpu, uint64_t total_bytes) noexcept {
-  if (static_cast<unsigned>(gpu) < kMaxGpus) g.device_memory[gpu].store(total_bytes, std::memory_order_relaxed);
+void set_device(int gpu, uint64_t total_bytes, const unsigned char uuid[16]) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  g.device_memory[gpu].store(total_bytes, std::memory_order_relaxed);
+  if (uuid != nullptr) {
+    uint64_t words[2];
+    memcpy(words, uuid, sizeof words);
+    g.device_uuid[gpu][0].store(words[0], std::memory_order_relaxed);
+    g.device_uuid[gpu][1].store(words[1], std::memory_order_relaxed);
+  }
+  if (const Attachment* att = g.current.load(std::memory_order_acquire)) publish_devices(att);
+}
+
+void note_oom_refusal(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  att->segment->tenants[att->tenant].gpu[gpu].oom_refusals.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {
@@ -370,6 +401,9 @@ void token_acquire(int gpu) noexcept {
   flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_seq_cst);
   gs.waiting_tenants.fetch_or(uint64_t{1} << att->tenant, std::memory_order_seq_cst);
   kick();
+  // Time waited goes to the tenant as it passes, so a long wait shows while it lasts.
+  std::atomic<uint64_t>& waited = att->segment->tenants[att->tenant].gpu[gpu].wait_ns;
+  int64_t since = now_ns();
   for (;;) {
     const uint32_t seq = gs.grant_seq.load(std::memory_order_acquire);
     if (gs.holder.load(std::memory_order_acquire) == att->tenant) break;
@@ -379,7 +413,11 @@ void token_acquire(int gpu) noexcept {
       break;
     }
     futex_wait(&gs.grant_seq, seq, kWaitSliceNs);
+    const int64_t now = now_ns();
+    waited.fetch_add(static_cast<uint64_t>(now - since), std::memory_order_relaxed);
+    since = now;
   }
+  waited.fetch_add(static_cast<uint64_t>(now_ns() - since), std::memory_order_relaxed);
   flags.fetch_sub(1, std::memory_order_seq_cst);
 }
 

@@ -11,7 +11,8 @@
 //   - First CUDA call (lazily, from the pthread_once that initialises the hook): attach().
 //     kNoDaemon / kFailed: keep going on local limits (CUSLICE_MEMORY_LIMIT), compute
 //     ungated, warn once. kRefused: fail the CUDA call with an error and log last_error().
-//   - After learning a device's total memory (cuDeviceTotalMem): set_device_memory().
+//   - After learning a device's total memory and UUID (cuDeviceTotalMem, cuDeviceGetUuid):
+//     set_device().
 //   - Allocation: memory_try_reserve() before the driver allocates, memory_release() after a
 //     free or when the driver's allocation failed. kUngated means "no tenant quota now":
 //     apply the local limit instead.
@@ -74,11 +75,15 @@ void detach() noexcept;
 // again, under its own pid, at its first CUDA call.
 void after_fork_child() noexcept;
 
-// The card's memory, needed for tenant quotas written as a percentage.
-void set_device_memory(int gpu, uint64_t total_bytes) noexcept;
+// The card's memory (needed for tenant quotas written as a percentage) and its UUID (the
+// metrics' gpu label; may be null), published in the segment for the CLI and the metrics.
+void set_device(int gpu, uint64_t total_bytes, const unsigned char uuid[16]) noexcept;
 
 Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept;
 void memory_release(int gpu, uint64_t bytes) noexcept;
+// Counts one allocation the hook refused because the tenant's quota was full (once per
+// refused call, however often it retried).
+void note_oom_refusal(int gpu) noexcept;
 // Adds bytes the process was found to hold (measured, not asked for) even past the quota;
 // release them with memory_release() like reserved ones.
 void memory_charge(int gpu, uint64_t bytes) noexcept;
