@@ -428,8 +428,11 @@ void token_release(int gpu) noexcept {
   shm::GpuState& gs = att->segment->gpus[gpu];
   att->segment->processes[att->slot].gpu_flags[gpu].fetch_and(~shm::ProcessSlot::kBusy,
                                                               std::memory_order_seq_cst);
+  // Others wait: tell the daemon now, whether this tenant still holds the token (early
+  // hand-off) or it was revoked and the daemon waits for its queued work to drain (else it
+  // would learn it only at its next drain poll).
   const uint64_t others = gs.waiting_tenants.load(std::memory_order_seq_cst) & ~(uint64_t{1} << att->tenant);
-  if (others != 0 && gs.holder.load(std::memory_order_acquire) == att->tenant) kick();
+  if (others != 0) kick();
 }
 
 void report_gpu_time(int gpu, uint64_t ns) noexcept {
