@@ -63,15 +63,29 @@ uint64_t array_estimate(size_t w, size_t h, size_t d, unsigned channels, CUarray
   return quota::round_up(bytes, quota::kGranule);
 }
 
+// The requirements query and destroy call of each array kind.
+CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray a, int dev) {
+  static const auto fn = reinterpret_cast<PFN_cuArrayGetMemoryRequirements_v11060>(
+      cuda_symbol("cuArrayGetMemoryRequirements"));
+  return fn ? fn(req, a, dev) : CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUmipmappedArray a, int dev) {
+  static const auto fn = reinterpret_cast<PFN_cuMipmappedArrayGetMemoryRequirements_v11060>(
+      cuda_symbol("cuMipmappedArrayGetMemoryRequirements"));
+  return fn ? fn(req, a, dev) : CUDA_ERROR_NOT_SUPPORTED;
+}
+void destroy(CUarray a) { real<Sym::cuArrayDestroy>()(a); }
+void destroy(CUmipmappedArray a) { real<Sym::cuMipmappedArrayDestroy>()(a); }
+
 // Arrays are sized before creation from their descriptor. cuArrayGetMemoryRequirements
 // answers only for deferred-mapping arrays (CUDA_ERROR_INVALID_VALUE otherwise, measured);
 // where it answers, the charge is corrected to it, and a correction that does not fit
 // destroys the array and reports out of memory.
-template <typename Handle, typename Requirements, typename Destroy>
-CUresult settle_array(Handle h, int device, uint64_t estimated, Requirements requirements, Destroy destroy) {
+template <typename Handle>
+CUresult settle_array(Handle h, int device, uint64_t estimated) {
   CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
   uint64_t charged = estimated;
-  if (requirements != nullptr && requirements(&req, h, device) == CUDA_SUCCESS) {
+  if (requirements(&req, h, device) == CUDA_SUCCESS) {
     const uint64_t actual = quota::round_up(req.size, quota::kGranule);
     if (actual > estimated) {
       if (!quota::charge(device, actual - estimated)) {
@@ -85,6 +99,22 @@ CUresult settle_array(Handle h, int device, uint64_t estimated, Requirements req
     charged = actual;
   }
   return remember(arrays(), reinterpret_cast<uint64_t>(h), device, charged, [&] { destroy(h); });
+}
+
+// Creates an array (through `create`) charged `estimate` first.
+template <typename Handle, typename Create>
+CUresult create_array(Handle* handle, uint64_t estimate, Create create) {
+  if (!quota::active() || handle == nullptr) return create();
+  const int dev = quota::current_device();
+  if (!quota::accounted(dev)) return create();
+  const quota::Operation op(dev);
+  if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult r = create();
+  if (r != CUDA_SUCCESS) {
+    quota::uncharge(dev, estimate);
+    return r;
+  }
+  return settle_array(*handle, dev, estimate);
 }
 
 }  // namespace
@@ -209,38 +239,18 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
 CUSLICE_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   auto fn = real<Sym::cuArrayCreate_v2>();
   if (fn == nullptr) return unavailable_result();
-  if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc);
-  const int dev = quota::current_device();
-  if (!quota::accounted(dev)) return fn(pHandle, desc);
-  const quota::Operation op(dev);
-  const uint64_t estimate = array_estimate(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format, 1);
-  if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = fn(pHandle, desc);
-  if (r != CUDA_SUCCESS) {
-    quota::uncharge(dev, estimate);
-    return r;
-  }
-  auto req = reinterpret_cast<PFN_cuArrayGetMemoryRequirements_v11060>(cuda_symbol("cuArrayGetMemoryRequirements"));
-  return settle_array(*pHandle, dev, estimate, req, [](CUarray a) { real<Sym::cuArrayDestroy>()(a); });
+  if (desc == nullptr) return fn(pHandle, desc);
+  return create_array(pHandle, array_estimate(desc->Width, desc->Height, 0, desc->NumChannels, desc->Format, 1),
+                      [&] { return fn(pHandle, desc); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   auto fn = real<Sym::cuArray3DCreate_v2>();
   if (fn == nullptr) return unavailable_result();
-  if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc);
-  const int dev = quota::current_device();
-  if (!quota::accounted(dev)) return fn(pHandle, desc);
-  const quota::Operation op(dev);
-  const uint64_t estimate =
-      array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format, 1);
-  if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = fn(pHandle, desc);
-  if (r != CUDA_SUCCESS) {
-    quota::uncharge(dev, estimate);
-    return r;
-  }
-  auto req = reinterpret_cast<PFN_cuArrayGetMemoryRequirements_v11060>(cuda_symbol("cuArrayGetMemoryRequirements"));
-  return settle_array(*pHandle, dev, estimate, req, [](CUarray a) { real<Sym::cuArrayDestroy>()(a); });
+  if (desc == nullptr) return fn(pHandle, desc);
+  return create_array(pHandle,
+                      array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format, 1),
+                      [&] { return fn(pHandle, desc); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
@@ -254,22 +264,11 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle
                                                       unsigned int numMipmapLevels) {
   auto fn = real<Sym::cuMipmappedArrayCreate>();
   if (fn == nullptr) return unavailable_result();
-  if (!quota::active() || desc == nullptr || pHandle == nullptr) return fn(pHandle, desc, numMipmapLevels);
-  const int dev = quota::current_device();
-  if (!quota::accounted(dev)) return fn(pHandle, desc, numMipmapLevels);
-  const quota::Operation op(dev);
-  const uint64_t estimate = array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
-                                           desc->Format, numMipmapLevels);
-  if (!quota::charge(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = fn(pHandle, desc, numMipmapLevels);
-  if (r != CUDA_SUCCESS) {
-    quota::uncharge(dev, estimate);
-    return r;
-  }
-  auto req = reinterpret_cast<PFN_cuMipmappedArrayGetMemoryRequirements_v11060>(
-      cuda_symbol("cuMipmappedArrayGetMemoryRequirements"));
-  return settle_array(*pHandle, dev, estimate, req,
-                      [](CUmipmappedArray a) { real<Sym::cuMipmappedArrayDestroy>()(a); });
+  if (desc == nullptr) return fn(pHandle, desc, numMipmapLevels);
+  return create_array(pHandle,
+                      array_estimate(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format,
+                                     numMipmapLevels),
+                      [&] { return fn(pHandle, desc, numMipmapLevels); });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
