@@ -1,0 +1,180 @@
+"""What the compute scenarios stand on: a private cuslice-scheduler, a private simulated device,
+and tenant_worker processes run the way a user runs an application under cuslice.
+
+Every path comes from the environment CMake sets (tests/compute/CMakeLists.txt):
+CUSLICE_HOOK, CUSLICE_SCHEDULER, TENANT_WORKER, FAKE_DRIVER_DIR, CUSLICE_NM.
+
+Times are CLOCK_MONOTONIC nanoseconds, the clock of the fake driver's timeline and of the
+worker's --start-at/--end-at, so that all workers of a scenario measure the same window.
+"""
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+HOOK = os.environ.get("CUSLICE_HOOK", "")
+SCHEDULER = os.environ.get("CUSLICE_SCHEDULER", "")
+WORKER = os.environ.get("TENANT_WORKER", "")
+FAKE_DRIVER_DIR = os.environ.get("FAKE_DRIVER_DIR", "")
+NM = os.environ.get("CUSLICE_NM", "nm")
+
+MS = 1_000_000
+_serial = itertools.count(1)
+
+
+def now_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def hook_gates_launches():
+    """Whether libcuslice.so defines cuLaunchKernel, i.e. launch gating exists in this build."""
+    listing = subprocess.run([NM, "-D", "--defined-only", HOOK], capture_output=True, text=True,
+                             check=True).stdout
+    return any(line.split()[-1] == "cuLaunchKernel" for line in listing.splitlines() if line)
+
+
+def unique_name(kind):
+    return f"cuslice-compute-{kind}-{os.getpid()}-{next(_serial)}"
+
+
+class Daemon:
+    """cuslice-scheduler on a private socket and segment, with the given YAML configuration.
+
+    It logs at debug level, where it writes "gpu N: token -> NAME" at every change of holder:
+    the scenarios read that to know the hooks really asked for the token (a hook that gates
+    nothing must not pass a scenario because the device happened to be shared well).
+    """
+
+    def __init__(self, workdir, config_yaml):
+        self.config = os.path.join(workdir, "cuslice.yaml")
+        self.socket = os.path.join(workdir, "cuslice.sock")
+        self.shm_name = "/" + unique_name("segment")
+        self.log = os.path.join(workdir, "scheduler.log")
+        with open(self.config, "w") as f:
+            f.write(config_yaml)
+        self.process = None
+
+    def start(self, timeout_s=5.0):
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [SCHEDULER, "--config", self.config, "--socket", self.socket,
+                 "--shm-name", self.shm_name, "--log-level", "debug"],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        # It listens before it publishes the segment; a worker needs both.
+        while not (self._listening() and os.path.exists("/dev/shm" + self.shm_name)):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"cuslice-scheduler exited: {self.log_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cuslice-scheduler did not start: {self.log_text()}")
+            time.sleep(0.01)
+
+    def stop(self):
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def log_text(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def token_holders(self, gpu=0):
+        """Every holder GPU gpu's token went to, in order ("(none)" when it was taken back)."""
+        marker = f"gpu {gpu}: token -> "
+        return [line.split(marker, 1)[1].strip() for line in self.log_text().splitlines()
+                if marker in line]
+
+    def _listening(self):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+            try:
+                s.connect(self.socket)
+                return True
+            except OSError:
+                return False
+
+
+class Scenario:
+    """One scenario's world: a work folder, a simulated device, and (optionally) a daemon."""
+
+    def __init__(self, config_yaml=None):
+        self._tmp = tempfile.TemporaryDirectory(prefix="cuslice-compute-")
+        self.workdir = self._tmp.name
+        self.device = unique_name("device")
+        self.daemon = Daemon(self.workdir, config_yaml) if config_yaml is not None else None
+        # Without a daemon, workers look for one here and find nobody.
+        self.socket = self.daemon.socket if self.daemon else os.path.join(self.workdir, "none.sock")
+
+    def __enter__(self):
+        if self.daemon:
+            self.daemon.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.daemon:
+            self.daemon.stop()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink("/dev/shm/" + self.device)
+        self._tmp.cleanup()
+
+    def worker_env(self, tenant, extra=None):
+        env = dict(os.environ)
+        env.update({
+            "LD_PRELOAD": HOOK,
+            "LD_LIBRARY_PATH": FAKE_DRIVER_DIR,
+            "FAKE_CUDA_SHARED_DEVICE": self.device,
+            "CUSLICE_SOCKET": self.socket,
+            "CUSLICE_TENANT": tenant,
+            "CUSLICE_LOG_LEVEL": "warn",
+        })
+        env.update(extra or {})
+        return env
+
+    def run(self, workers, duration_s, start_delay_s=1.0, during=None):
+        """Runs the workers over one common window and returns their reports, in order.
+
+        workers: dicts with tenant, mode (spin | request), kernel_us, and sync_every or
+        period_ms; optional env. during(processes, start_ns, end_ns) runs while they work.
+        The start delay covers process start and registration with the daemon.
+        """
+        start = now_ns() + int(start_delay_s * 1e9)
+        end = start + int(duration_s * 1e9)
+        processes = []
+        for w in workers:
+            argv = [WORKER, "--mode", w["mode"], "--kernel-us", str(w["kernel_us"]),
+                    "--start-at", str(start), "--end-at", str(end)]
+            if "sync_every" in w:
+                argv += ["--sync-every", str(w["sync_every"])]
+            if "period_ms" in w:
+                argv += ["--period-ms", str(w["period_ms"])]
+            processes.append(subprocess.Popen(argv, env=self.worker_env(w["tenant"], w.get("env")),
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True))
+        if during:
+            during(processes, start, end)
+        reports = []
+        for w, p in zip(workers, processes):
+            out, err = p.communicate(timeout=duration_s + start_delay_s + 30)
+            lines = out.strip().splitlines()
+            report = json.loads(lines[-1]) if lines else {}
+            report.update({"returncode": p.returncode, "stderr": err, "tenant": w["tenant"]})
+            reports.append(report)
+        return reports
+
+
+def sleep_until_ns(deadline):
+    delay = (deadline - now_ns()) / 1e9
+    if delay > 0:
+        time.sleep(delay)

@@ -1,0 +1,225 @@
+// A stand-in for a hooked GPU application, for the compute scenarios (test_compute.py): it
+// drives the fake driver's simulated device the way an application drives a GPU, and reports
+// on stdout, as one JSON line, how much device time it got and how long its work took.
+//
+//   tenant_worker --mode spin    --kernel-us N --sync-every K --start-at NS --end-at NS
+//   tenant_worker --mode request --kernel-us N --period-ms P  --start-at NS --end-at NS
+//                 [--stream created|non-blocking|legacy|per-thread]
+//
+// Both modes: cuInit, the primary context, a module, the function "spin_<N>us" (which the fake
+// runs for N us), a stream; then sleep until --start-at (CLOCK_MONOTONIC ns, so that several
+// workers measure the same window), and work until --end-at.
+//   spin:    launch K kernels, synchronise, repeat: a throughput job that always has work.
+//   request: one kernel every P ms (a latency-sensitive service); for each, the latency from
+//            submission (before the launch call, which is where the hook may wait for the
+//            token) to completion (the synchronisation's return). A request that finds the
+//            previous one still running past its slot starts at once; missed slots are skipped.
+// Only work that completed before --end-at is counted, so workers started together measure
+// the same window, whatever the last batch did.
+//
+// Output: {"pid", "tenant" ($CUSLICE_TENANT), "mode", "kernels", "busy_ns" (simulated kernel
+// time counted by the fake driver for the kernels counted), "wall_ns" (start-at to the last
+// counted completion), "late_ns" (how late after start-at the work began: start-up that took
+// too long makes the window shorter), "max_batch_ns" (the longest launch-to-completion of a
+// batch or request),
+// and in request mode "requests", "p50_us", "p99_us", "max_us"}. Exit status 0; 2 when a CUDA
+// call fails (the JSON then has "error" and the call's result).
+#include <cuda.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_cuda_control.h"
+
+namespace {
+
+std::int64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+void sleep_until(std::int64_t deadline_ns) {
+  if (deadline_ns <= now_ns()) return;
+  const timespec t{static_cast<time_t>(deadline_ns / 1'000'000'000),
+                   static_cast<long>(deadline_ns % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, nullptr) != 0) {
+  }
+}
+
+struct Options {
+  std::string mode = "spin";
+  long kernel_us = 2000;
+  long sync_every = 4;
+  long period_ms = 20;
+  std::int64_t start_at = 0;
+  std::int64_t end_at = 0;
+  std::string stream = "created";
+};
+
+[[noreturn]] void usage(const char* problem) {
+  std::fprintf(stderr, "tenant_worker: %s\n", problem);
+  std::exit(64);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+    const char* value = argv[++i];
+    if (flag == "--mode") o.mode = value;
+    else if (flag == "--kernel-us") o.kernel_us = std::atol(value);
+    else if (flag == "--sync-every") o.sync_every = std::atol(value);
+    else if (flag == "--period-ms") o.period_ms = std::atol(value);
+    else if (flag == "--start-at") o.start_at = std::atoll(value);
+    else if (flag == "--end-at") o.end_at = std::atoll(value);
+    else if (flag == "--stream") o.stream = value;
+    else usage(("unknown flag " + flag).c_str());
+  }
+  if (o.mode != "spin" && o.mode != "request") usage("--mode is spin or request");
+  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0) usage("values must be > 0");
+  if (o.end_at <= o.start_at) usage("--end-at must follow --start-at");
+  return o;
+}
+
+const char* tenant() {
+  const char* name = std::getenv("CUSLICE_TENANT");
+  return name != nullptr ? name : "";
+}
+
+[[noreturn]] void fail(const char* call, CUresult rc) {
+  std::printf("{\"pid\": %d, \"tenant\": \"%s\", \"error\": \"%s\", \"result\": %d}\n", getpid(),
+              tenant(), call, static_cast<int>(rc));
+  std::fflush(stdout);
+  std::exit(2);
+}
+
+#define CHECK(call)                          \
+  do {                                       \
+    const CUresult rc_ = (call);             \
+    if (rc_ != CUDA_SUCCESS) fail(#call, rc_); \
+  } while (0)
+
+// What the loop counted: only work that completed before the end of the window.
+struct Tally {
+  unsigned long long kernels = 0;
+  unsigned long long busy_ns = 0;
+  std::int64_t last_completion = 0;
+  std::int64_t max_batch_ns = 0;
+  std::vector<std::int64_t> latencies_ns;  // request mode
+};
+
+CUstream make_stream(const std::string& kind) {
+  if (kind == "legacy") return CU_STREAM_LEGACY;
+  if (kind == "per-thread") return CU_STREAM_PER_THREAD;
+  CUstream stream = nullptr;
+  if (kind == "created") {
+    CHECK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+  } else if (kind == "non-blocking") {
+    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  } else {
+    usage("--stream is created, non-blocking, legacy or per-thread");
+  }
+  return stream;
+}
+
+void launch(CUfunction kernel, CUstream stream) {
+  CHECK(cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr));
+}
+
+// Adds a batch that ran from submitted to completed, holding `kernels` kernels of busy_ns.
+void count(Tally& tally, const Options& o, std::int64_t submitted, std::int64_t completed,
+           unsigned long long kernels, unsigned long long busy_ns) {
+  if (completed > o.end_at) return;
+  tally.kernels += kernels;
+  tally.busy_ns += busy_ns;
+  tally.last_completion = completed;
+  tally.max_batch_ns = std::max(tally.max_batch_ns, completed - submitted);
+}
+
+void run_spin(const Options& o, CUfunction kernel, CUstream stream, Tally& tally) {
+  while (now_ns() < o.end_at) {
+    const std::int64_t submitted = now_ns();
+    const unsigned long long busy_before = fake_cuda_busy_ns();
+    for (long k = 0; k < o.sync_every; ++k) launch(kernel, stream);
+    CHECK(cuStreamSynchronize(stream));
+    count(tally, o, submitted, now_ns(), static_cast<unsigned long long>(o.sync_every),
+          fake_cuda_busy_ns() - busy_before);
+  }
+}
+
+void run_requests(const Options& o, CUfunction kernel, CUstream stream, Tally& tally) {
+  const std::int64_t period = o.period_ms * 1'000'000;
+  std::int64_t slot = o.start_at;
+  while (slot < o.end_at) {
+    sleep_until(slot);
+    const std::int64_t submitted = now_ns();
+    const unsigned long long busy_before = fake_cuda_busy_ns();
+    launch(kernel, stream);
+    CHECK(cuStreamSynchronize(stream));
+    const std::int64_t completed = now_ns();
+    count(tally, o, submitted, completed, 1, fake_cuda_busy_ns() - busy_before);
+    if (completed <= o.end_at) tally.latencies_ns.push_back(completed - submitted);
+    while (slot <= completed) slot += period;  // a late request does not queue up more
+  }
+}
+
+// The q-quantile (nearest rank) in microseconds; 0 for no samples.
+double percentile_us(std::vector<std::int64_t> samples, double q) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  std::size_t rank = static_cast<std::size_t>(q * static_cast<double>(samples.size()) + 0.999999);
+  rank = std::clamp<std::size_t>(rank, 1, samples.size());
+  return static_cast<double>(samples[rank - 1]) / 1000.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(cuCtxSetCurrent(ctx));
+  CUmodule module = nullptr;
+  static const char image[] = "tenant_worker";
+  CHECK(cuModuleLoadData(&module, image));
+  CUfunction kernel = nullptr;
+  const std::string name = "spin_" + std::to_string(o.kernel_us) + "us";
+  CHECK(cuModuleGetFunction(&kernel, module, name.c_str()));
+  CUstream stream = make_stream(o.stream);
+
+  sleep_until(o.start_at);
+  const std::int64_t late_ns = std::max<std::int64_t>(now_ns() - o.start_at, 0);
+  Tally tally;
+  if (o.mode == "spin") {
+    run_spin(o, kernel, stream, tally);
+  } else {
+    run_requests(o, kernel, stream, tally);
+  }
+
+  std::printf("{\"pid\": %d, \"tenant\": \"%s\", \"mode\": \"%s\", \"kernels\": %llu, "
+              "\"busy_ns\": %llu, \"wall_ns\": %" PRId64 ", \"late_ns\": %" PRId64
+              ", \"max_batch_ns\": %" PRId64,
+              getpid(), tenant(), o.mode.c_str(), tally.kernels, tally.busy_ns,
+              tally.last_completion > 0 ? tally.last_completion - o.start_at : 0, late_ns,
+              tally.max_batch_ns);
+  if (o.mode == "request") {
+    std::printf(", \"requests\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"max_us\": %.1f",
+                tally.latencies_ns.size(), percentile_us(tally.latencies_ns, 0.50),
+                percentile_us(tally.latencies_ns, 0.99), percentile_us(tally.latencies_ns, 1.0));
+  }
+  std::printf("}\n");
+  std::fflush(stdout);
+  cuDevicePrimaryCtxRelease_v2(0);
+  return 0;
+}
