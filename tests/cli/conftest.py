@@ -6,9 +6,15 @@ has exported (LD_PRELOAD, CUSLICE_HOOK_PATH) changes the result.
 """
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+# The scheduler harness (tests/scheduler/scheduler_harness.py) is shared with the daemon's
+# own end-to-end tests.
+if os.environ.get("CUSLICE_HARNESS_DIR"):
+    sys.path.insert(0, os.environ["CUSLICE_HARNESS_DIR"])
 
 
 def _built(name):

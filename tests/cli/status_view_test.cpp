@@ -1,0 +1,96 @@
+// What `cuslice status` prints, from a hand-made snapshot.
+#include "status_view.h"
+
+#include <gtest/gtest.h>
+
+#include "scheduler_autostart.h"
+
+namespace cuslice::cli {
+namespace {
+
+SegmentSnapshot snapshot() {
+  SegmentSnapshot s;
+  s.abi_major = 1;
+  s.abi_minor = 1;
+  s.state = shm::DaemonState::kRunning;
+  s.daemon_pid = 42;
+  s.quantum_ns = 20'000'000;
+  s.share_window_ns = 5'000'000'000;
+  GpuSnapshot gpu;
+  gpu.index = 0;
+  gpu.memory_total = 16ull << 30;
+  gpu.holder = 3;
+  s.gpus.push_back(gpu);
+  TenantSnapshot t;
+  t.index = 3;
+  t.name = "infer";
+  t.priority = 2;
+  t.share_ppm = 250'000;
+  t.limit_ppm = 1'000'000;
+  t.memory_quota_ppm = 250'000;
+  t.pids = {7, 9};
+  TenantGpuSnapshot use;
+  use.memory_used = 512ull << 20;
+  use.memory_quota = 4ull << 30;
+  use.gpu_time_ns = 65'000'000'000;
+  use.wait_ns = 1'200'000'000;
+  use.achieved_share_ppm = 123'456;
+  use.holds_token = true;
+  t.gpus.push_back(use);
+  s.tenants.push_back(t);
+  return s;
+}
+
+TEST(StatusViewTest, JsonFollowsTheDocumentedSchema) {
+  const nlohmann::json j = status_json(snapshot(), {"/s.sock", "/cuslice", true, "/etc/c.yaml"});
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["daemon"]["mode"], "config");
+  EXPECT_EQ(j["daemon"]["pid"], 42);
+  EXPECT_EQ(j["daemon"]["config_path"], "/etc/c.yaml");
+  EXPECT_DOUBLE_EQ(j["daemon"]["share_window_seconds"].get<double>(), 5.0);
+  const auto& tenant = j["tenants"][0];
+  EXPECT_EQ(tenant["priority"], "high");
+  EXPECT_DOUBLE_EQ(tenant["memory_quota_fraction"].get<double>(), 0.25);
+  EXPECT_TRUE(tenant["memory_quota_bytes"].is_null());
+  EXPECT_EQ(tenant["pids"], nlohmann::json::array({7, 9}));
+  const auto& gpu = j["gpus"][0];
+  EXPECT_EQ(gpu["token_holder"], "infer");
+  EXPECT_TRUE(gpu["uuid"].is_null());
+  const auto& row = gpu["tenants"][0];
+  EXPECT_EQ(row["memory_quota_bytes"], 4ull << 30);
+  EXPECT_DOUBLE_EQ(row["gpu_seconds"].get<double>(), 65.0);
+  EXPECT_DOUBLE_EQ(row["token_wait_seconds"].get<double>(), 1.2);
+  EXPECT_DOUBLE_EQ(row["achieved_share"].get<double>(), 0.123456);
+  EXPECT_EQ(row["holds_token"], true);
+}
+
+TEST(StatusViewTest, TableShowsEachTenantOnEachGpu) {
+  const std::string table = status_table(snapshot(), {"/s.sock", "/cuslice", false, std::nullopt});
+  EXPECT_NE(table.find("(not answering)"), std::string::npos) << table;
+  EXPECT_NE(table.find("token: infer"), std::string::npos) << table;
+  EXPECT_NE(table.find("512 MiB / 4.00 GiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("12.3%"), std::string::npos) << table;  // achieved
+  EXPECT_NE(table.find("1m05s"), std::string::npos) << table;  // GPU time
+  EXPECT_NE(table.find("7,9"), std::string::npos) << table;
+}
+
+TEST(StatusViewTest, Units) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(20ull << 30), "20.0 GiB");
+  EXPECT_EQ(format_seconds(0.44), "0.4s");
+  EXPECT_EQ(format_seconds(245), "4m05s");
+  EXPECT_EQ(format_seconds(7620), "2h07m");
+}
+
+TEST(StatusViewTest, APrivateSocketGetsItsOwnSegmentName) {
+  EXPECT_EQ(shm_name_for_socket(wire::kDefaultSocketPath), "/cuslice");
+  const std::string a = shm_name_for_socket("/tmp/a.sock");
+  EXPECT_NE(a, "/cuslice");
+  EXPECT_EQ(a, shm_name_for_socket("/tmp/a.sock"));
+  EXPECT_NE(a, shm_name_for_socket("/tmp/b.sock"));
+  EXPECT_LT(a.size(), shm::kNameSize);
+}
+
+}  // namespace
+}  // namespace cuslice::cli

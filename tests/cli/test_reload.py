@@ -1,0 +1,59 @@
+"""`cuslice reload`: the daemon re-reads its file and answers ok, or every error (exit 3)."""
+import json
+
+import pytest
+
+from scheduler_harness import Scheduler
+
+GOOD = "tenants:\n  - {name: a}\n"
+
+
+@pytest.fixture
+def scheduler(tmp_path):
+    s = Scheduler(tmp_path, config=GOOD).wait_ready()
+    yield s
+    s.stop()
+
+
+def tenant_names(run_cuslice, scheduler):
+    result = run_cuslice("status", "--json", "--socket", scheduler.socket)
+    assert result.returncode == 0, result.stderr
+    return [t["name"] for t in json.loads(result.stdout)["tenants"]]
+
+
+def test_reload_applies_a_good_file(run_cuslice, scheduler):
+    scheduler.config.write_text(GOOD + "  - {name: b, compute: {share: 50%}}\n")
+    result = run_cuslice("reload", "--socket", scheduler.socket)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"reloaded {scheduler.config}\n"
+    assert tenant_names(run_cuslice, scheduler) == ["a", "b"]
+
+
+def test_reload_of_a_bad_file_lists_every_error_and_keeps_the_running_tenants(run_cuslice, scheduler):
+    scheduler.config.write_text("tenants:\n  - {name: a, priority: soon}\n  - {nme: b}\n")
+    result = run_cuslice("reload", "--socket", scheduler.socket)
+    assert result.returncode == 3
+    assert result.stderr.splitlines() == [
+        f"{scheduler.config}:2:25: bad priority `soon`: expected high, normal or low",
+        f"{scheduler.config}:3:5: a tenant needs a `name`",
+        f"{scheduler.config}:3:6: unknown key `nme` (expected one of: name, priority, memory, compute, match, allow_env)",
+        f"cuslice reload: {scheduler.config} has errors; the scheduler keeps its running configuration",
+    ]
+    assert tenant_names(run_cuslice, scheduler) == ["a"]
+    assert scheduler.process.poll() is None
+
+
+def test_reload_of_an_ephemeral_scheduler_is_refused(run_cuslice, tmp_path):
+    s = Scheduler(tmp_path, args=("--ephemeral",)).wait_ready()
+    try:
+        result = run_cuslice("reload", "--socket", s.socket)
+        assert result.returncode == 1
+        assert "no file to reload" in result.stderr
+    finally:
+        s.stop()
+
+
+def test_reload_without_a_scheduler_fails(run_cuslice, tmp_path):
+    result = run_cuslice("reload", "--socket", tmp_path / "none.sock")
+    assert result.returncode == 1
+    assert "no scheduler answers" in result.stderr

@@ -1,0 +1,169 @@
+"""`cuslice status`: a running daemon, processes that play hooked applications, and what
+the tool reads back from the shared segment (table, JSON, --watch)."""
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+
+import pytest
+
+from scheduler_harness import DEADLINE, FakeProcess, Scheduler, eventually
+
+GiB = 1 << 30
+CONFIG = """\
+scheduler: {quantum: 10ms}
+tenants:
+  - {name: train, memory: 4GiB, compute: {share: 60%, limit: 80%}}
+  - {name: serve, priority: high, memory: 25%, compute: {share: 30%}}
+"""
+
+
+@pytest.fixture
+def scheduler(tmp_path):
+    s = Scheduler(tmp_path, config=CONFIG).wait_ready()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def processes():
+    started = []
+    yield started
+    for p in started:
+        if p.process.poll() is None:
+            p.close()
+
+
+def status_json(run_cuslice, scheduler, *extra):
+    result = run_cuslice("status", "--json", "--socket", scheduler.socket, *extra)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def gpu_row(run_cuslice, scheduler, tenant, gpu=0):
+    """The tenant's row under the GPU, or {} while the GPU is not shown yet."""
+    gpus = status_json(run_cuslice, scheduler)["gpus"]
+    if len(gpus) <= gpu:
+        return {}
+    return {r["name"]: r for r in gpus[gpu]["tenants"]}[tenant]
+
+
+def test_status_json_shows_each_tenant_on_each_gpu(run_cuslice, scheduler, processes):
+    processes.append(FakeProcess(scheduler.socket, "train",
+                                 "--reserve", GiB, "--gpu-time-ms", 300,
+                                 "--over-quota", 8 * GiB, "--memory-total", 16 * GiB))
+    processes.append(FakeProcess(scheduler.socket, "serve", "--hold"))
+    # Blocked behind serve, which has the higher priority and never lets go.
+    processes.append(FakeProcess(scheduler.socket, "train", "--reserve", GiB, "--wait"))
+    waited = eventually(lambda: gpu_row(run_cuslice, scheduler, "train")["token_wait_seconds"],
+                        "time waited to show")
+    doc = status_json(run_cuslice, scheduler)
+
+    assert doc["schema_version"] == 1
+    daemon = doc["daemon"]
+    assert daemon["reachable"] is True
+    assert daemon["mode"] == "config"
+    assert daemon["pid"] == scheduler.process.pid
+    assert daemon["shm_name"] == scheduler.shm_name
+    assert daemon["config_path"] == str(scheduler.config)
+    assert daemon["quantum_seconds"] == pytest.approx(0.01)
+
+    tenants = {t["name"]: t for t in doc["tenants"]}
+    assert tenants["train"]["pids"] == sorted([processes[0].pid, processes[2].pid])
+    assert tenants["train"]["share"] == pytest.approx(0.6)
+    assert tenants["train"]["limit"] == pytest.approx(0.8)
+    assert tenants["train"]["memory_quota_bytes"] == 4 * GiB
+    assert tenants["serve"]["priority"] == "high"
+    assert tenants["serve"]["memory_quota_fraction"] == pytest.approx(0.25)
+    assert tenants["serve"]["pids"] == [processes[1].pid]
+
+    assert [g["index"] for g in doc["gpus"]] == [0]
+    gpu = doc["gpus"][0]
+    assert gpu["memory_total_bytes"] == 16 * GiB
+    assert gpu["token_holder"] == "serve"
+    assert gpu["token_handoffs"] >= 2
+    rows = {r["name"]: r for r in gpu["tenants"]}
+    train, serve = rows["train"], rows["serve"]
+    assert train["memory_used_bytes"] == 2 * GiB
+    assert train["memory_quota_bytes"] == 4 * GiB
+    assert train["gpu_seconds"] == pytest.approx(0.3)
+    assert train["token_wait_seconds"] >= waited > 0
+    assert train["oom_refusals"] == 1
+    assert train["token_grants"] >= 1
+    assert 0.0 <= train["achieved_share"] <= 1.0
+    assert serve["memory_quota_bytes"] == 4 * GiB  # 25% of the 16 GiB the hook reported
+    assert serve["holds_token"] is True and train["holds_token"] is False
+
+
+def test_share_achieved_is_published_by_the_daemon(run_cuslice, scheduler, processes):
+    # 300 ms of GPU time reported at once: the next published share is above zero.
+    processes.append(FakeProcess(scheduler.socket, "train", "--gpu-time-ms", 300))
+
+    share = eventually(lambda: gpu_row(run_cuslice, scheduler, "train").get("achieved_share"),
+                       "a published share")
+    assert 0 < share <= 1.0
+
+
+def test_a_process_that_leaves_is_no_longer_listed(run_cuslice, scheduler, processes):
+    # GPU time keeps the GPU listed after the memory is given back.
+    p = FakeProcess(scheduler.socket, "train", "--reserve", GiB, "--gpu-time-ms", 1)
+    assert status_json(run_cuslice, scheduler)["tenants"][0]["pids"] == [p.pid]
+    assert gpu_row(run_cuslice, scheduler, "train")["memory_used_bytes"] == GiB
+    p.close()
+    eventually(lambda: status_json(run_cuslice, scheduler)["tenants"][0]["pids"] == [], "the slot freed")
+    assert gpu_row(run_cuslice, scheduler, "train")["memory_used_bytes"] == 0
+
+
+def test_the_table_names_tenants_pids_and_the_token(run_cuslice, scheduler, processes):
+    processes.append(FakeProcess(scheduler.socket, "serve", "--hold",
+                                 "--reserve", GiB))
+    result = run_cuslice("status", "--socket", scheduler.socket)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"pid {scheduler.process.pid}" in out
+    assert "token: serve" in out
+    assert str(processes[0].pid) in out
+    assert "1.00 GiB / 25%" in out  # the card's size is unknown: the quota stays a share
+    assert "train" in out
+
+
+def test_the_segment_alone_is_enough_when_the_daemon_does_not_answer(run_cuslice, scheduler, processes):
+    processes.append(FakeProcess(scheduler.socket, "train", "--reserve", GiB))
+    scheduler.process.send_signal(signal.SIGKILL)  # leaves the segment behind, answers nothing
+    scheduler.process.wait(timeout=DEADLINE)
+    doc = status_json(run_cuslice, scheduler, "--shm-name", scheduler.shm_name)
+    assert doc["daemon"]["reachable"] is False
+    assert doc["gpus"][0]["tenants"][0]["memory_used_bytes"] == GiB
+
+
+def test_no_scheduler_is_a_failure_with_a_hint(run_cuslice, tmp_path):
+    result = run_cuslice("status", "--socket", tmp_path / "none.sock")
+    assert result.returncode == 1
+    assert "cannot open the shared segment" in result.stderr
+    assert "is cuslice-scheduler running?" in result.stderr
+
+
+def test_watch_json_prints_one_document_per_refresh(cuslice_bin, scheduler):
+    watch = subprocess.Popen(
+        [str(cuslice_bin), "status", "--json", "--watch", "0.1", "--socket", str(scheduler.socket)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    try:
+        docs = []
+        end = time.monotonic() + DEADLINE
+        while len(docs) < 3 and time.monotonic() < end:
+            if select.select([watch.stdout], [], [], 0.5)[0]:
+                docs.append(json.loads(watch.stdout.readline()))
+        assert len(docs) == 3
+        assert all(d["daemon"]["pid"] == scheduler.process.pid for d in docs)
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=DEADLINE)
+
+
+def test_watch_takes_an_optional_interval(run_cuslice):
+    result = run_cuslice("status", "--watch", "soon")
+    assert result.returncode == 2
