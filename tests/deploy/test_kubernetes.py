@@ -98,8 +98,11 @@ def test_the_daemonset_exposes_metrics_and_probes_them(objects):
     [scheduler] = objects["DaemonSet"].spec.template.spec.containers
     [port] = [p for p in scheduler.ports if p.name == "metrics"]
     assert port.container_port == 9400
+    # Metrics are off unless asked for, on the port the container declares.
+    assert scheduler.command[scheduler.command.index("--metrics-port") + 1] == "9400"
     probe = scheduler.liveness_probe
     assert probe is not None and probe.http_get.port == "metrics"
+    assert probe.http_get.path == "/healthz"
 
 
 def test_the_daemonset_reads_the_configmaps_file(objects):

@@ -26,7 +26,10 @@ def test_the_unit_matches_how_the_scheduler_runs(unit):
     assert service["WatchdogSec"]
     assert service["RuntimeDirectory"] == "cuslice"  # the socket's directory, /run/cuslice
     assert service["RuntimeDirectoryPreserve"] == "yes"
-    assert service["ExecStart"].split()[1:] == ["--config", "/etc/cuslice/cuslice.yaml"]
+    assert service["ExecStart"].split()[1:] == [
+        "--config", "/etc/cuslice/cuslice.yaml", "--log-target", "journald"]
+    # Where `cmake --install` with the default prefix puts it.
+    assert service["ExecStart"].split()[0] == "/usr/local/bin/cuslice-scheduler"
     assert unit["Unit"]["ConditionPathExists"] == "/etc/cuslice/cuslice.yaml"
 
 
