@@ -14,12 +14,6 @@
 #include "error.h"
 
 namespace cuslice::cli {
-namespace {
-
-// A reload re-reads and checks a file; even on a loaded machine that is well under this.
-constexpr int kReplyTimeoutMs = 10'000;
-
-}  // namespace
 
 std::string resolve_socket_path(const std::optional<std::string>& flag) {
   if (flag) return *flag;
@@ -52,15 +46,15 @@ SchedulerConnection::~SchedulerConnection() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& request) {
+wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& request, int timeout_ms) {
   if (::send(fd_, &request, sizeof request, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request))
     throw Error(ExitCode::kFailure, fmt::format("cannot send to the scheduler: {}", std::strerror(errno)));
   pollfd p{fd_, POLLIN, 0};
   int ready;
   do {
-    ready = ::poll(&p, 1, kReplyTimeoutMs);
+    ready = ::poll(&p, 1, timeout_ms);
   } while (ready < 0 && errno == EINTR);
-  if (ready == 0) throw Error(ExitCode::kFailure, "the scheduler did not answer within 10 s");
+  if (ready == 0) throw Error(ExitCode::kFailure, fmt::format("the scheduler did not answer within {} ms", timeout_ms));
   wire::ControlReply reply;
   const ssize_t n = ::recv(fd_, &reply, sizeof reply, 0);
   if (n == static_cast<ssize_t>(sizeof reply) && reply.magic == wire::kControlMagic) {
@@ -86,12 +80,13 @@ int SchedulerConnection::release_as_lease() {
   return fd;
 }
 
-std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command) {
+std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command,
+                                                int timeout_ms) {
   std::optional<SchedulerConnection> connection = SchedulerConnection::connect(path);
   if (!connection) return std::nullopt;
   wire::ControlRequest request;
   request.command = command;
-  return connection->request(request);
+  return connection->request(request, timeout_ms);
 }
 
 }  // namespace cuslice::cli

@@ -13,6 +13,9 @@ namespace cuslice::cli {
 // --socket if given, else $CUSLICE_SOCKET, else the default path: where hooks look too.
 std::string resolve_socket_path(const std::optional<std::string>& flag);
 
+// A reload re-reads and checks a file; even on a loaded machine that is well under this.
+inline constexpr int kReplyTimeoutMs = 10'000;
+
 // One connection to the daemon. Move-only; closes on destruction unless released.
 class SchedulerConnection {
  public:
@@ -24,8 +27,8 @@ class SchedulerConnection {
   SchedulerConnection& operator=(SchedulerConnection&&) = delete;
   ~SchedulerConnection();
 
-  // Sends `request` and waits (bounded) for the reply; throws Error on failure.
-  wire::ControlReply request(const wire::ControlRequest& request);
+  // Sends `request` and waits up to `timeout_ms` for the reply; throws Error on failure.
+  wire::ControlReply request(const wire::ControlRequest& request, int timeout_ms = kReplyTimeoutMs);
 
   // Gives up ownership and makes the descriptor survive exec: the lease `cuslice run`
   // passes on to its command (the daemon counts the command alive while it stays open).
@@ -37,6 +40,7 @@ class SchedulerConnection {
 };
 
 // Connects and sends one request; nullopt when nobody answers.
-std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command);
+std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command,
+                                                int timeout_ms = kReplyTimeoutMs);
 
 }  // namespace cuslice::cli

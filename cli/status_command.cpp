@@ -26,6 +26,10 @@
 namespace cuslice::cli {
 namespace {
 
+// A daemon that accepts but does not answer (stopped, swamped) must not stall the status
+// the segment can give on its own.
+constexpr int kDescribeTimeoutMs = 1'000;
+
 struct StatusOptions {
   bool json = false;
   std::optional<double> watch_seconds;
@@ -39,7 +43,7 @@ std::string render_once(const StatusOptions& options) {
   daemon.socket_path = resolve_socket_path(options.socket);
   std::optional<wire::ControlReply> described;
   try {
-    described = ask_scheduler(daemon.socket_path, wire::ControlCommand::kDescribe);
+    described = ask_scheduler(daemon.socket_path, wire::ControlCommand::kDescribe, kDescribeTimeoutMs);
   } catch (const Error&) {
     // Not answering (or not ours): the segment can still be read.
   }

@@ -249,7 +249,10 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
       counter->store(0, std::memory_order_relaxed);
     tg.achieved_share_ppm.store(0, std::memory_order_relaxed);
     gpu_time_seen_[index][g] = 0;
+    // The counter starts at zero now: time reported before the first periodic sample
+    // counts toward the share too.
     share_windows_[index][g].reset();
+    share_windows_[index][g].sample(monotonic_now(), 0);
   }
 }
 
