@@ -42,15 +42,25 @@ struct Slot {
   int device = -1;
   CUevent events[kEventsPerSlot] = {};
   int64_t recorded_at[kEventsPerSlot] = {};
+  uint64_t launches_at[kEventsPerSlot] = {};  // the device's launch count when recorded
   int head = 0, count = 0;  // ring of outstanding records, oldest at head
 };
 
 struct alignas(64) Device {
   std::atomic<uint32_t> busy{0};      // the process has work queued or running here
   std::atomic<uint32_t> throttle{0};  // launches wait while set (queue too deep)
-  // Monitor only: the busy interval not yet reported to the scheduler.
+  // Launches forwarded, and how many of them the monitor has seen complete: a burst of
+  // launches is queued long before any event records it, so the bound is also a count:
+  // at most `allowed` in flight, from the measured mean kernel time (UINT64_MAX: unknown).
+  std::atomic<uint64_t> launched{0};
+  std::atomic<uint64_t> completed{0};
+  std::atomic<uint64_t> allowed{UINT64_MAX};
+  // Monitor only: the busy interval not yet reported to the scheduler, and the running sums
+  // the mean kernel time comes from.
   bool tracking = false;
   int64_t busy_since = 0;
+  double busy_ns = 0, busy_launches = 0;
+  uint64_t completed_accounted = 0;
 };
 
 Slot g_slots[kSlots];
@@ -125,20 +135,27 @@ bool record(Slot& s, uintptr_t key, int64_t now) {
   const int at = (s.head + s.count) % kEventsPerSlot;
   if (s.events[at] == nullptr && g_drv.event_create(&s.events[at], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
     return false;
+  const uint64_t launched = g_devices[s.device].launched.load(std::memory_order_acquire);
   if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
   s.recorded_at[at] = now;
+  s.launches_at[at] = launched;
   s.count++;
   return true;
 }
 
-// Drops the records that completed; returns the record time of the oldest outstanding one
-// (0: none).
+// Drops the records that completed (raising the device's completed-launch count to what
+// they cover); returns the record time of the oldest outstanding one (0: none).
 int64_t retire(Slot& s) {
   while (s.count > 0) {
     if (s.ctx != nullptr) g_drv.ctx_set(s.ctx);
     const CUresult r = g_drv.event_query(s.events[s.head]);
     if (r == CUDA_ERROR_NOT_READY) return s.recorded_at[s.head];
     // Completed, or the stream went away under it: either way nothing waits there.
+    std::atomic<uint64_t>& completed = g_devices[s.device].completed;
+    uint64_t cur = completed.load(std::memory_order_relaxed);
+    while (s.launches_at[s.head] > cur &&
+           !completed.compare_exchange_weak(cur, s.launches_at[s.head], std::memory_order_release)) {
+    }
     s.head = (s.head + 1) % kEventsPerSlot;
     s.count--;
   }
@@ -157,12 +174,33 @@ void release_slot(Slot& s) {
   s.key.store(0, std::memory_order_release);
 }
 
+// Reports the busy interval ending now, and refines the mean kernel time (busy time per
+// completed launch, decaying) and from it how many launches may be in flight.
+void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
+  const int64_t busy = now - dev.busy_since;
+  client::report_gpu_time(gpu, static_cast<uint64_t>(busy));
+  const uint64_t done = completed - dev.completed_accounted;
+  dev.completed_accounted = completed;
+  if (done == 0) return;
+  constexpr double kDecay = 0.9;
+  dev.busy_ns = dev.busy_ns * kDecay + static_cast<double>(busy);
+  dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);
+  const double mean = dev.busy_ns / dev.busy_launches;
+  const double allowed = mean > 0 ? static_cast<double>(g_max_queued_ns) / mean : 1e18;
+  dev.allowed.store(allowed < 1 ? 1 : allowed > 1e15 ? UINT64_MAX : static_cast<uint64_t>(allowed),
+                    std::memory_order_relaxed);
+}
+
 // One pass over every tracked stream. Returns true while any device is busy.
 bool pass() {
   const int64_t now = now_ns();
   bool any_busy = false;
   int64_t oldest[kMaxDevices] = {};
   bool pending[kMaxDevices] = {};
+  // Launches counted before the streams are looked at: each is either covered by a record or
+  // still marks its stream, so once nothing is pending they have all completed.
+  uint64_t launched_before[kMaxDevices];
+  for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
   {
     std::lock_guard<std::mutex> lock(g_monitor);
     const bool may_record = g_captures.load(std::memory_order_acquire) == 0;
@@ -180,13 +218,30 @@ bool pass() {
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     Device& dev = g_devices[d];
-    if (!dev.busy.load(std::memory_order_acquire)) continue;
+    if (!pending[d]) {
+      uint64_t cur = dev.completed.load(std::memory_order_relaxed);
+      while (launched_before[d] > cur &&
+             !dev.completed.compare_exchange_weak(cur, launched_before[d], std::memory_order_release)) {
+      }
+    }
+    if (!dev.busy.load(std::memory_order_acquire)) {
+      // A launching thread may have throttled itself against a device that has drained.
+      if (dev.throttle.load(std::memory_order_acquire)) {
+        dev.throttle.store(0, std::memory_order_release);
+        dev.throttle.notify_all();
+      }
+      continue;
+    }
     if (!dev.tracking) {
       dev.tracking = true;
       dev.busy_since = now;
     }
-    // Queue bound: work queued longer ago than the limit is still waiting.
-    const bool deep = oldest[d] != 0 && now - oldest[d] > g_max_queued_ns;
+    // Queue bound, by time: work queued longer ago than the limit is still waiting; and by
+    // count: more launches in flight than the limit holds at the mean kernel time.
+    const uint64_t launched = dev.launched.load(std::memory_order_acquire);
+    const uint64_t completed = dev.completed.load(std::memory_order_acquire);
+    const bool deep = (oldest[d] != 0 && now - oldest[d] > g_max_queued_ns) ||
+                      launched - completed > dev.allowed.load(std::memory_order_relaxed);
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
       if (!deep) dev.throttle.notify_all();
@@ -195,14 +250,14 @@ bool pass() {
     if (pending[d]) {
       any_busy = true;
       if (now - dev.busy_since >= kReportNs) {
-        client::report_gpu_time(gpu, static_cast<uint64_t>(now - dev.busy_since));
+        account(dev, gpu, now, completed);
         dev.busy_since = now;
       }
       continue;
     }
     // Drained: account the interval and give the token back. A launch racing with this
     // sets busy again and re-acquires the token first.
-    client::report_gpu_time(gpu, static_cast<uint64_t>(now - dev.busy_since));
+    account(dev, gpu, now, completed);
     dev.tracking = false;
     dev.busy.store(0, std::memory_order_release);
     client::token_release(gpu);
@@ -281,8 +336,7 @@ void note_launch(int device, CUstream stream) {
       static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
     return;
   Device& dev = g_devices[device];
-  // Queue too deep: wait until the monitor sees the oldest work finish.
-  while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
+  dev.launched.fetch_add(1, std::memory_order_relaxed);
   uintptr_t key;
   if (is_default(stream)) {
     CUcontext ctx = nullptr;
@@ -307,6 +361,22 @@ void note_launch(int device, CUstream stream) {
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
   }
+}
+
+void wait_for_room(int device) {
+  if (!g_running.load(std::memory_order_relaxed) ||
+      static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
+    return;
+  // Queue too deep (the monitor saw old work still waiting, or more launches are in flight
+  // than the bound holds at the mean kernel time): wait until the monitor sees work finish.
+  Device& dev = g_devices[device];
+  if (dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire) >
+      dev.allowed.load(std::memory_order_relaxed)) {
+    dev.throttle.store(1, std::memory_order_release);
+    g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it
+    futex_wake_all(&g_wake);
+  }
+  while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
 }
 
 void begin_capture() {
@@ -345,7 +415,12 @@ void after_fork_child() {
   for (Device& d : g_devices) {
     d.busy.store(0, std::memory_order_relaxed);
     d.throttle.store(0, std::memory_order_relaxed);
+    d.launched.store(0, std::memory_order_relaxed);
+    d.completed.store(0, std::memory_order_relaxed);
+    d.allowed.store(UINT64_MAX, std::memory_order_relaxed);
     d.tracking = false;
+    d.busy_ns = d.busy_launches = 0;
+    d.completed_accounted = 0;
   }
   g_captures.store(0, std::memory_order_relaxed);
   new (&g_monitor) std::mutex();

@@ -27,6 +27,10 @@ namespace cuslice::activity {
 void start();
 bool running();
 
+// Before the token is acquired: waits while the process's queued work is too deep. Waiting
+// here, not after acquiring, means no launch is forwarded after a revocation it slept
+// through.
+void wait_for_room(int device);
 // After the token was acquired, before the launch is forwarded.
 void note_launch(int device, CUstream stream);
 

@@ -55,7 +55,7 @@ void load_cuda() {
     t_loading = false;
     return;
   }
-  g_cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  __atomic_store_n(&g_cuda, dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL), __ATOMIC_RELEASE);
   if (g_cuda == nullptr) {
     CUSLICE_LOG(kWarn, "cannot load libcuda.so.1: %s", dlerror());
     t_loading = false;
@@ -108,7 +108,10 @@ void* cuda_library() { return cuda_ready() ? g_cuda : nullptr; }
 void* nvml_library() { return nvml_ready() ? g_nvml : nullptr; }
 
 void* cuda_symbol(const char* name) {
-  void* h = cuda_library();
+  // Once dlopen returned, the handle serves lookups even while initialisation (scheduler
+  // registration, the monitor's start) is still running on this thread.
+  void* h = __atomic_load_n(&g_cuda, __ATOMIC_ACQUIRE);
+  if (h == nullptr) h = cuda_library();
   return h ? glibc_dlsym(h, name) : nullptr;
 }
 

@@ -28,6 +28,7 @@ inline void gate(CUstream stream, bool per_thread) {
   if (activity::capturing() && stream_capturing(stream, per_thread)) return;
   const int dev = quota::single_device() ? 0 : quota::current_device();
   if (dev < 0) return;
+  activity::wait_for_room(dev);
   client::token_acquire(scheduler_link::gpu(dev));
   activity::note_launch(dev, stream);
 }

@@ -397,8 +397,10 @@ void token_acquire(int gpu) noexcept {
   }
   // Slow path: publish the demand (slot flags first, so the daemon sees it when the kick
   // arrives), then sleep on the grant sequence.
+  // kBusy is not set here: it means work queued on the GPU, which only a holder can have
+  // added; the daemon waits for a revoked holder's busy processes to drain, and a waiting
+  // thread must not make a process with kernels still running look drained or busy.
   flags.fetch_add(1, std::memory_order_seq_cst);
-  flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_seq_cst);
   gs.waiting_tenants.fetch_or(uint64_t{1} << att->tenant, std::memory_order_seq_cst);
   kick();
   // Time waited goes to the tenant as it passes, so a long wait shows while it lasts.
@@ -418,6 +420,7 @@ void token_acquire(int gpu) noexcept {
     since = now;
   }
   waited.fetch_add(static_cast<uint64_t>(now_ns() - since), std::memory_order_relaxed);
+  flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_seq_cst);  // about to launch
   flags.fetch_sub(1, std::memory_order_seq_cst);
 }
 

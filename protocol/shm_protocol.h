@@ -182,9 +182,10 @@ struct alignas(64) ProcessSlot {
 
   // Per GPU: bits 0-15 count the process's threads blocked waiting for the token (add/sub
   // by the waiting thread); bit kBusy says the process has work queued or running on the
-  // GPU (set when it acquires, cleared when it reports idle). Read by the daemon at every
-  // step: a tenant has demand for a GPU when one of its processes waits or is busy; a
-  // revoked holder has drained when none of its processes is busy without also waiting.
+  // GPU (set when it holds the token and launches, cleared when its hook saw the work
+  // drain; never set by waiting). Read by the daemon at every step: a tenant has demand for
+  // a GPU when one of its processes waits or is busy; a revoked holder has drained when
+  // none of its processes is busy, whether or not they also wait.
   std::atomic<uint32_t> gpu_flags[kMaxGpus];
   static constexpr uint32_t kWaitersMask = 0xFFFF;
   static constexpr uint32_t kBusy = 1u << 16;

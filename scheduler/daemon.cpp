@@ -590,7 +590,9 @@ void Daemon::schedule() {
       const bool waits = (flags & shm::ProcessSlot::kWaitersMask) != 0;
       const bool busy = (flags & shm::ProcessSlot::kBusy) != 0;
       activity[g][t].demand |= waits || busy;
-      activity[g][t].queued |= busy && !waits;
+      // Busy is set by a holder that launched and cleared when its work drained; a process
+      // that also waits for the token still has that work running.
+      activity[g][t].queued |= busy;
       if (waits) waiting[g] |= uint64_t{1} << t;
     }
   }

@@ -54,15 +54,18 @@ uint32_t TokenPolicy::pick(const std::vector<TenantActivity>& activity) const {
   return best;
 }
 
-void TokenPolicy::update_competition(const std::vector<TenantActivity>& activity) {
+void TokenPolicy::update_competition(const std::vector<TenantActivity>& activity, Nanos now) {
   double floor = std::numeric_limits<double>::infinity();
   for (uint32_t t = 0; t < tenants_.size(); ++t)
     if (tenants_[t].present && accounts_[t].competing) floor = std::min(floor, accounts_[t].pass);
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
     Account& a = accounts_[t];
     const bool demand = tenants_[t].present && activity[t].demand;
-    // Coming back from idle: start level with the others instead of spending banked time.
-    if (demand && !a.competing && floor != std::numeric_limits<double>::infinity())
+    // Coming back from idle: start level with the others instead of spending banked time. A
+    // pause shorter than a quantum (a synchronisation between steps) is not idleness.
+    if (!demand && a.competing) a.idle_since = now;
+    if (demand && !a.competing && floor != std::numeric_limits<double>::infinity() &&
+        now - a.idle_since >= params_.quantum)
       a.pass = std::max(a.pass, floor);
     a.competing = demand;
   }
@@ -98,7 +101,7 @@ TokenPolicy::Nanos TokenPolicy::holder_wake(Nanos now, const std::vector<TenantA
 
 TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActivity>& activity) {
   for (Account& a : accounts_) expire_window(a, now);
-  update_competition(activity);
+  update_competition(activity, now);
 
   if (draining_ != kNoHolder) {
     const Nanos deadline = drain_started_ + params_.drain_timeout;
@@ -111,12 +114,16 @@ TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActiv
     const uint32_t h = holder_;
     const uint32_t best = pick(activity);
     bool keep;
+    bool lends = false;
     if (!tenants_[h].present || capped(h)) {
       keep = false;
     } else if (!activity[h].demand) {
       keep = best == kNoHolder;  // idle: hold on only while nobody else could use the GPU
+      lends = !keep && now - granted_at_ < params_.quantum;
     } else if (best != h && tenants_[best].priority > tenants_[h].priority) {
       keep = false;  // strict priority: preempt now
+    } else if (best == lender_ && best != h && tenants_[best].priority >= tenants_[h].priority) {
+      keep = false;  // the lender is back and the most deserving: its slice resumes
     } else if (now - granted_at_ >= params_.quantum) {
       keep = best == h;
       if (keep) granted_at_ = now;  // still the most deserving: a new slice
@@ -124,6 +131,7 @@ TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActiv
       keep = true;
     }
     if (keep) return {h, holder_wake(now, activity)};
+    lender_ = lends ? h : kNoHolder;
     holder_ = kNoHolder;
     if (activity[h].queued && params_.drain_timeout > Nanos{0}) {
       draining_ = h;
@@ -134,6 +142,7 @@ TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActiv
 
   const uint32_t best = pick(activity);
   if (best == kNoHolder) return {kNoHolder, idle_wake(activity)};
+  if (best == lender_) lender_ = kNoHolder;
   holder_ = best;
   granted_at_ = now;
   return {best, holder_wake(now, activity)};

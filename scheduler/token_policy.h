@@ -16,7 +16,11 @@
 //      GPU time within the last `limit_window` reaches limit x window, it loses the token
 //      until old time leaves the window.
 //   4. Work-conserving: a holder without demand keeps the token only while nobody else is
-//      eligible, so others never wait for an idle tenant's slice to end.
+//      eligible, so others never wait for an idle tenant's slice to end. What it gives up
+//      early is lent, not lost: when it has demand again and is the most deserving (lowest
+//      pass), it takes the token back at the next step, and a pause shorter than a quantum
+//      does not count as coming back from idle (rule 2). Applications that synchronise
+//      often (a pause per step) thus keep their share.
 //   5. A revoked holder's queued work drains before the next tenant is granted (bounded by
 //      drain_timeout), so that GPU time is charged to whoever really ran.
 #pragma once
@@ -80,13 +84,14 @@ class TokenPolicy {
     bool competing = false;
     std::deque<std::pair<Nanos, Nanos>> window;  // (when reported, GPU time), oldest first
     Nanos window_sum{0};
+    Nanos idle_since{0};  // when it last stopped competing
   };
 
   void expire_window(Account& a, Nanos now) const;
   bool capped(uint32_t t) const;
   bool eligible(uint32_t t, const std::vector<TenantActivity>& activity) const;
   uint32_t pick(const std::vector<TenantActivity>& activity) const;
-  void update_competition(const std::vector<TenantActivity>& activity);
+  void update_competition(const std::vector<TenantActivity>& activity, Nanos now);
   Nanos holder_wake(Nanos now, const std::vector<TenantActivity>& activity) const;
   Nanos idle_wake(const std::vector<TenantActivity>& activity) const;
 
@@ -95,6 +100,7 @@ class TokenPolicy {
   std::vector<Account> accounts_;
   uint32_t holder_ = kNoHolder;
   Nanos granted_at_{0};
+  uint32_t lender_ = kNoHolder;  // gave the token up early, before its slice ended
   uint32_t draining_ = kNoHolder;
   Nanos drain_started_{0};
 };

@@ -1,0 +1,206 @@
+// Tenant-wide memory quotas across processes, with the real cuslice-scheduler: hooked child
+// processes of one tenant share its quota, a SIGKILLed child's memory comes back, tenants
+// are isolated, and a process the scheduler refuses fails CUDA initialisation.
+// The parent (Tenant.*) runs the daemon and the children (TenantChild.*, this same binary).
+#include <cuda.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hook_test_support.h"
+
+extern char** environ;
+
+using namespace hook_test;
+
+namespace {
+
+constexpr uint64_t kContextCharge = (512 + 128) * kMiB;  // fake context + headroom
+
+uint64_t env_bytes(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::strtoull(v, nullptr, 10) : 0;
+}
+
+// ---- children -------------------------------------------------------------------------
+
+class TenantChild : public CudaTest {};
+
+// Allocates TEST_HOLD bytes, says "ready" on stdout, holds until stdin closes.
+TEST_F(TenantChild, Hold) {
+  if (!std::getenv("TEST_HOLD")) GTEST_SKIP() << "run by Tenant.*";
+  CUdeviceptr p;
+  ASSERT_EQ(cuMemAlloc(&p, env_bytes("TEST_HOLD")), CUDA_SUCCESS);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  cuMemFree(p);
+}
+
+// Checks the tenant's view and that TEST_FITS fits and TEST_REFUSED does not.
+TEST_F(TenantChild, Probe) {
+  if (!std::getenv("TEST_TOTAL")) GTEST_SKIP() << "run by Tenant.*";
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, env_bytes("TEST_TOTAL"));
+  EXPECT_EQ(free, env_bytes("TEST_FREE"));
+  CUdeviceptr p;
+  EXPECT_EQ(cuMemAlloc(&p, env_bytes("TEST_REFUSED")), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemAlloc(&p, env_bytes("TEST_FITS")), CUDA_SUCCESS);
+  cuMemFree(p);
+}
+
+TEST(TenantChildRefused, InitialisationFails) {
+  if (!std::getenv("TEST_EXPECT_REFUSAL")) GTEST_SKIP() << "run by Tenant.*";
+  EXPECT_EQ(cuInit(0), CUDA_ERROR_NOT_INITIALIZED);
+}
+
+// ---- parent ---------------------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  int in = -1;   // its stdin
+  int out = -1;  // its stdout
+};
+
+Child spawn(const std::vector<std::string>& args, const std::vector<std::string>& extra_env, bool preload) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (preload || std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.emplace_back(*e);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int in[2], out[2];
+  EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  Child c;
+  EXPECT_EQ(posix_spawn(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  c.in = in[1];
+  c.out = out[0];
+  return c;
+}
+
+int wait_exit(Child& c) {
+  if (c.in >= 0) close(c.in);
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  if (c.out >= 0) close(c.out);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool read_line(int fd, const char* want) {
+  std::string line;
+  char c;
+  while (read(fd, &c, 1) == 1) {
+    if (c == '\n') {
+      if (line == want) return true;
+      line.clear();
+    } else {
+      line += c;
+    }
+  }
+  return false;
+}
+
+class Tenant : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = "/tmp/cuslice-tenant-test-" + std::to_string(getpid());
+    mkdir(dir_.c_str(), 0700);
+    socket_ = dir_ + "/cuslice.sock";
+    shm_ = "/cuslice-tenant-test-" + std::to_string(getpid());
+    std::ofstream(dir_ + "/config.yaml") << "scheduler:\n  quantum: 20ms\n  gpu_memory: 16GiB\n"
+                                            "tenants:\n"
+                                            "  - name: a\n    memory: 3GiB\n    compute: {share: 50%}\n"
+                                            "  - name: b\n    memory: 2GiB\n    compute: {share: 50%}\n";
+    daemon_ = spawn({CUSLICE_SCHEDULER_PATH, "--config", dir_ + "/config.yaml", "--socket", socket_,
+                     "--shm-name", shm_},
+                    {}, /*preload=*/false);
+    for (int i = 0; i < 100 && access(socket_.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "the scheduler did not start";
+  }
+  void TearDown() override {
+    kill(daemon_.pid, SIGTERM);
+    wait_exit(daemon_);
+    std::remove((dir_ + "/config.yaml").c_str());
+    rmdir(dir_.c_str());
+  }
+  Child child(const char* test, const char* tenant, std::vector<std::string> env) {
+    env.push_back("CUSLICE_SOCKET=" + socket_);
+    env.push_back(std::string("CUSLICE_TENANT=") + tenant);
+    return spawn({"/proc/self/exe", std::string("--gtest_filter=") + test}, env, /*preload=*/true);
+  }
+  static std::string n(uint64_t v) { return std::to_string(v); }
+
+  std::string dir_, socket_, shm_;
+  Child daemon_;
+};
+
+TEST_F(Tenant, ProcessesOfATenantShareItsQuota) {
+  // A holds 1 GiB: the tenant then has 3 GiB - (its context + 1 GiB) left for everyone.
+  Child holder = child("TenantChild.Hold", "a", {"TEST_HOLD=" + n(kGiB)});
+  ASSERT_TRUE(read_line(holder.out, "ready"));
+  const uint64_t quota = 3 * kGiB;
+  const uint64_t left = quota - 2 * kContextCharge - kGiB;  // after the probe's own context
+  Child probe = child("TenantChild.Probe", "a",
+                      {"TEST_TOTAL=" + n(quota), "TEST_FREE=" + n(left), "TEST_REFUSED=" + n(left + 2 * kMiB),
+                       "TEST_FITS=" + n(left)});
+  EXPECT_EQ(wait_exit(probe), 0) << "the second process of tenant a did not see the tenant's quota";
+
+  // Killed, the holder's memory and context come back to the tenant at once.
+  kill(holder.pid, SIGKILL);
+  EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
+  const uint64_t alone = quota - kContextCharge;
+  bool ok = false;
+  for (int attempt = 0; attempt < 20 && !ok; ++attempt) {  // the daemon notices within ~1 s
+    Child again = child("TenantChild.Probe", "a",
+                        {"TEST_TOTAL=" + n(quota), "TEST_FREE=" + n(alone), "TEST_REFUSED=" + n(alone + 2 * kMiB),
+                         "TEST_FITS=" + n(alone)});
+    ok = wait_exit(again) == 0;
+    if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(ok) << "a SIGKILLed process's memory did not come back to its tenant";
+}
+
+TEST_F(Tenant, TenantsAreIsolated) {
+  Child holder = child("TenantChild.Hold", "a", {"TEST_HOLD=" + n(2 * kGiB)});
+  ASSERT_TRUE(read_line(holder.out, "ready"));
+  // Tenant b sees only its own 2 GiB, untouched by a's 2 GiB.
+  const uint64_t left = 2 * kGiB - kContextCharge;
+  Child b = child("TenantChild.Probe", "b",
+                  {"TEST_TOTAL=" + n(2 * kGiB), "TEST_FREE=" + n(left), "TEST_REFUSED=" + n(left + 2 * kMiB),
+                   "TEST_FITS=" + n(left)});
+  EXPECT_EQ(wait_exit(b), 0);
+  EXPECT_EQ(wait_exit(holder), 0);
+}
+
+TEST_F(Tenant, AProcessOfNoTenantIsRefused) {
+  Child c = child("TenantChildRefused.*", "nobody", {"TEST_EXPECT_REFUSAL=1"});
+  EXPECT_EQ(wait_exit(c), 0);
+}
+
+}  // namespace
