@@ -24,6 +24,12 @@ constexpr int kEventsPerSlot = 8;   // records in flight per stream
 constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
 constexpr int64_t kIdleWaitNs = 100'000'000;  // ... and at least this often when idle
 constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this often when busy
+// A process that drained but launches again within this keeps the token: synchronising
+// between steps must not hand the GPU over (and back) every step.
+constexpr int64_t kReleaseGraceNs = 500'000;
+// Launches in flight the count bound always allows: one running and one queued behind it,
+// so the GPU never waits for the monitor to notice a completion.
+constexpr uint64_t kMinInFlight = 2;
 
 int64_t now_ns() {
   timespec ts;
@@ -41,7 +47,6 @@ struct Slot {
   CUcontext ctx = nullptr;
   int device = -1;
   CUevent events[kEventsPerSlot] = {};
-  int64_t recorded_at[kEventsPerSlot] = {};
   uint64_t launches_at[kEventsPerSlot] = {};  // the device's launch count when recorded
   int head = 0, count = 0;  // ring of outstanding records, oldest at head
 };
@@ -59,6 +64,7 @@ struct alignas(64) Device {
   // the mean kernel time comes from.
   bool tracking = false;
   int64_t busy_since = 0;
+  int64_t drained_since = 0;  // 0: work pending
   double busy_ns = 0, busy_launches = 0;
   uint64_t completed_accounted = 0;
 };
@@ -122,7 +128,7 @@ bool is_default(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s 
 // Records an event after the work queued on the slot's stream. Monitor thread, under
 // g_monitor, never while a capture is in progress. False: nothing recorded, try again later
 // (the ring is full: its oldest record has not finished).
-bool record(Slot& s, uintptr_t key, int64_t now) {
+bool record(Slot& s, uintptr_t key) {
   if (s.count == kEventsPerSlot) return false;
   if (s.ctx != nullptr && g_drv.ctx_set(s.ctx) != CUDA_SUCCESS) return true;  // context gone
   const bool legacy = key & 1;
@@ -137,19 +143,18 @@ bool record(Slot& s, uintptr_t key, int64_t now) {
     return false;
   const uint64_t launched = g_devices[s.device].launched.load(std::memory_order_acquire);
   if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
-  s.recorded_at[at] = now;
   s.launches_at[at] = launched;
   s.count++;
   return true;
 }
 
 // Drops the records that completed (raising the device's completed-launch count to what
-// they cover); returns the record time of the oldest outstanding one (0: none).
-int64_t retire(Slot& s) {
+// they cover); true while some record is outstanding.
+bool retire(Slot& s) {
   while (s.count > 0) {
     if (s.ctx != nullptr) g_drv.ctx_set(s.ctx);
     const CUresult r = g_drv.event_query(s.events[s.head]);
-    if (r == CUDA_ERROR_NOT_READY) return s.recorded_at[s.head];
+    if (r == CUDA_ERROR_NOT_READY) return true;
     // Completed, or the stream went away under it: either way nothing waits there.
     std::atomic<uint64_t>& completed = g_devices[s.device].completed;
     uint64_t cur = completed.load(std::memory_order_relaxed);
@@ -159,7 +164,7 @@ int64_t retire(Slot& s) {
     s.head = (s.head + 1) % kEventsPerSlot;
     s.count--;
   }
-  return 0;
+  return false;
 }
 
 void release_slot(Slot& s) {
@@ -187,7 +192,9 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);
   const double mean = dev.busy_ns / dev.busy_launches;
   const double allowed = mean > 0 ? static_cast<double>(g_max_queued_ns) / mean : 1e18;
-  dev.allowed.store(allowed < 1 ? 1 : allowed > 1e15 ? UINT64_MAX : static_cast<uint64_t>(allowed),
+  dev.allowed.store(allowed < kMinInFlight ? kMinInFlight
+                    : allowed > 1e15     ? UINT64_MAX
+                                         : static_cast<uint64_t>(allowed),
                     std::memory_order_relaxed);
 }
 
@@ -195,7 +202,6 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
 bool pass() {
   const int64_t now = now_ns();
   bool any_busy = false;
-  int64_t oldest[kMaxDevices] = {};
   bool pending[kMaxDevices] = {};
   // Launches counted before the streams are looked at: each is either covered by a record or
   // still marks its stream, so once nothing is pending they have all completed.
@@ -208,12 +214,9 @@ bool pass() {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
       if (key == 0 || s.device < 0) continue;
       // Clear first: a launch after this point marks the stream again.
-      if (may_record && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key, now))
+      if (may_record && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key))
         s.dirty.store(1, std::memory_order_release);
-      const int64_t t = retire(s);
-      const int d = s.device;
-      if (t != 0 && (oldest[d] == 0 || t < oldest[d])) oldest[d] = t;
-      if (t != 0 || s.dirty.load(std::memory_order_acquire)) pending[d] = true;
+      if (retire(s) || s.dirty.load(std::memory_order_acquire)) pending[s.device] = true;
     }
   }
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -236,18 +239,21 @@ bool pass() {
       dev.tracking = true;
       dev.busy_since = now;
     }
-    // Queue bound, by time: work queued longer ago than the limit is still waiting; and by
-    // count: more launches in flight than the limit holds at the mean kernel time.
+    // Queue bound: more launches in flight than the limit holds at the mean kernel time.
+    // (The age of the oldest record is no measure: it includes the kernel running now.)
     const uint64_t launched = dev.launched.load(std::memory_order_acquire);
     const uint64_t completed = dev.completed.load(std::memory_order_acquire);
-    const bool deep = (oldest[d] != 0 && now - oldest[d] > g_max_queued_ns) ||
-                      launched - completed > dev.allowed.load(std::memory_order_relaxed);
+    const bool deep = launched - completed > dev.allowed.load(std::memory_order_relaxed);
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
       if (!deep) dev.throttle.notify_all();
     }
     const int gpu = scheduler_link::gpu(d);
-    if (pending[d]) {
+    if (pending[d] || now - (dev.drained_since ? dev.drained_since : now) < kReleaseGraceNs) {
+      if (pending[d])
+        dev.drained_since = 0;
+      else if (dev.drained_since == 0)
+        dev.drained_since = now;
       any_busy = true;
       if (now - dev.busy_since >= kReportNs) {
         account(dev, gpu, now, completed);
@@ -255,6 +261,7 @@ bool pass() {
       }
       continue;
     }
+    dev.drained_since = 0;
     // Drained: account the interval and give the token back. A launch racing with this
     // sets busy again and re-acquires the token first.
     account(dev, gpu, now, completed);

@@ -8,9 +8,13 @@
 //     process's queued work has drained: it reports the GPU time it was busy and gives the
 //     token back (client::token_release), so a holder with nothing to run frees the GPU
 //     early and a revoked holder is known to have drained;
-//   - bounds the queued work: while work recorded more than CUSLICE_MAX_QUEUED ago has not
-//     finished, further launches wait (throttle). The token therefore changes hands within
-//     about that time plus one kernel, not after seconds of queued kernels.
+//   - bounds the queued work: from the mean kernel time it measures (busy time per completed
+//     launch), launches wait while more are in flight than CUSLICE_MAX_QUEUED holds (never
+//     fewer than two: one running, one queued behind it, so the GPU does not idle). The
+//     token therefore changes hands within about that time plus one kernel, not after
+//     seconds of queued kernels;
+//   - keeps the token through short pauses: drained, the process keeps it for 500 us in case
+//     it launches again (a synchronisation between steps), then gives it back.
 // Events, not per-launch synchronisation; the launching threads never call the driver for it.
 //
 // Stream capture: a capturing stream runs nothing: it is neither gated nor marked, and while
