@@ -25,7 +25,8 @@ constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work
 constexpr int64_t kIdleWaitNs = 100'000'000;  // ... and at least this often when idle
 constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this often when busy
 // A process that drained but launches again within this keeps the token: synchronising
-// between steps must not hand the GPU over (and back) every step.
+// between steps must not hand the GPU over (and back) every step. Not when a lower-priority
+// tenant waits: this process would preempt it again anyway.
 constexpr int64_t kReleaseGraceNs = 500'000;
 // Launches in flight the count bound always allows: one running and one queued behind it,
 // so the GPU never waits for the monitor to notice a completion.
@@ -249,7 +250,9 @@ bool pass() {
       if (!deep) dev.throttle.notify_all();
     }
     const int gpu = scheduler_link::gpu(d);
-    if (pending[d] || now - (dev.drained_since ? dev.drained_since : now) < kReleaseGraceNs) {
+    // Keep the token through a short pause, unless a lower-priority tenant waits for it.
+    const int64_t grace = pending[d] || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
+    if (pending[d] || now - (dev.drained_since ? dev.drained_since : now) < grace) {
       if (pending[d])
         dev.drained_since = 0;
       else if (dev.drained_since == 0)

@@ -424,6 +424,19 @@ void token_acquire(int gpu) noexcept {
   flags.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+bool lower_priority_waiting(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return false;
+  const uint32_t mine = att->segment->tenants[att->tenant].priority.load(std::memory_order_relaxed);
+  uint64_t waiting = att->segment->gpus[gpu].waiting_tenants.load(std::memory_order_acquire) &
+                     ~(uint64_t{1} << att->tenant);
+  for (; waiting != 0; waiting &= waiting - 1) {
+    const unsigned t = static_cast<unsigned>(__builtin_ctzll(waiting));
+    if (att->segment->tenants[t].priority.load(std::memory_order_relaxed) < mine) return true;
+  }
+  return false;
+}
+
 void token_release(int gpu) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
   const Attachment* att = g.current.load(std::memory_order_acquire);

@@ -101,5 +101,9 @@ void token_acquire(int gpu) noexcept;
 void token_release(int gpu) noexcept;
 // Adds GPU time (nanoseconds, as measured by CUDA events) to the tenant's account.
 void report_gpu_time(int gpu, uint64_t ns) noexcept;
+// True when a tenant of lower priority than this process's waits for the GPU: a drained
+// holder then gives the token up at once (it would preempt again when it comes back, so
+// keeping it through a pause only makes the other wait).
+bool lower_priority_waiting(int gpu) noexcept;
 
 }  // namespace cuslice::client
