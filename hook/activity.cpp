@@ -22,6 +22,8 @@ namespace {
 constexpr int kSlots = 256;         // streams tracked at once (a process uses few)
 constexpr int kEventsPerSlot = 8;   // records in flight per stream
 constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
+constexpr int64_t kDrainPollNs = 10'000;      // ... and this soon while revoked: others wait
+constexpr int64_t kNeighboursNs = 50'000'000; // how often to look who else is registered
 constexpr int64_t kIdleWaitNs = 100'000'000;  // ... and at least this often when idle
 constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this often when busy
 // A process that drained but launches again within this keeps the token: synchronising
@@ -29,8 +31,14 @@ constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this o
 // tenant waits: this process would preempt it again anyway.
 constexpr int64_t kReleaseGraceNs = 500'000;
 // Launches in flight the count bound always allows: one running and one queued behind it,
-// so the GPU never waits for the monitor to notice a completion.
+// so the GPU never waits for the monitor to notice a completion; only one where a tenant of
+// higher priority may arrive and must not wait for two kernels.
 constexpr uint64_t kMinInFlight = 2;
+
+// Whether the queue bound matters: only when another tenant could need the GPU (alone, a
+// tenant runs as fast as natively). Refreshed by the monitor every kNeighboursNs.
+std::atomic<bool> g_others{false};
+std::atomic<bool> g_higher{false};
 
 int64_t now_ns() {
   timespec ts;
@@ -193,14 +201,14 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);
   const double mean = dev.busy_ns / dev.busy_launches;
   const double allowed = mean > 0 ? static_cast<double>(g_max_queued_ns) / mean : 1e18;
-  dev.allowed.store(allowed < kMinInFlight ? kMinInFlight
-                    : allowed > 1e15     ? UINT64_MAX
-                                         : static_cast<uint64_t>(allowed),
+  const uint64_t least = g_higher.load(std::memory_order_relaxed) ? 1 : kMinInFlight;
+  dev.allowed.store(allowed < least ? least : allowed > 1e15 ? UINT64_MAX : static_cast<uint64_t>(allowed),
                     std::memory_order_relaxed);
 }
 
-// One pass over every tracked stream. Returns true while any device is busy.
-bool pass() {
+// One pass over every tracked stream. Returns true while any device is busy; *revoked: a
+// busy device's token was taken back (its drain is awaited: look again soon).
+bool pass(bool& revoked) {
   const int64_t now = now_ns();
   bool any_busy = false;
   bool pending[kMaxDevices] = {};
@@ -244,7 +252,8 @@ bool pass() {
     // (The age of the oldest record is no measure: it includes the kernel running now.)
     const uint64_t launched = dev.launched.load(std::memory_order_acquire);
     const uint64_t completed = dev.completed.load(std::memory_order_acquire);
-    const bool deep = launched - completed > dev.allowed.load(std::memory_order_relaxed);
+    const bool deep = g_others.load(std::memory_order_relaxed) &&
+                      launched - completed > dev.allowed.load(std::memory_order_relaxed);
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
       if (!deep) dev.throttle.notify_all();
@@ -258,6 +267,7 @@ bool pass() {
       else if (dev.drained_since == 0)
         dev.drained_since = now;
       any_busy = true;
+      if (pending[d] && !client::holding(gpu)) revoked = true;
       if (now - dev.busy_since >= kReportNs) {
         account(dev, gpu, now, completed);
         dev.busy_since = now;
@@ -283,13 +293,21 @@ void* monitor(void*) {
   // Relaxed capture mode: this thread's calls must not invalidate another thread's capture.
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (g_drv.exchange_mode) g_drv.exchange_mode(&mode);
+  int64_t next_neighbours = 0;
   while (!g_stop.load(std::memory_order_acquire)) {
     const uint32_t wake = g_wake.load(std::memory_order_acquire);
-    const bool busy = pass();
+    if (now_ns() >= next_neighbours) {
+      const client::Neighbours n = client::neighbours();
+      g_others.store(n.others, std::memory_order_relaxed);
+      g_higher.store(n.higher, std::memory_order_relaxed);
+      next_neighbours = now_ns() + kNeighboursNs;
+    }
+    bool revoked = false;
+    const bool busy = pass(revoked);
     client::maintain();
-    // Busy: look again soon. Idle: sleep until a launch makes a device busy, and re-check
-    // the scheduler connection now and then.
-    futex_wait(&g_wake, wake, busy ? kBusyPollNs : kIdleWaitNs);
+    // Busy: look again soon (very soon while revoked). Idle: sleep until a launch makes a
+    // device busy, and re-check the scheduler connection now and then.
+    futex_wait(&g_wake, wake, revoked ? kDrainPollNs : busy ? kBusyPollNs : kIdleWaitNs);
   }
   return nullptr;
 }
@@ -380,8 +398,9 @@ void wait_for_room(int device) {
   // Queue too deep (the monitor saw old work still waiting, or more launches are in flight
   // than the bound holds at the mean kernel time): wait until the monitor sees work finish.
   Device& dev = g_devices[device];
-  if (dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire) >
-      dev.allowed.load(std::memory_order_relaxed)) {
+  if (g_others.load(std::memory_order_relaxed) &&
+      dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire) >
+          dev.allowed.load(std::memory_order_relaxed)) {
     dev.throttle.store(1, std::memory_order_release);
     g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it
     futex_wake_all(&g_wake);

@@ -437,6 +437,27 @@ bool lower_priority_waiting(int gpu) noexcept {
   return false;
 }
 
+Neighbours neighbours() noexcept {
+  Neighbours n;
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return n;
+  const uint32_t mine = att->segment->tenants[att->tenant].priority.load(std::memory_order_relaxed);
+  for (const shm::ProcessSlot& p : att->segment->processes) {
+    if (p.state.load(std::memory_order_relaxed) != shm::ProcessSlot::kActive) continue;
+    const uint32_t t = p.tenant.load(std::memory_order_relaxed);
+    if (t == att->tenant || t >= shm::kMaxTenants) continue;
+    n.others = true;
+    if (att->segment->tenants[t].priority.load(std::memory_order_relaxed) > mine) n.higher = true;
+  }
+  return n;
+}
+
+bool holding(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  return att != nullptr && static_cast<unsigned>(gpu) < kMaxGpus &&
+         att->segment->gpus[gpu].holder.load(std::memory_order_acquire) == att->tenant;
+}
+
 void token_release(int gpu) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
   const Attachment* att = g.current.load(std::memory_order_acquire);

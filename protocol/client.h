@@ -106,4 +106,14 @@ void report_gpu_time(int gpu, uint64_t ns) noexcept;
 // keeping it through a pause only makes the other wait).
 bool lower_priority_waiting(int gpu) noexcept;
 
+// Who else has processes registered (any GPU): another tenant, and one of higher priority
+// than this process's. Scans the process slots: call it now and then, not per launch.
+struct Neighbours {
+  bool others = false;
+  bool higher = false;
+};
+Neighbours neighbours() noexcept;
+// True while this process's tenant holds `gpu`'s token.
+bool holding(int gpu) noexcept;
+
 }  // namespace cuslice::client
