@@ -44,6 +44,12 @@ typedef struct nvmlProcessInfo_st {
   unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+// The layout the unversioned nvmlDeviceGetComputeRunningProcesses fills (PyTorch uses it).
+typedef struct nvmlProcessInfo_v1_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 
 typedef nvmlReturn_t (*PFN_nvmlInit_v2)(void);
@@ -53,8 +59,14 @@ typedef nvmlReturn_t (*PFN_nvmlDeviceGetUUID)(nvmlDevice_t, char*, unsigned int)
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetHandleByUUID)(const char*, nvmlDevice_t*);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetComputeRunningProcesses_v3)(nvmlDevice_t, unsigned int*,
                                                                     nvmlProcessInfo_t*);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
+                                                                 nvmlProcessInfo_v1_t*);
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                  nvmlProcessInfo_v1_t* infos);
 
 }  // extern "C"

@@ -1,7 +1,12 @@
 // NVML, as nvidia-smi and pynvml read it inside a process under a quota: the quota is the
 // card's memory.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+
+#include "client.h"
+#include "scheduler_link.h"
 
 #include "driver.h"
 #include "gpu_uuid.h"
@@ -79,9 +84,43 @@ bool apply(nvmlDevice_t device, unsigned long long* total, unsigned long long* u
   return true;
 }
 
+// Whether a process on the GPU may be shown: this one, and under a scheduler its tenant's.
+bool visible(unsigned int pid) {
+  return pid == static_cast<unsigned int>(getpid()) ||
+         (scheduler_link::enabled() && client::tenant_pid(static_cast<int>(pid)));
+}
+
+// Drops the other tenants' processes from a list NVML filled (in place).
+template <typename Info>
+nvmlReturn_t filter(nvmlReturn_t r, unsigned int* count, Info* infos) {
+  if (r != NVML_SUCCESS || count == nullptr || infos == nullptr || !cuda_ready() || !quota::active()) return r;
+  unsigned int kept = 0;
+  for (unsigned int i = 0; i < *count; ++i)
+    if (visible(infos[i].pid)) infos[kept++] = infos[i];
+  *count = kept;
+  return r;
+}
+
 }  // namespace
 
 extern "C" {
+
+// Under a quota a process sees its own tenant's processes on the GPU, not other tenants'
+// pids or usage. (A count asked for with a too-small buffer still counts them all: the
+// caller only learns how much room to make.)
+CUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                                    nvmlProcessInfo_t* infos) {
+  auto fn = real<Sym::nvmlDeviceGetComputeRunningProcesses_v3>();
+  if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  return filter(fn(device, count, infos), count, infos);
+}
+
+CUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                                 nvmlProcessInfo_v1_t* infos) {
+  auto fn = real<Sym::nvmlDeviceGetComputeRunningProcesses>();
+  if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  return filter(fn(device, count, infos), count, infos);
+}
 
 CUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   auto fn = real<Sym::nvmlDeviceGetMemoryInfo>();

@@ -452,6 +452,16 @@ Neighbours neighbours() noexcept {
   return n;
 }
 
+bool tenant_pid(int pid) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return false;
+  for (const shm::ProcessSlot& p : att->segment->processes)
+    if (p.state.load(std::memory_order_relaxed) == shm::ProcessSlot::kActive &&
+        p.pid.load(std::memory_order_relaxed) == pid && p.tenant.load(std::memory_order_relaxed) == att->tenant)
+      return true;
+  return false;
+}
+
 bool holding(int gpu) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   return att != nullptr && static_cast<unsigned>(gpu) < kMaxGpus &&

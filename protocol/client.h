@@ -115,5 +115,7 @@ struct Neighbours {
 Neighbours neighbours() noexcept;
 // True while this process's tenant holds `gpu`'s token.
 bool holding(int gpu) noexcept;
+// True when `pid` is a registered process of this process's tenant (false when detached).
+bool tenant_pid(int pid) noexcept;
 
 }  // namespace cuslice::client

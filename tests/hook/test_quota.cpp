@@ -1,6 +1,7 @@
 // Memory quota, one allocation path at a time. Runs with CUSLICE_MEMORY_LIMIT=2GiB on a
 // 16 GiB fake device whose contexts hold 512 MiB (see CMakeLists.txt).
 #include <cuda.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -66,6 +67,16 @@ TEST_F(Quota, ViewsShowTheQuota) {
   EXPECT_EQ(m.total, kQuota);
   EXPECT_EQ(m.used + m.free, m.total);
   EXPECT_EQ(m.used, kContext + kHeadroom);
+  // Other processes on the GPU (the fake lists FAKE_NVML_OTHER_PIDS) are not shown to a
+  // process under a quota: only itself.
+  auto procs = reinterpret_cast<PFN_nvmlDeviceGetComputeRunningProcesses_v3>(
+      dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  ASSERT_NE(procs, nullptr);
+  nvmlProcessInfo_t list[16];
+  unsigned int n = 16;
+  ASSERT_EQ(procs(dev, &n, list), NVML_SUCCESS);
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(list[0].pid, static_cast<unsigned int>(getpid()));
   nvmlMemory_v2_t m2{};
   m2.version = nvmlMemory_v2;
   ASSERT_EQ(info2(dev, &m2), NVML_SUCCESS);

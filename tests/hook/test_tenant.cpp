@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "hook_test_support.h"
+#include "nvml_api.h"
 
 extern char** environ;
 
@@ -60,6 +62,36 @@ TEST_F(TenantChild, Probe) {
   CUdeviceptr p;
   EXPECT_EQ(cuMemAlloc(&p, env_bytes("TEST_REFUSED")), CUDA_ERROR_OUT_OF_MEMORY);
   ASSERT_EQ(cuMemAlloc(&p, env_bytes("TEST_FITS")), CUDA_SUCCESS);
+  cuMemFree(p);
+}
+
+// NVML lists the tenant's own processes only (FAKE_NVML_OTHER_PIDS: TEST_SAME_TENANT_PID of
+// this tenant, TEST_OTHER_TENANT_PID of another).
+TEST_F(TenantChild, SeesOnlyItsTenantsProcesses) {
+  if (!std::getenv("TEST_SAME_TENANT_PID")) GTEST_SKIP() << "run by Tenant.*";
+  CUdeviceptr p;
+  ASSERT_EQ(cuMemAlloc(&p, 64 * kMiB), CUDA_SUCCESS);
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  ASSERT_NE(nvml, nullptr);
+  auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(nvml, "nvmlInit_v2"));
+  auto by_index = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+  auto procs = reinterpret_cast<PFN_nvmlDeviceGetComputeRunningProcesses_v3>(
+      dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  ASSERT_TRUE(init && by_index && procs);
+  ASSERT_EQ(init(), NVML_SUCCESS);
+  nvmlDevice_t dev;
+  ASSERT_EQ(by_index(0, &dev), NVML_SUCCESS);
+  nvmlProcessInfo_t list[16];
+  unsigned int n = 16;
+  ASSERT_EQ(procs(dev, &n, list), NVML_SUCCESS);
+  std::vector<unsigned int> pids;
+  for (unsigned int i = 0; i < n; ++i) pids.push_back(list[i].pid);
+  const auto has = [&](unsigned long pid) {
+    return std::find(pids.begin(), pids.end(), static_cast<unsigned int>(pid)) != pids.end();
+  };
+  EXPECT_TRUE(has(static_cast<unsigned long>(getpid())));
+  EXPECT_TRUE(has(std::strtoul(std::getenv("TEST_SAME_TENANT_PID"), nullptr, 10)));
+  EXPECT_FALSE(has(std::strtoul(std::getenv("TEST_OTHER_TENANT_PID"), nullptr, 10)));
   cuMemFree(p);
 }
 
@@ -196,6 +228,19 @@ TEST_F(Tenant, TenantsAreIsolated) {
                    "TEST_FITS=" + n(left)});
   EXPECT_EQ(wait_exit(b), 0);
   EXPECT_EQ(wait_exit(holder), 0);
+}
+
+TEST_F(Tenant, NvmlShowsOnlyTheTenantsProcesses) {
+  Child same = child("TenantChild.Hold", "a", {"TEST_HOLD=" + n(64 * kMiB)});
+  Child other = child("TenantChild.Hold", "b", {"TEST_HOLD=" + n(64 * kMiB)});
+  ASSERT_TRUE(read_line(same.out, "ready"));
+  ASSERT_TRUE(read_line(other.out, "ready"));
+  Child probe = child("TenantChild.SeesOnlyItsTenantsProcesses", "a",
+                      {"TEST_SAME_TENANT_PID=" + n(same.pid), "TEST_OTHER_TENANT_PID=" + n(other.pid),
+                       "FAKE_NVML_OTHER_PIDS=" + n(same.pid) + "," + n(other.pid)});
+  EXPECT_EQ(wait_exit(probe), 0);
+  EXPECT_EQ(wait_exit(same), 0);
+  EXPECT_EQ(wait_exit(other), 0);
 }
 
 TEST_F(Tenant, AProcessOfNoTenantIsRefused) {

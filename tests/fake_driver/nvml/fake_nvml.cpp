@@ -6,6 +6,8 @@
 // reports reserved = 0. Processes: this process, while it holds memory on the device.
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -173,16 +175,29 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   int dev = 0;
   if (nvmlReturn_t rc = open_device(device, &dev)) return rc;
   if (info_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const size_t used = fake_cuda_device_used(dev);
-  const unsigned int needed = used > 0 ? 1 : 0;
-  if (*info_count < needed) {
-    *info_count = needed;
+  // This process (when it holds memory), then FAKE_NVML_OTHER_PIDS: processes of others on a
+  // shared GPU, each shown holding 1 GiB, so that a filter of the list can be tested.
+  nvmlProcessInfo_t all[64];
+  unsigned int n = 0;
+  if (const size_t used = fake_cuda_device_used(dev); used > 0)
+    all[n++] = {static_cast<unsigned int>(getpid()), used, kNoMigInstance, kNoMigInstance};
+  if (const char* others = std::getenv("FAKE_NVML_OTHER_PIDS")) {
+    for (const char* p = others; *p != '\0' && n < 64;) {
+      char* end = nullptr;
+      const unsigned long pid = std::strtoul(p, &end, 10);
+      if (end == p) break;
+      all[n++] = {static_cast<unsigned int>(pid), 1ull << 30, kNoMigInstance, kNoMigInstance};
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (*info_count < n) {
+    *info_count = n;
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  *info_count = needed;
-  if (needed == 0) return NVML_SUCCESS;
+  *info_count = n;
+  if (n == 0) return NVML_SUCCESS;
   if (infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  infos[0] = {static_cast<unsigned int>(getpid()), used, kNoMigInstance, kNoMigInstance};
+  for (unsigned int i = 0; i < n; ++i) infos[i] = all[i];
   return NVML_SUCCESS;
 }
 
