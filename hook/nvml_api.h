@@ -1,5 +1,6 @@
-// The few NVML declarations cuslice needs (the toolkit ships no nvml.h). Layouts follow
-// NVML's public ABI; only what the hook and the fake NVML use is declared.
+// The part of NVML's API cuslice uses (the toolkit ships no nvml.h), with NVML's own names,
+// values and layouts: what the hook calls and hooks, and what the fake libnvidia-ml.so.1 of
+// the tests implements. The one place these declarations live.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,8 @@ typedef struct nvmlProcessInfo_v1_st {
 } nvmlProcessInfo_v1_t;
 
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 
 typedef nvmlReturn_t (*PFN_nvmlInit_v2)(void);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
@@ -62,6 +65,16 @@ typedef nvmlReturn_t (*PFN_nvmlDeviceGetComputeRunningProcesses_v3)(nvmlDevice_t
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
                                                                  nvmlProcessInfo_v1_t*);
 
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlInit(void);
+nvmlReturn_t nvmlShutdown(void);
+const char* nvmlErrorString(nvmlReturn_t result);
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length);
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount);
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
