@@ -52,9 +52,11 @@ int64_t now_ns() {
 struct Slot {
   std::atomic<uintptr_t> key{0};
   std::atomic<uint32_t> dirty{0};  // launched on since the monitor last recorded
-  // Monitor only:
+  // Written once by the first launch on the stream (ctx, then device with release: the
+  // monitor uses a slot only once it reads its device), read by the monitor.
   CUcontext ctx = nullptr;
-  int device = -1;
+  std::atomic<int> device{-1};
+  // Monitor only:
   CUevent events[kEventsPerSlot] = {};
   uint64_t launches_at[kEventsPerSlot] = {};  // the device's launch count when recorded
   int head = 0, count = 0;  // ring of outstanding records, oldest at head
@@ -150,7 +152,7 @@ bool record(Slot& s, uintptr_t key) {
   const int at = (s.head + s.count) % kEventsPerSlot;
   if (s.events[at] == nullptr && g_drv.event_create(&s.events[at], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
     return false;
-  const uint64_t launched = g_devices[s.device].launched.load(std::memory_order_acquire);
+  const uint64_t launched = g_devices[s.device.load(std::memory_order_relaxed)].launched.load(std::memory_order_acquire);
   if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
   s.launches_at[at] = launched;
   s.count++;
@@ -165,7 +167,7 @@ bool retire(Slot& s) {
     const CUresult r = g_drv.event_query(s.events[s.head]);
     if (r == CUDA_ERROR_NOT_READY) return true;
     // Completed, or the stream went away under it: either way nothing waits there.
-    std::atomic<uint64_t>& completed = g_devices[s.device].completed;
+    std::atomic<uint64_t>& completed = g_devices[s.device.load(std::memory_order_relaxed)].completed;
     uint64_t cur = completed.load(std::memory_order_relaxed);
     while (s.launches_at[s.head] > cur &&
            !completed.compare_exchange_weak(cur, s.launches_at[s.head], std::memory_order_release)) {
@@ -183,7 +185,7 @@ void release_slot(Slot& s) {
   }
   s.head = s.count = 0;
   s.ctx = nullptr;
-  s.device = -1;
+  s.device.store(-1, std::memory_order_relaxed);
   s.dirty.store(0, std::memory_order_relaxed);
   s.key.store(0, std::memory_order_release);
 }
@@ -221,11 +223,12 @@ bool pass(bool& revoked) {
     const bool may_record = g_captures.load(std::memory_order_acquire) == 0;
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
-      if (key == 0 || s.device < 0) continue;
+      const int device = s.device.load(std::memory_order_acquire);
+      if (key == 0 || device < 0) continue;
       // Clear first: a launch after this point marks the stream again.
       if (may_record && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key))
         s.dirty.store(1, std::memory_order_release);
-      if (retire(s) || s.dirty.load(std::memory_order_acquire)) pending[s.device] = true;
+      if (retire(s) || s.dirty.load(std::memory_order_acquire)) pending[device] = true;
     }
   }
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -375,12 +378,14 @@ void note_launch(int device, CUstream stream) {
   }
   Slot* s = find_or_add(key, true);
   if (s != nullptr) {
-    if (s->device < 0) {
-      // First launch on this stream: the monitor needs its context. Publish before dirty.
+    int expected = -1;
+    if (s->device.load(std::memory_order_acquire) < 0) {
+      // First launch on this stream: the monitor needs its context. Published by the device
+      // store; a racing first launch on the same stream writes the same context.
       CUcontext ctx = nullptr;
       g_drv.ctx_get(&ctx);
       s->ctx = ctx;
-      s->device = device;
+      s->device.compare_exchange_strong(expected, device, std::memory_order_acq_rel);
     }
     if (!s->dirty.load(std::memory_order_relaxed)) s->dirty.store(1, std::memory_order_release);
   }
@@ -427,7 +432,8 @@ void forget_device(int device) {
   if (!running()) return;
   std::lock_guard<std::mutex> lock(g_monitor);
   for (Slot& s : g_slots)
-    if (s.key.load(std::memory_order_acquire) != 0 && s.device == device) release_slot(s);
+    if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) == device)
+      release_slot(s);
 }
 
 void after_fork_child() {
@@ -437,7 +443,7 @@ void after_fork_child() {
     s.key.store(0, std::memory_order_relaxed);
     s.dirty.store(0, std::memory_order_relaxed);
     s.count = s.head = 0;
-    s.device = -1;
+    s.device.store(-1, std::memory_order_relaxed);
     s.ctx = nullptr;
     for (CUevent& e : s.events) e = nullptr;
   }
