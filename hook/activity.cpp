@@ -428,6 +428,14 @@ void forget_stream(CUstream stream) {
   if (Slot* s = find_or_add(reinterpret_cast<uintptr_t>(stream), false)) release_slot(*s);
 }
 
+void forget_context(CUcontext ctx) {
+  if (!running()) return;
+  std::lock_guard<std::mutex> lock(g_monitor);
+  for (Slot& s : g_slots)
+    if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) >= 0 && s.ctx == ctx)
+      release_slot(s);
+}
+
 void forget_device(int device) {
   if (!running()) return;
   std::lock_guard<std::mutex> lock(g_monitor);

@@ -43,8 +43,10 @@ void begin_capture();
 void end_capture();
 bool capturing();
 
-// Before a stream is destroyed / after a device's contexts are gone: forget them.
+// Before a stream or a context is destroyed, or a device's primary context is reset: forget
+// their streams, so the monitor never touches a handle the driver may hand out again.
 void forget_stream(CUstream stream);
+void forget_context(CUcontext ctx);
 void forget_device(int device);
 
 void after_fork_child();

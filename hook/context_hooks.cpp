@@ -3,6 +3,7 @@
 // quota smaller than a context fails the creation with CUDA_ERROR_OUT_OF_MEMORY.
 #include <atomic>
 
+#include "activity.h"
 #include "allocation_table.h"
 #include "driver.h"
 #include "quota.h"
@@ -94,14 +95,17 @@ CUSLICE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (fn == nullptr) return unavailable_result();
   const CUresult r = fn(dev);
   if (r == CUDA_SUCCESS && quota::active() && valid(dev) &&
-      g_primary_refs[dev].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      g_primary_refs[dev].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    activity::forget_device(dev);  // the last release destroyed it, and its streams
     destroyed(dev);
+  }
   return r;
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   auto fn = real<Sym::cuDevicePrimaryCtxReset_v2>();
   if (fn == nullptr) return unavailable_result();
+  activity::forget_device(dev);  // its streams die with it
   const CUresult r = fn(dev);
   // Reset destroys every allocation of the primary context.
   if (r == CUDA_SUCCESS && quota::active() && valid(dev)) quota::forget_allocations(dev);
@@ -131,6 +135,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParam
 CUSLICE_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   auto fn = real<Sym::cuCtxDestroy_v2>();
   if (fn == nullptr) return unavailable_result();
+  activity::forget_context(ctx);  // its streams die with it
   if (!quota::active()) return fn(ctx);
   Charge c;
   const bool tracked = contexts().remove(reinterpret_cast<uint64_t>(ctx), &c);
