@@ -109,11 +109,6 @@ struct Driver {
   ExchangeMode exchange_mode;
 } g_drv;
 
-template <typename Fn>
-Fn sym(const char* name) {
-  return reinterpret_cast<Fn>(cuda_symbol(name));
-}
-
 size_t hash_key(uintptr_t k) { return static_cast<size_t>((k >> 4) * 0x9E3779B97F4A7C15ull >> 56); }
 
 Slot* find_or_add(uintptr_t key, bool add) {
@@ -333,11 +328,11 @@ void stop_at_exit() {
 void start() {
   static std::once_flag once;
   std::call_once(once, [] {
-    g_drv = Driver{sym<EventCreate>("cuEventCreate"), sym<EventRecord>("cuEventRecord"),
-                   sym<EventQuery>("cuEventQuery"), sym<EventDestroy>("cuEventDestroy_v2"),
-                   sym<CtxSet>("cuCtxSetCurrent"), sym<CtxGet>("cuCtxGetCurrent"),
-                   sym<IsCapturing>("cuStreamIsCapturing"),
-                   sym<ExchangeMode>("cuThreadExchangeStreamCaptureMode")};
+    g_drv = Driver{cuda_function<EventCreate>("cuEventCreate"), cuda_function<EventRecord>("cuEventRecord"),
+                   cuda_function<EventQuery>("cuEventQuery"), cuda_function<EventDestroy>("cuEventDestroy_v2"),
+                   cuda_function<CtxSet>("cuCtxSetCurrent"), cuda_function<CtxGet>("cuCtxGetCurrent"),
+                   cuda_function<IsCapturing>("cuStreamIsCapturing"),
+                   cuda_function<ExchangeMode>("cuThreadExchangeStreamCaptureMode")};
     if (!g_drv.event_create || !g_drv.event_record || !g_drv.event_query || !g_drv.ctx_set ||
         !g_drv.ctx_get || !g_drv.is_capturing) {
       CUSLICE_LOG(kWarn, "the driver lacks event functions: launches are not gated");

@@ -45,5 +45,9 @@ void* nvml_library();
 // Looks up an unhooked driver function by exact name (slow: not for hot paths).
 void* cuda_symbol(const char* name);
 void* nvml_symbol(const char* name);
+template <typename Fn>
+Fn cuda_function(const char* name) {
+  return reinterpret_cast<Fn>(cuda_symbol(name));
+}
 
 }  // namespace cuslice

@@ -42,11 +42,6 @@ using TrimTo = CUresult (*)(CUmemoryPool, size_t);
 using GraphTrim = CUresult (*)(CUdevice);
 using StreamGetDevice = CUresult (*)(CUstream, CUdevice*);
 
-template <typename Fn>
-Fn symbol(const char* name) {
-  return reinterpret_cast<Fn>(cuda_symbol(name));
-}
-
 DeviceState* state(int device) {
   return device >= 0 && device < kMaxDevices ? &g_dev[device] : nullptr;
 }
@@ -56,7 +51,7 @@ CUmemoryPool default_pool(int device) {
   CUmemoryPool p = d.default_pool.load(std::memory_order_acquire);
   if (p == nullptr) {
     // Racing threads ask the driver for the same pool and store the same value.
-    if (auto get = symbol<DefaultPool>("cuDeviceGetDefaultMemPool"); get && get(&p, device) == CUDA_SUCCESS)
+    if (auto get = cuda_function<DefaultPool>("cuDeviceGetDefaultMemPool"); get && get(&p, device) == CUDA_SUCCESS)
       d.default_pool.store(p, std::memory_order_release);
   }
   return p;
@@ -70,7 +65,7 @@ uint64_t pool_attr(GetAttr get, CUmemoryPool pool, CUmemPool_attribute attr) {
 // What every known pool of `device` and its graph memory reserve now.
 uint64_t reserved_now(int device) {
   uint64_t total = 0;
-  if (auto get = symbol<GetAttr>("cuMemPoolGetAttribute")) {
+  if (auto get = cuda_function<GetAttr>("cuMemPoolGetAttribute")) {
     if (CUmemoryPool p = default_pool(device))
       total += pool_attr(get, p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     for (PoolSlot& s : g_pools) {
@@ -79,7 +74,7 @@ uint64_t reserved_now(int device) {
         total += pool_attr(get, p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     }
   }
-  if (auto graph = symbol<GraphAttr>("cuDeviceGetGraphMemAttribute")) {
+  if (auto graph = cuda_function<GraphAttr>("cuDeviceGetGraphMemAttribute")) {
     cuuint64_t v = 0;
     if (graph(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS) total += v;
   }
@@ -160,8 +155,8 @@ int pool_device(CUmemoryPool pool) {
 int stream_device(CUstream stream, bool per_thread) {
   // One device visible: no driver call.
   if (quota::single_device()) return 0;
-  static const StreamGetDevice legacy = symbol<StreamGetDevice>("cuStreamGetDevice");
-  static const StreamGetDevice ptsz = symbol<StreamGetDevice>("cuStreamGetDevice_ptsz");
+  static const StreamGetDevice legacy = cuda_function<StreamGetDevice>("cuStreamGetDevice");
+  static const StreamGetDevice ptsz = cuda_function<StreamGetDevice>("cuStreamGetDevice_ptsz");
   const int current = quota::current_device();
   StreamGetDevice get = per_thread ? ptsz : legacy;
   CUdevice dev = -1;
@@ -171,13 +166,13 @@ int stream_device(CUstream stream, bool per_thread) {
 
 CUmemoryPool current_pool(int device) {
   using GetPool = CUresult (*)(CUmemoryPool*, CUdevice);
-  static const GetPool get = symbol<GetPool>("cuDeviceGetMemPool");
+  static const GetPool get = cuda_function<GetPool>("cuDeviceGetMemPool");
   CUmemoryPool pool = nullptr;
   return get != nullptr && get(&pool, device) == CUDA_SUCCESS ? pool : nullptr;
 }
 
 bool pool_reserve(CUmemoryPool pool, uint64_t* reserved, uint64_t* used) {
-  static const GetAttr get = symbol<GetAttr>("cuMemPoolGetAttribute");
+  static const GetAttr get = cuda_function<GetAttr>("cuMemPoolGetAttribute");
   cuuint64_t r = 0, u = 0;
   if (pool == nullptr || get == nullptr || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
       get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
@@ -224,8 +219,8 @@ uint64_t settle(int device) {
 }
 
 bool trim(int device) {
-  auto trim_to = symbol<TrimTo>("cuMemPoolTrimTo");
-  auto get = symbol<GetAttr>("cuMemPoolGetAttribute");
+  auto trim_to = cuda_function<TrimTo>("cuMemPoolTrimTo");
+  auto get = cuda_function<GetAttr>("cuMemPoolGetAttribute");
   if (trim_to == nullptr || get == nullptr) return false;
   bool any = false;
   auto trim_pool = [&](CUmemoryPool p) {
@@ -239,8 +234,8 @@ bool trim(int device) {
   trim_pool(default_pool(device));
   for (PoolSlot& s : g_pools)
     if (s.device.load(std::memory_order_relaxed) == device) trim_pool(s.pool.load(std::memory_order_acquire));
-  if (auto graph_trim = symbol<GraphTrim>("cuDeviceGraphMemTrim")) {
-    auto graph = symbol<GraphAttr>("cuDeviceGetGraphMemAttribute");
+  if (auto graph_trim = cuda_function<GraphTrim>("cuDeviceGraphMemTrim")) {
+    auto graph = cuda_function<GraphAttr>("cuDeviceGetGraphMemAttribute");
     cuuint64_t reserved = 0, used = 0;
     if (graph && graph(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
         graph(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS && reserved > used) {

@@ -108,34 +108,29 @@ void resolve_limits_locked() {
   g_limits_resolved.store(true, std::memory_order_release);
 }
 
-// Whose limit refused a reservation.
-thread_local bool t_tenant_refused = false;
+enum class Outcome { kReserved, kOverLocal, kOverTenant };
 
 // The check and the reservation in one step: the local limit by one compare-and-swap, then
 // the tenant's quota by another (client.h); a refusal of the second undoes the first.
 // *checkpoint: the checkpoint the charge carried `used` into, 0 if it crossed none.
-bool try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
+Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
   const uint64_t lim = l.limit.load(std::memory_order_relaxed);
   uint64_t cur = l.used.load(std::memory_order_relaxed);
   do {
-    if (bytes > lim || cur > lim - bytes) {
-      t_tenant_refused = false;
-      return false;
-    }
+    if (bytes > lim || cur > lim - bytes) return Outcome::kOverLocal;
   } while (!l.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
   if (scheduler_link::enabled() &&
       client::memory_try_reserve(scheduler_link::gpu(device), bytes) == client::Reserve::kOverQuota) {
     l.used.fetch_sub(bytes, std::memory_order_acq_rel);
-    t_tenant_refused = true;
-    return false;
+    return Outcome::kOverTenant;
   }
   const unsigned shift = l.checkpoint_shift.load(std::memory_order_relaxed);
   *checkpoint = shift < 64 && (cur >> shift) != ((cur + bytes) >> shift) ? (cur + bytes) >> shift : 0;
-  return true;
+  return Outcome::kReserved;
 }
 
-bool try_reserve(Ledger& l, int device, uint64_t bytes) {
+Outcome try_reserve(Ledger& l, int device, uint64_t bytes) {
   uint64_t checkpoint;
   return try_reserve(l, device, bytes, &checkpoint);
 }
@@ -217,22 +212,23 @@ bool charge(int device, uint64_t bytes) {
   if (l == nullptr) return true;
   if (!g_limits_resolved.load(std::memory_order_acquire)) on_cuda_initialised();
   uint64_t checkpoint = 0;
-  if (try_reserve(*l, device, bytes, &checkpoint)) {
+  Outcome o = try_reserve(*l, device, bytes, &checkpoint);
+  if (o == Outcome::kReserved) {
     if (checkpoint != 0) [[unlikely]] measure_if_due(device, *l, checkpoint);
     return true;
   }
   // Slow path, cheapest correction first: pool pre-charges replaced by what the pools really
   // reserve (tens of ns per pool), then a reading of the process's usage (microseconds).
   settle_pools(device);
-  if (try_reserve(*l, device, bytes)) return true;
+  if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   refresh(device);
-  if (try_reserve(*l, device, bytes)) return true;
+  if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   // Last resort before refusing: pools may hold memory no allocation uses.
   if (pool_accounting::trim(device)) {
     refresh(device);
-    if (try_reserve(*l, device, bytes)) return true;
+    if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   }
-  if (t_tenant_refused) client::note_oom_refusal(scheduler_link::gpu(device));
+  if (o == Outcome::kOverTenant) client::note_oom_refusal(scheduler_link::gpu(device));
   CUSLICE_LOG(kInfo, "device %d: refused %llu bytes (used %llu of %llu)", device,
               static_cast<unsigned long long>(bytes),
               static_cast<unsigned long long>(l->used.load(std::memory_order_relaxed)),
