@@ -13,7 +13,8 @@
 # carry=[".gpu-carry"]). Writes $OUT/compute.md (the table), $OUT/compute.json (raw results),
 # $OUT/compute.log (every process's output); OUT defaults to build-gpu/out. Default durations
 # take about 7-8 minutes for both modes; --native-only about 4; --quick about half.
-# Environment: PYTHON (default python3), CUSLICE_LOG_LEVEL (passed to the hooked workers).
+# Environment: PYTHON (default python3); CUSLICE_LOG_LEVEL, CUSLICE_MAX_QUEUED and
+# CUSLICE_PREEMPT_QUEUED are passed to the hooked workers.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <atomic>
@@ -23,6 +24,11 @@ constexpr int kSlots = 256;         // streams tracked at once (a process uses f
 constexpr int kEventsPerSlot = 8;   // records in flight per stream
 constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
 constexpr int64_t kDrainPollNs = 10'000;      // ... and this soon while revoked: others wait
+// ... and this soon while a higher-priority tenant is registered: the queue bound is then a
+// few kernels, and the launching thread waits for the monitor to see one complete, so the
+// monitor must see it at once or the GPU idles. (With the timer slack at 1 ns: the default
+// 50 us slack would make every one of these polls 50 us late.)
+constexpr int64_t kTightPollNs = 10'000;
 constexpr int64_t kNeighboursNs = 50'000'000; // how often to look who else is registered
 constexpr int64_t kIdleWaitNs = 100'000'000;  // ... and at least this often when idle
 constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this often when busy
@@ -34,6 +40,7 @@ constexpr int64_t kReleaseGraceNs = 500'000;
 // so the GPU never waits for the monitor to notice a completion; only one where a tenant of
 // higher priority may arrive and must not wait for two kernels.
 constexpr uint64_t kMinInFlight = 2;
+constexpr uint64_t kMinInFlightBelowHigher = 1;
 
 // Whether the queue bound matters: only when another tenant could need the GPU (alone, a
 // tenant runs as fast as natively). Refreshed by the monitor every kNeighboursNs.
@@ -88,6 +95,7 @@ std::atomic<bool> g_running{false};
 std::atomic<bool> g_stop{false};
 std::mutex g_monitor;  // the monitor's pass vs. capture start and stream destruction
 int64_t g_max_queued_ns = 500'000;
+int64_t g_preempt_queued_ns = 100'000;  // the bound while a higher-priority tenant exists
 
 using EventCreate = CUresult (*)(CUevent*, unsigned int);
 using EventRecord = CUresult (*)(CUevent, CUstream);
@@ -197,8 +205,10 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   dev.busy_ns = dev.busy_ns * kDecay + static_cast<double>(busy);
   dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);
   const double mean = dev.busy_ns / dev.busy_launches;
-  const double allowed = mean > 0 ? static_cast<double>(g_max_queued_ns) / mean : 1e18;
-  const uint64_t least = g_higher.load(std::memory_order_relaxed) ? 1 : kMinInFlight;
+  const bool higher = g_higher.load(std::memory_order_relaxed);
+  const double bound = static_cast<double>(higher ? g_preempt_queued_ns : g_max_queued_ns);
+  const double allowed = mean > 0 ? bound / mean : 1e18;
+  const uint64_t least = higher ? kMinInFlightBelowHigher : kMinInFlight;
   dev.allowed.store(allowed < least ? least : allowed > 1e15 ? UINT64_MAX : static_cast<uint64_t>(allowed),
                     std::memory_order_relaxed);
 }
@@ -291,6 +301,8 @@ void* monitor(void*) {
   // Relaxed capture mode: this thread's calls must not invalidate another thread's capture.
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (g_drv.exchange_mode) g_drv.exchange_mode(&mode);
+  // Polls of 10-100 us must not be stretched by the default 50 us timer slack.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   int64_t next_neighbours = 0;
   while (!g_stop.load(std::memory_order_acquire)) {
     const uint32_t wake = g_wake.load(std::memory_order_acquire);
@@ -305,7 +317,8 @@ void* monitor(void*) {
     client::maintain();
     // Busy: look again soon (very soon while revoked). Idle: sleep until a launch makes a
     // device busy, and re-check the scheduler connection now and then.
-    futex_wait(&g_wake, wake, revoked ? kDrainPollNs : busy ? kBusyPollNs : kIdleWaitNs);
+    const int64_t busy_poll = g_higher.load(std::memory_order_relaxed) ? kTightPollNs : kBusyPollNs;
+    futex_wait(&g_wake, wake, revoked ? kDrainPollNs : busy ? busy_poll : kIdleWaitNs);
   }
   return nullptr;
 }
@@ -339,6 +352,7 @@ void start() {
       return;
     }
     g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
+    g_preempt_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -13,6 +13,9 @@
 //   CUSLICE_MAX_QUEUED     under a scheduler, the most GPU work (as time) a process may have
 //                          queued before its launches wait: how long the token takes to
 //                          change hands, beside one kernel (default 500us; us, ms or s).
+//   CUSLICE_PREEMPT_QUEUED the same bound while a tenant of higher priority is registered:
+//                          how long that tenant waits for this one's queued work when it
+//                          takes the GPU (default 100us; never less than one kernel).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,7 @@ struct Settings {
   uint64_t context_bytes = 600ull << 20;
   uint64_t context_headroom = 128ull << 20;
   uint64_t max_queued_ns = 500'000;
+  uint64_t preempt_queued_ns = 100'000;
 };
 
 // Parses the variables (getenv happens here only). Idempotent.

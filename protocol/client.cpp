@@ -384,6 +384,36 @@ uint64_t tenant_memory_used(int gpu) noexcept {
   return att->segment->tenants[att->tenant].gpu[gpu].memory_used.load(std::memory_order_relaxed);
 }
 
+namespace {
+
+// Takes the token from a holder (or a draining tenant) the tenant outranks, without asking
+// the daemon (shm_protocol.h, GpuState::holder): a high-priority tenant starts at the next
+// kernel boundary instead of after a round trip through the daemon. True when it holds it.
+bool try_preempt(const Attachment* att, int gpu) {
+  shm::Segment& seg = *att->segment;
+  if (seg.abi_minor < 2) return false;  // the daemon does not publish who may
+  shm::GpuState& gs = seg.gpus[gpu];
+  const shm::Tenant& me = seg.tenants[att->tenant];
+  const uint32_t mine = me.priority.load(std::memory_order_relaxed);
+  if (mine < gs.preempt_priority.load(std::memory_order_acquire) ||
+      (me.gpu[gpu].flags.load(std::memory_order_relaxed) & shm::TenantGpu::kCapped))
+    return false;
+  uint32_t cur = gs.holder.load(std::memory_order_acquire);
+  if (cur == att->tenant) return true;
+  // The published floor may be older than the holder: compare with the holder itself.
+  if (cur != shm::kNoTenant &&
+      (cur >= shm::kMaxTenants || seg.tenants[cur].priority.load(std::memory_order_relaxed) >= mine))
+    return false;
+  if (!gs.holder.compare_exchange_strong(cur, att->tenant, std::memory_order_acq_rel)) return false;
+  gs.preempt_priority.store(mine + 1, std::memory_order_release);
+  gs.grant_seq.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&gs.grant_seq);  // the tenant's other waiting threads and processes
+  kick();                         // the daemon adopts it at its next step
+  return true;
+}
+
+}  // namespace
+
 void token_acquire(int gpu) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
   Attachment* att = g.current.load(std::memory_order_acquire);
@@ -393,6 +423,11 @@ void token_acquire(int gpu) noexcept {
   if (gs.holder.load(std::memory_order_acquire) == att->tenant) {
     if (!(flags.load(std::memory_order_relaxed) & shm::ProcessSlot::kBusy))
       flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_relaxed);
+    return;
+  }
+  // Outranking the holder: take the token, no waiting.
+  if (try_preempt(att, gpu)) {
+    flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_seq_cst);
     return;
   }
   // Slow path: publish the demand (slot flags first, so the daemon sees it when the kick
@@ -410,6 +445,7 @@ void token_acquire(int gpu) noexcept {
     const uint32_t seq = gs.grant_seq.load(std::memory_order_acquire);
     if (gs.holder.load(std::memory_order_acquire) == att->tenant) break;
     if (g.current.load(std::memory_order_acquire) != att) break;  // detached meanwhile
+    if (try_preempt(att, gpu)) break;  // the holder changed to one this tenant outranks
     if (connection_lost(att)) {
       mark_lost(att);
       break;

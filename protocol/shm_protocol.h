@@ -40,7 +40,9 @@ inline constexpr uint16_t kAbiMajor = 1;
 // limit_ppm, and the header's share_window_ns/daemon_pid/flags. A reader of minor >= 1
 // finds them filled by a daemon of minor >= 1; the hook-written ones are added to by any
 // hook that knows them, whatever the daemon's minor (the words were zero and unused).
-inline constexpr uint16_t kAbiMinor = 1;
+// Minor 2 added, likewise in zeroed padding: GpuState::preempt_priority and TenantGpu::flags,
+// with which a hook of a higher-priority tenant takes the token itself (see `holder`).
+inline constexpr uint16_t kAbiMinor = 2;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -61,10 +63,16 @@ enum class DaemonState : uint32_t {
 struct alignas(64) GpuState {
   // Tenant index allowed to launch on this GPU, or kNoTenant (nobody: the previous holder's
   // queued work is draining, or nobody wants the GPU).
-  // Written by: the daemon only, store(release), always followed by a grant_seq increment.
+  // Written by: the daemon, compare-exchange(release) from the value it last read, always
+  // followed by a grant_seq increment; and (minor 2) by a hook whose tenant's priority is at
+  // least `preempt_priority` and which is not capped: compare-exchange(acq_rel) from the
+  // holder it saw to its own tenant, then a grant_seq increment and a kick, so that a
+  // high-priority tenant takes the GPU at the next kernel boundary without a round trip
+  // through the daemon. The daemon adopts such a change at its next step.
   // Read by: hooks on every launch, load(acquire). A holder whose tenant is no longer stored
   // here waits before its next launch; work it queued before stays queued (the daemon drains
-  // it before granting the next tenant).
+  // it before granting the next tenant; a preempting hook does not wait for it: the hook of
+  // a lower-priority tenant keeps that work short, CUSLICE_PREEMPT_QUEUED).
   std::atomic<uint32_t> holder;
 
   // Futex word: incremented (fetch_add, release) by the daemon after every store to
@@ -93,7 +101,19 @@ struct alignas(64) GpuState {
   // (cuDeviceGetUuid); read by the metrics for the `gpu` label. A reader may see one word
   // updated and not the other only while the first hook writes it.
   std::atomic<uint64_t> uuid[2];
+  // Since minor 2. The lowest tenant priority (Tenant::priority) that may take the token
+  // from the current holder without asking: the holder's priority + 1 (or the priority + 1
+  // of the tenant whose queued work is draining); kNoPreempt while the GPU is free or a
+  // daemon of minor < 2 runs (the word is then 0 only before any step: see kNoPreempt).
+  // Written by the daemon (store, release) before it publishes a holder, and by a hook
+  // that took the token (its own priority + 1). Read by hooks in token_acquire's slow path.
+  std::atomic<uint32_t> preempt_priority;
+  uint32_t reserved0;
+  uint64_t reserved1;
 };
+// preempt_priority's "nobody may take it without asking". A daemon of minor < 2 leaves the
+// word 0: hooks of minor >= 2 check the header's abi_minor before they use it.
+inline constexpr uint32_t kNoPreempt = UINT32_MAX;
 
 // A tenant's use of one GPU.
 struct alignas(64) TenantGpu {
@@ -128,6 +148,11 @@ struct alignas(64) TenantGpu {
   // reported GPU time in the window / the window's length, in millionths, at most 1e6.
   // Published by the daemon (store, relaxed) a few times a second.
   std::atomic<uint32_t> achieved_share_ppm;
+  // Since minor 2. Written by the daemon (store, relaxed) at each step; read by hooks.
+  std::atomic<uint32_t> flags;
+  // The tenant reached its limit on this GPU: it may not take the token itself.
+  static constexpr uint32_t kCapped = 1u << 0;
+  uint8_t reserved0[16];
 };
 
 struct alignas(64) Tenant {
@@ -230,6 +255,7 @@ static_assert(offsetof(Segment, gpus) == 64);
 static_assert(offsetof(Segment, share_window_ns) == 40 && offsetof(Segment, reserved1) == 56);
 static_assert(offsetof(GpuState, memory_total) == 24 && offsetof(GpuState, uuid) == 32);
 static_assert(offsetof(TenantGpu, wait_ns) == 16 && offsetof(TenantGpu, achieved_share_ppm) == 40);
+static_assert(offsetof(GpuState, preempt_priority) == 48 && offsetof(TenantGpu, flags) == 44);
 static_assert(offsetof(Tenant, name) == 24 && offsetof(Tenant, share_ppm) == 88 &&
               offsetof(Tenant, gpu) == 128);
 static_assert(sizeof(Segment) ==

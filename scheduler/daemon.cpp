@@ -601,18 +601,56 @@ void Daemon::schedule() {
     shm::GpuState& gs = segment_->gpus[g];
     // Drop bits of tenants that no longer wait; bits set since the scan above stay.
     gs.waiting_tenants.fetch_and(waiting[g] | ~gs.waiting_tenants.load(), std::memory_order_relaxed);
-    const TokenPolicy::Decision d = policies_[g].step(now, activity[g]);
+    TokenPolicy& policy = policies_[g];
+    // A hook that outranked the holder may have taken the token itself (token_policy.h,
+    // rule 6). The daemon's store is a compare-exchange from what it saw, so such a take is
+    // never overwritten: it is adopted, and the step runs again.
+    uint32_t seen = gs.holder.load(std::memory_order_acquire);
+    TokenPolicy::Decision d;
+    for (;;) {
+      if (seen != policy.holder() && seen < shm::kMaxTenants && tenant_params_[seen].present) {
+        policy.adopt(seen, now);
+        gs.handoffs.fetch_add(1, std::memory_order_relaxed);
+        segment_->tenants[seen].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
+        spdlog::debug("gpu {}: {} took the token", g, segment_->tenants[seen].name);
+      }
+      d = policy.step(now, activity[g]);
+      publish_preemption(g, d.holder);
+      if (seen == d.holder) break;
+      if (gs.holder.compare_exchange_strong(seen, d.holder, std::memory_order_acq_rel)) {
+        gs.grant_seq.fetch_add(1, std::memory_order_release);
+        gs.handoffs.fetch_add(1, std::memory_order_relaxed);
+        if (d.holder != kNoHolder)
+          segment_->tenants[d.holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
+        futex_wake_all(&gs.grant_seq);
+        spdlog::debug("gpu {}: token -> {}", g,
+                      d.holder == kNoHolder ? "(none)" : segment_->tenants[d.holder].name);
+        break;
+      }
+    }
     wake = std::min(wake, d.wake_at);
-    if (gs.holder.load(std::memory_order_relaxed) == d.holder) continue;
-    gs.holder.store(d.holder, std::memory_order_release);
-    gs.grant_seq.fetch_add(1, std::memory_order_release);
-    gs.handoffs.fetch_add(1, std::memory_order_relaxed);
-    if (d.holder != kNoHolder)
-      segment_->tenants[d.holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
-    futex_wake_all(&gs.grant_seq);
-    spdlog::debug("gpu {}: token -> {}", g, d.holder == kNoHolder ? "(none)" : segment_->tenants[d.holder].name);
   }
   arm_timer(wake);
+}
+
+void Daemon::publish_preemption(uint32_t g, uint32_t holder) {
+  shm::GpuState& gs = segment_->gpus[g];
+  const TokenPolicy& policy = policies_[g];
+  // Who may take the token without asking: a tenant that outranks whoever has work on the
+  // GPU (the holder, or the tenant draining); nobody while the GPU is free, where the
+  // policy's own choice among the waiting tenants must stand.
+  const uint32_t owner = holder != kNoHolder ? holder : policy.draining();
+  const uint32_t floor = owner != kNoHolder && owner < tenant_params_.size()
+                             ? static_cast<uint32_t>(tenant_params_[owner].priority) + 1
+                             : shm::kNoPreempt;
+  if (gs.preempt_priority.load(std::memory_order_relaxed) != floor)
+    gs.preempt_priority.store(floor, std::memory_order_release);
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if (!tenant_params_[t].present) continue;
+    std::atomic<uint32_t>& flags = segment_->tenants[t].gpu[g].flags;
+    const uint32_t want = policy.capped(t) ? shm::TenantGpu::kCapped : 0;
+    if (flags.load(std::memory_order_relaxed) != want) flags.store(want, std::memory_order_relaxed);
+  }
 }
 
 void Daemon::publish_shares() {
@@ -643,6 +681,7 @@ void Daemon::stop() {
   // Tell every hook, waiters first: they wake, see kStopped and run ungated.
   segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kStopped), std::memory_order_release);
   for (shm::GpuState& gs : segment_->gpus) {
+    gs.preempt_priority.store(shm::kNoPreempt, std::memory_order_release);
     gs.holder.store(shm::kNoTenant, std::memory_order_release);
     gs.grant_seq.fetch_add(1, std::memory_order_release);
     futex_wake_all(&gs.grant_seq);

@@ -92,6 +92,8 @@ class Daemon {
   void drop_client(int fd);
   void release_slot(uint32_t slot);
   void schedule();
+  // Publishes who may take GPU g's token without asking, and which tenants are capped.
+  void publish_preemption(uint32_t g, uint32_t holder);
   void publish_shares();
   void arm_timer(TokenPolicy::Nanos wake_at);
   void update_idle_timer();

@@ -35,7 +35,10 @@ SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std:
   segment_->abi_minor = shm::kAbiMinor;
   segment_->total_size = sizeof(shm::Segment);
   segment_->generation = generation;
-  for (shm::GpuState& gpu : segment_->gpus) gpu.holder.store(shm::kNoTenant, std::memory_order_relaxed);
+  for (shm::GpuState& gpu : segment_->gpus) {
+    gpu.holder.store(shm::kNoTenant, std::memory_order_relaxed);
+    gpu.preempt_priority.store(shm::kNoPreempt, std::memory_order_relaxed);
+  }
   for (shm::Tenant& t : segment_->tenants) t.memory_quota.store(shm::kUnlimited, std::memory_order_relaxed);
 }
 

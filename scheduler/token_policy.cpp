@@ -27,6 +27,14 @@ void TokenPolicy::charge(uint32_t tenant, Nanos gpu_time, Nanos now) {
   }
 }
 
+void TokenPolicy::adopt(uint32_t tenant, Nanos now) {
+  if (tenant >= tenants_.size() || tenant == holder_) return;
+  holder_ = tenant;
+  granted_at_ = now;
+  draining_ = kNoHolder;
+  if (lender_ == tenant) lender_ = kNoHolder;
+}
+
 void TokenPolicy::expire_window(Account& a, Nanos now) const {
   while (!a.window.empty() && a.window.front().first <= now - params_.limit_window) {
     a.window_sum -= a.window.front().second;
@@ -35,6 +43,7 @@ void TokenPolicy::expire_window(Account& a, Nanos now) const {
 }
 
 bool TokenPolicy::capped(uint32_t t) const {
+  if (t >= tenants_.size()) return false;
   const double allowed = tenants_[t].limit * static_cast<double>(params_.limit_window.count());
   return tenants_[t].limit < 1.0 && static_cast<double>(accounts_[t].window_sum.count()) >= allowed;
 }

@@ -23,6 +23,11 @@
 //      often (a pause per step) thus keep their share.
 //   5. A revoked holder's queued work drains before the next tenant is granted (bounded by
 //      drain_timeout), so that GPU time is charged to whoever really ran.
+//   6. A tenant that outranks the holder (or the tenant draining) takes the token itself, in
+//      its hook, without waiting for a step (shm_protocol.h, GpuState::preempt_priority):
+//      the daemon reports that with adopt(), and the new holder's slice starts then. Its
+//      work overlaps the previous holder's last queued kernels, which that tenant's hook
+//      keeps short; rule 1 applied at the speed of a compare-exchange.
 #pragma once
 
 #include <chrono>
@@ -77,6 +82,12 @@ class TokenPolicy {
   Decision step(Nanos now, const std::vector<TenantActivity>& activity);
 
   uint32_t holder() const { return holder_; }
+  // The tenant whose queued work is draining before the next grant, or kNoHolder.
+  uint32_t draining() const { return draining_; }
+  // `tenant` took the token itself at `now` (rule 6): it holds it from now, nobody drains.
+  void adopt(uint32_t tenant, Nanos now);
+  // Whether `tenant` reached its limit (rule 3) as of the last step.
+  bool capped(uint32_t tenant) const;
 
  private:
   struct Account {
@@ -88,7 +99,6 @@ class TokenPolicy {
   };
 
   void expire_window(Account& a, Nanos now) const;
-  bool capped(uint32_t t) const;
   bool eligible(uint32_t t, const std::vector<TenantActivity>& activity) const;
   uint32_t pick(const std::vector<TenantActivity>& activity) const;
   void update_competition(const std::vector<TenantActivity>& activity, Nanos now);

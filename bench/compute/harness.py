@@ -282,8 +282,10 @@ def worker_env(mode, tenant, opts):
     if mode == "cuslice":
         pre.insert(0, os.path.join(opts.bundle, "lib", "libcuslice.so"))
         env.update(CUSLICE_SOCKET=SOCKET, CUSLICE_TENANT=tenant)
-        if os.environ.get("CUSLICE_LOG_LEVEL"):
-            env["CUSLICE_LOG_LEVEL"] = os.environ["CUSLICE_LOG_LEVEL"]
+        # The hook's own settings, when the caller sets them (variants of one bundle).
+        for var in ("CUSLICE_LOG_LEVEL", "CUSLICE_MAX_QUEUED", "CUSLICE_PREEMPT_QUEUED"):
+            if os.environ.get(var):
+                env[var] = os.environ[var]
     if pre:
         env["LD_PRELOAD"] = ":".join(pre)
     else:

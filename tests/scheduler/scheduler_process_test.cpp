@@ -222,6 +222,72 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheGpu) {
   EXPECT_LT(static_cast<double>(low), 0.05 * static_cast<double>(low + high)) << "low=" << low << " high=" << high;
 }
 
+// A tenant that outranks the holder takes the token in its own hook: it does not wait for the
+// daemon, which is stopped (SIGSTOP) while it does so, and the daemon adopts the change when
+// it runs again. An equal-priority tenant still waits for the daemon.
+TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutTheDaemon) {
+  write_config(
+      "scheduler: {quantum: 10ms}\n"
+      "tenants:\n"
+      "  - {name: low, priority: low}\n"
+      "  - {name: low2, priority: low}\n"
+      "  - {name: high, priority: high}\n");
+  start_daemon();
+  const uint32_t low = tenant_index("low"), high = tenant_index("high");
+  spawn("low", [] {
+    client::token_acquire(0);  // holds it (busy) until killed
+    pause();
+    return 0;
+  });
+  ASSERT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == low; }, 2000ms));
+  ASSERT_TRUE(eventually([&] { return segment_->gpus[0].preempt_priority.load() == 1; }, 2000ms))
+      << "the daemon publishes that a priority above low may take the token";
+  // Both register first (that needs the daemon), then wait for SIGUSR1 to ask for the token.
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &usr1, nullptr);  // inherited: the children take it with sigwait
+  const auto after_go = [usr1](std::function<int()> body) {
+    return [usr1, body] {
+      int sig = 0;
+      sigwait(&usr1, &sig);
+      return body();
+    };
+  };
+  const pid_t peer = spawn("low2", after_go([] {
+                             client::token_acquire(0);
+                             return 0;
+                           }));
+  const pid_t taker = spawn("high", after_go([] {
+                              const auto start = Clock::now();
+                              client::token_acquire(0);
+                              return Clock::now() - start < 1000ms ? 0 : 1;
+                            }));
+  sigprocmask(SIG_UNBLOCK, &usr1, nullptr);
+  ASSERT_TRUE(eventually(
+      [&] {
+        int active = 0;
+        for (const shm::ProcessSlot& p : segment_->processes) active += p.state.load() == shm::ProcessSlot::kActive;
+        return active == 3;
+      },
+      2000ms));
+  kill(daemon_, SIGSTOP);
+  kill(peer, SIGUSR1);
+  kill(taker, SIGUSR1);
+  EXPECT_EQ(wait_exit(taker), 0) << "the high tenant waited for a stopped daemon";
+  EXPECT_EQ(segment_->gpus[0].holder.load(), high);
+  std::this_thread::sleep_for(100ms);
+  int status = 0;
+  EXPECT_EQ(waitpid(peer, &status, WNOHANG), 0) << "an equal-priority tenant took the token itself";
+  const uint64_t grants = segment_->tenants[high].gpu[0].token_grants.load();
+  kill(daemon_, SIGCONT);
+  // The daemon counts the take as a grant; the high tenant gone, the token goes back to low
+  // (low2 waits for low's slice to end, behind a holder that never reports GPU time).
+  EXPECT_TRUE(eventually([&] { return segment_->tenants[high].gpu[0].token_grants.load() == grants + 1; },
+                         2000ms));
+  EXPECT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == low; }, 2000ms));
+}
+
 TEST_F(SchedulerProcessTest, IdleHolderGivesTheTokenUpEarly) {
   write_config(
       "scheduler: {quantum: 5s}\n"

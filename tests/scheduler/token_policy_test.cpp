@@ -143,6 +143,59 @@ TEST(TokenPolicy, HigherPriorityPreemptsAtTheNextStep) {
   EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 0u);
 }
 
+TEST(TokenPolicy, AdoptedPreemptionHoldsUntilTheTenantIsIdle) {
+  PolicyParams p;
+  p.quantum = 10ms;
+  Sim sim({tenant(0.5), tenant(0.5, /*priority=*/2)}, p);
+  sim.activity[1].demand = false;
+  sim.run(20ms);
+  ASSERT_EQ(sim.policy.holder(), 0u);
+  // The high tenant's hook took the token itself while the low one still had work queued.
+  sim.activity[1].demand = true;
+  sim.activity[0].queued = true;
+  sim.policy.adopt(1, sim.now);
+  EXPECT_EQ(sim.policy.holder(), 1u);
+  EXPECT_EQ(sim.policy.draining(), kNoHolder) << "an adopted holder does not wait for a drain";
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, 1u);
+  EXPECT_EQ(sim.policy.step(sim.now + 50ms, sim.activity).holder, 1u) << "its slices renew while it has work";
+  sim.activity[1].demand = false;
+  sim.activity[0].queued = false;
+  EXPECT_EQ(sim.policy.step(sim.now + 51ms, sim.activity).holder, 0u) << "the low tenant gets it back";
+}
+
+TEST(TokenPolicy, AdoptDuringADrainEndsTheDrain) {
+  PolicyParams p;
+  p.quantum = 10ms;
+  p.drain_timeout = 10ms;
+  Sim sim({tenant(0.5, /*priority=*/0), tenant(0.5, /*priority=*/1), tenant(0.5, /*priority=*/2)}, p);
+  sim.activity[1].demand = false;
+  sim.activity[2].demand = false;
+  sim.run(20ms);
+  ASSERT_EQ(sim.policy.holder(), 0u);
+  // Tenant 1 outranks the holder, whose queued work drains first ...
+  sim.activity[1].demand = true;
+  sim.activity[0].queued = true;
+  EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, kNoHolder);
+  ASSERT_EQ(sim.policy.draining(), 0u);
+  // ... when tenant 2 takes the token itself: it needs no drain, and tenant 1 keeps waiting.
+  sim.activity[2].demand = true;
+  sim.policy.adopt(2, sim.now + 1ms);
+  EXPECT_EQ(sim.policy.draining(), kNoHolder);
+  EXPECT_EQ(sim.policy.step(sim.now + 1ms, sim.activity).holder, 2u);
+  sim.activity[2].demand = false;
+  sim.activity[0].queued = false;
+  EXPECT_EQ(sim.policy.step(sim.now + 2ms, sim.activity).holder, 1u);
+}
+
+TEST(TokenPolicy, CappedIsVisibleForTheHooks) {
+  PolicyParams p;
+  p.limit_window = 100ms;
+  Sim sim({tenant(1.0, 2, 0.3)}, p);
+  sim.run(50ms);
+  EXPECT_TRUE(sim.policy.capped(0)) << "30 ms of a 100 ms window used";
+  EXPECT_FALSE(sim.policy.capped(7)) << "no such tenant";
+}
+
 TEST(TokenPolicy, IdleHolderHandsOverEarly) {
   PolicyParams p;
   p.quantum = 1s;
