@@ -261,7 +261,7 @@ bool pass(bool& revoked) {
     const uint64_t launched = dev.launched.load(std::memory_order_acquire);
     const uint64_t completed = dev.completed.load(std::memory_order_acquire);
     const bool deep = g_others.load(std::memory_order_relaxed) &&
-                      launched - completed > dev.allowed.load(std::memory_order_relaxed);
+                      launched - completed >= dev.allowed.load(std::memory_order_relaxed);
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
       if (!deep) dev.throttle.notify_all();
@@ -275,7 +275,8 @@ bool pass(bool& revoked) {
       else if (dev.drained_since == 0)
         dev.drained_since = now;
       any_busy = true;
-      if (pending[d] && !client::holding(gpu)) revoked = true;
+      // Revoked, or a lower-priority tenant waits for this one to drain: look again soon.
+      if (pending[d] && (!client::holding(gpu) || client::lower_priority_waiting(gpu))) revoked = true;
       if (now - dev.busy_since >= kReportNs) {
         account(dev, gpu, now, completed);
         dev.busy_since = now;
@@ -399,7 +400,12 @@ void note_launch(int device, CUstream stream) {
     if (!s->dirty.load(std::memory_order_relaxed)) s->dirty.store(1, std::memory_order_release);
   }
   // Idle to busy: wake the monitor (one system call per busy period, not per launch).
+  // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
+  // when each one completes, not a batch of them: wake it to record after every launch.
   if (!dev.busy.load(std::memory_order_relaxed) && !dev.busy.exchange(1, std::memory_order_acq_rel)) {
+    g_wake.fetch_add(1, std::memory_order_release);
+    futex_wake_all(&g_wake);
+  } else if (g_higher.load(std::memory_order_relaxed)) {
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
   }
@@ -412,8 +418,9 @@ void wait_for_room(int device) {
   // Queue too deep (the monitor saw old work still waiting, or more launches are in flight
   // than the bound holds at the mean kernel time): wait until the monitor sees work finish.
   Device& dev = g_devices[device];
+  // At most `allowed` in flight: this launch waits while that many are.
   if (g_others.load(std::memory_order_relaxed) &&
-      dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire) >
+      dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire) >=
           dev.allowed.load(std::memory_order_relaxed)) {
     dev.throttle.store(1, std::memory_order_release);
     g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it

@@ -9,10 +9,13 @@
 //     token back (client::token_release), so a holder with nothing to run frees the GPU
 //     early and a revoked holder is known to have drained;
 //   - bounds the queued work: from the mean kernel time it measures (busy time per completed
-//     launch), launches wait while more are in flight than CUSLICE_MAX_QUEUED holds (never
-//     fewer than two: one running, one queued behind it, so the GPU does not idle). The
-//     token therefore changes hands within about that time plus one kernel, not after
-//     seconds of queued kernels;
+//     launch), a launch waits while as many are in flight as CUSLICE_MAX_QUEUED holds (at
+//     least two: one running, one queued behind it, so the GPU does not idle). The token
+//     therefore changes hands within about that time plus one kernel, not after seconds of
+//     queued kernels. Beside a tenant of higher priority, which takes the GPU without waiting
+//     for this one to drain, the bound is CUSLICE_PREEMPT_QUEUED (at least one launch), the
+//     monitor records after every launch and polls every 10 us, so that the few launches
+//     allowed are refilled as each completes;
 //   - keeps the token through short pauses: drained, the process keeps it for 500 us in case
 //     it launches again (a synchronisation between steps), then gives it back.
 // Events, not per-launch synchronisation; the launching threads never call the driver for it.
