@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,12 @@ constexpr int64_t kDrainPollNs = 10'000;      // ... and this soon while revoked
 // monitor must see it at once or the GPU idles. (With the timer slack at 1 ns: the default
 // 50 us slack would make every one of these polls 50 us late.)
 constexpr int64_t kTightPollNs = 10'000;
+// ... and this soon while a launching thread waits for room: it launches as soon as the
+// monitor sees a launch complete.
+constexpr int64_t kThrottledPollNs = 3'000;
+// A launching thread that must wait for room spins this long before it sleeps: the monitor
+// usually frees it within microseconds, and waking a sleeping thread costs tens of them.
+constexpr int64_t kThrottleSpinNs = 50'000;
 constexpr int64_t kNeighboursNs = 50'000'000; // how often to look who else is registered
 constexpr int64_t kIdleWaitNs = 100'000'000;  // ... and at least this often when idle
 constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this often when busy
@@ -85,6 +92,13 @@ struct alignas(64) Device {
   int64_t drained_since = 0;  // 0: work pending
   double busy_ns = 0, busy_launches = 0;
   uint64_t completed_accounted = 0;
+  // Time with launches in flight, sampled at each pass: the mean kernel time is this per
+  // completed launch. Not the busy interval: that also holds the application's own pauses
+  // between launches, which would make kernels look longer, the bound a smaller count, and
+  // so the pauses longer.
+  int64_t in_flight_ns = 0;
+  int64_t last_look = 0;
+  bool had_in_flight = false;
 };
 
 Slot g_slots[kSlots];
@@ -200,9 +214,11 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   client::report_gpu_time(gpu, static_cast<uint64_t>(busy));
   const uint64_t done = completed - dev.completed_accounted;
   dev.completed_accounted = completed;
+  const int64_t in_flight = dev.in_flight_ns;
+  dev.in_flight_ns = 0;
   if (done == 0) return;
   constexpr double kDecay = 0.9;
-  dev.busy_ns = dev.busy_ns * kDecay + static_cast<double>(busy);
+  dev.busy_ns = dev.busy_ns * kDecay + static_cast<double>(in_flight > 0 ? in_flight : busy);
   dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);
   const double mean = dev.busy_ns / dev.busy_launches;
   const bool higher = g_higher.load(std::memory_order_relaxed);
@@ -215,7 +231,7 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
 
 // One pass over every tracked stream. Returns true while any device is busy; *revoked: a
 // busy device's token was taken back (its drain is awaited: look again soon).
-bool pass(bool& revoked) {
+bool pass(bool& revoked, bool& throttled) {
   const int64_t now = now_ns();
   bool any_busy = false;
   bool pending[kMaxDevices] = {};
@@ -255,17 +271,22 @@ bool pass(bool& revoked) {
     if (!dev.tracking) {
       dev.tracking = true;
       dev.busy_since = now;
+      dev.had_in_flight = false;
     }
     // Queue bound: more launches in flight than the limit holds at the mean kernel time.
     // (The age of the oldest record is no measure: it includes the kernel running now.)
     const uint64_t launched = dev.launched.load(std::memory_order_acquire);
     const uint64_t completed = dev.completed.load(std::memory_order_acquire);
+    if (dev.had_in_flight) dev.in_flight_ns += now - dev.last_look;
+    dev.last_look = now;
+    dev.had_in_flight = launched != completed;
     const bool deep = g_others.load(std::memory_order_relaxed) &&
                       launched - completed >= dev.allowed.load(std::memory_order_relaxed);
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
       if (!deep) dev.throttle.notify_all();
     }
+    if (deep) throttled = true;
     const int gpu = scheduler_link::gpu(d);
     // Keep the token through a short pause, unless a lower-priority tenant waits for it.
     const int64_t grace = pending[d] || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
@@ -313,13 +334,15 @@ void* monitor(void*) {
       g_higher.store(n.higher, std::memory_order_relaxed);
       next_neighbours = now_ns() + kNeighboursNs;
     }
-    bool revoked = false;
-    const bool busy = pass(revoked);
+    bool revoked = false, throttled = false;
+    const bool busy = pass(revoked, throttled);
     client::maintain();
     // Busy: look again soon (very soon while revoked). Idle: sleep until a launch makes a
     // device busy, and re-check the scheduler connection now and then.
-    const int64_t busy_poll = g_higher.load(std::memory_order_relaxed) ? kTightPollNs : kBusyPollNs;
-    futex_wait(&g_wake, wake, revoked ? kDrainPollNs : busy ? busy_poll : kIdleWaitNs);
+    const int64_t busy_poll = throttled ? kThrottledPollNs
+                              : g_higher.load(std::memory_order_relaxed) ? kTightPollNs
+                                                                         : kBusyPollNs;
+    futex_wait(&g_wake, wake, revoked ? std::min(kDrainPollNs, busy_poll) : busy ? busy_poll : kIdleWaitNs);
   }
   return nullptr;
 }
@@ -426,6 +449,10 @@ void wait_for_room(int device) {
     g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it
     futex_wake_all(&g_wake);
   }
+  if (dev.throttle.load(std::memory_order_acquire)) {
+    const int64_t until = now_ns() + kThrottleSpinNs;
+    while (dev.throttle.load(std::memory_order_acquire) && now_ns() < until) __builtin_ia32_pause();
+  }
   while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
 }
 
@@ -480,6 +507,8 @@ void after_fork_child() {
     d.tracking = false;
     d.busy_ns = d.busy_launches = 0;
     d.completed_accounted = 0;
+    d.in_flight_ns = 0;
+    d.had_in_flight = false;
   }
   g_captures.store(0, std::memory_order_relaxed);
   new (&g_monitor) std::mutex();
