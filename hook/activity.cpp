@@ -109,7 +109,7 @@ std::atomic<bool> g_running{false};
 std::atomic<bool> g_stop{false};
 std::mutex g_monitor;  // the monitor's pass vs. capture start and stream destruction
 int64_t g_max_queued_ns = 500'000;
-int64_t g_preempt_queued_ns = 100'000;  // the bound while a higher-priority tenant exists
+int64_t g_preempt_queued_ns = 250'000;  // the bound while a higher-priority tenant exists
 
 using EventCreate = CUresult (*)(CUevent*, unsigned int);
 using EventRecord = CUresult (*)(CUevent, CUstream);

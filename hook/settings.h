@@ -15,7 +15,7 @@
 //                          change hands, beside one kernel (default 500us; us, ms or s).
 //   CUSLICE_PREEMPT_QUEUED the same bound while a tenant of higher priority is registered:
 //                          how long that tenant waits for this one's queued work when it
-//                          takes the GPU (default 100us; never less than one kernel).
+//                          takes the GPU (default 250us; never less than one kernel).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ struct Settings {
   uint64_t context_bytes = 600ull << 20;
   uint64_t context_headroom = 128ull << 20;
   uint64_t max_queued_ns = 500'000;
-  uint64_t preempt_queued_ns = 100'000;
+  uint64_t preempt_queued_ns = 250'000;
 };
 
 // Parses the variables (getenv happens here only). Idempotent.
