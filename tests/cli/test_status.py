@@ -2,6 +2,7 @@
 the tool reads back from the shared segment (table, JSON, --watch)."""
 import json
 import os
+import pty
 import select
 import signal
 import subprocess
@@ -162,6 +163,70 @@ def test_watch_json_prints_one_document_per_refresh(cuslice_bin, scheduler):
     finally:
         watch.terminate()
         watch.communicate(timeout=DEADLINE)
+
+
+def read_frames(fd, count, marker):
+    """Reads from `fd` until `count` occurrences of `marker` (or the deadline); the text."""
+    out = b""
+    end = time.monotonic() + DEADLINE
+    while out.count(marker) < count and time.monotonic() < end:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:  # the pty's other side closed
+                break
+    return out.decode(errors="replace")
+
+
+def test_watch_on_a_terminal_redraws_the_table_in_place(cuslice_bin, scheduler, processes):
+    processes.append(FakeProcess(scheduler.socket, "train", "--reserve", GiB, "--memory-total", 16 * GiB))
+    primary, secondary = pty.openpty()
+    watch = subprocess.Popen(
+        [str(cuslice_bin), "status", "--watch", "0.1", "--socket", str(scheduler.socket)],
+        stdout=secondary, stderr=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    os.close(secondary)
+    try:
+        clear = "\x1b[H\x1b[2J"
+        text = read_frames(primary, 3, clear.encode())
+        frames = text.split(clear)
+        # Each frame starts by homing the cursor and clearing the screen, then the full table.
+        assert frames[0] == "" and len(frames) >= 4, repr(text)
+        for frame in frames[1:3]:
+            assert "cuslice-scheduler running" in frame, repr(frame)
+            assert "TENANT" in frame and "train" in frame and "serve" in frame, repr(frame)
+            assert "1.00 GiB / 4.00 GiB" in frame, repr(frame)
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=DEADLINE)
+        os.close(primary)
+
+
+def test_watch_keeps_going_while_the_scheduler_is_away(cuslice_bin, tmp_path):
+    first = Scheduler(tmp_path, config=CONFIG).wait_ready()
+    watch = subprocess.Popen(
+        [str(cuslice_bin), "status", "--watch", "0.1", "--socket", str(first.socket)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    fd = watch.stdout.fileno()
+    second = None
+    try:
+        # Piped, the table is not redrawn: frames follow each other.
+        assert "cuslice-scheduler running" in read_frames(fd, 2, b"cuslice-scheduler running")
+        first.stop()
+        gone = read_frames(fd, 2, b"cannot open the shared segment")
+        assert gone.count("cannot open the shared segment") >= 2, gone
+        assert watch.poll() is None, "the watch ended when the scheduler went away"
+        second = Scheduler(tmp_path, config=CONFIG).wait_ready()
+        back = read_frames(fd, 1, b"cuslice-scheduler running")
+        assert f"pid {second.process.pid}" in back, back
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=DEADLINE)
+        if second is not None:
+            second.stop()
 
 
 def test_watch_takes_an_optional_interval(run_cuslice):
