@@ -147,6 +147,20 @@ void publish_devices(const Attachment* att) {
   }
 }
 
+// Tells the daemon which Kubernetes workload this process is, when the pod's environment
+// says (socket_protocol.h, WorkloadMessage); labels for the tenant's metrics, nothing else.
+void send_workload(int fd) {
+  const char* ns = getenv(wire::kPodNamespaceEnv);
+  const char* pod = getenv(wire::kPodNameEnv);
+  const char* container = getenv(wire::kContainerNameEnv);
+  if (fd < 0 || (!ns && !pod && !container)) return;
+  wire::WorkloadMessage msg;
+  if (ns) strncpy(msg.pod_namespace, ns, sizeof msg.pod_namespace - 1);
+  if (pod) strncpy(msg.pod_name, pod, sizeof msg.pod_name - 1);
+  if (container) strncpy(msg.container_name, container, sizeof msg.container_name - 1);
+  send(fd, &msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL);  // lost: only labels are missing
+}
+
 // One registration attempt; the caller holds g.attaching.
 AttachStatus register_now() {
   const char* path = getenv(wire::kSocketEnv);
@@ -215,6 +229,7 @@ AttachStatus register_now() {
   g.error[0] = '\0';
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
+  send_workload(g.fd.load(std::memory_order_relaxed));
   return AttachStatus::kAttached;
 }
 

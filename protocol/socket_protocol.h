@@ -55,6 +55,28 @@ struct RegisterRequest {
   uint64_t charged[shm::kMaxGpus] = {};
 };
 
+// Sent by a registered hook right after the reply, when its environment names the
+// Kubernetes workload it runs in (CUSLICE_POD_NAMESPACE, CUSLICE_POD_NAME,
+// CUSLICE_CONTAINER_NAME: the pod's downward API, see deploy/). The daemon uses it only for
+// the `namespace`/`pod`/`container` labels of the tenant's metrics. A separate message, not
+// a longer RegisterRequest, so that either side may be older: a daemon that does not know it
+// reads it as a kick, which costs one scheduling step.
+inline constexpr uint32_t kWorkloadMagic = 0x4B574C43;  // "CLWK"
+inline constexpr const char* kPodNamespaceEnv = "CUSLICE_POD_NAMESPACE";
+inline constexpr const char* kPodNameEnv = "CUSLICE_POD_NAME";
+inline constexpr const char* kContainerNameEnv = "CUSLICE_CONTAINER_NAME";
+
+struct WorkloadMessage {
+  uint32_t magic = kWorkloadMagic;
+  uint16_t version = kVersion;
+  uint16_t size = sizeof(WorkloadMessage);
+  // Each NUL-terminated, empty when unknown. Kubernetes allows 63 characters for a namespace
+  // and a container name, 253 for a pod name.
+  char pod_namespace[64] = {};
+  char pod_name[256] = {};
+  char container_name[64] = {};
+};
+
 enum class RegisterStatus : int32_t {
   kOk = 0,
   kRefused = 1,          // no tenant for this process (message says why); do not retry
@@ -130,6 +152,7 @@ struct ControlReply {
   char message[8192] = {};
 };
 
+static_assert(std::is_trivially_copyable_v<WorkloadMessage> && sizeof(WorkloadMessage) == 392);
 static_assert(std::is_trivially_copyable_v<RegisterRequest>);
 static_assert(std::is_trivially_copyable_v<RegisterReply>);
 static_assert(sizeof(RegisterRequest) == 8 + 64 + 8 * shm::kMaxGpus);

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <system_error>
 
@@ -227,7 +228,7 @@ void Daemon::add_to_epoll(int fd, uint32_t events) {
 
 void Daemon::start_metrics(uint16_t port) {
   metrics_ = std::make_unique<MetricsServer>(
-      options_.metrics_address, port, [this] { return render_metrics(take_snapshot(*segment_)); },
+      options_.metrics_address, port, [this] { return render_metrics(take_snapshot(*segment_), workloads()); },
       [this] {
         return segment_->state.load(std::memory_order_acquire) ==
                static_cast<uint32_t>(shm::DaemonState::kRunning);
@@ -371,11 +372,22 @@ void Daemon::on_client_readable(int fd) {
     on_first_message(fd, it->second);
     return;
   }
-  // A hook's only messages are kicks, a lease sends none. Drain them; EOF means the
-  // process (and, for a lease, every process that inherited the connection) is gone.
-  char buf[64];
+  // A hook's messages are kicks and, once, the workload it runs in; a lease sends none.
+  // Drain them; EOF means the process (and, for a lease, every process that inherited the
+  // connection) is gone.
+  alignas(wire::WorkloadMessage) char buf[sizeof(wire::WorkloadMessage) + 1];
   for (;;) {
     const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof(wire::WorkloadMessage)) && it->second.kind == ClientKind::kHook) {
+      wire::WorkloadMessage msg;
+      std::memcpy(&msg, buf, sizeof msg);
+      if (msg.magic == wire::kWorkloadMagic && msg.size == sizeof msg) {
+        const auto text = [](const char* field, size_t size) { return std::string(field, strnlen(field, size)); };
+        it->second.workload = {text(msg.pod_namespace, sizeof msg.pod_namespace),
+                               text(msg.pod_name, sizeof msg.pod_name),
+                               text(msg.container_name, sizeof msg.container_name)};
+      }
+    }
     if (n > 0) continue;
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
     drop_client(fd);
@@ -651,6 +663,27 @@ void Daemon::publish_preemption(uint32_t g, uint32_t holder) {
     const uint32_t want = policy.capped(t) ? shm::TenantGpu::kCapped : 0;
     if (flags.load(std::memory_order_relaxed) != want) flags.store(want, std::memory_order_relaxed);
   }
+}
+
+TenantWorkloads Daemon::workloads() const {
+  TenantWorkloads out;
+  std::map<std::string, int> seen;  // processes per tenant so far
+  for (const auto& [fd, client] : clients_) {
+    if (client.kind != ClientKind::kHook || client.slot < 0) continue;
+    const uint32_t t = segment_->processes[client.slot].tenant.load(std::memory_order_relaxed);
+    if (t >= shm::kMaxTenants) continue;
+    const std::string name = segment_->tenants[t].name;
+    Workload& w = out[name];
+    if (seen[name]++ == 0) {
+      w = client.workload;
+      continue;
+    }
+    // A field stays only while every process of the tenant reported the same value.
+    if (w.pod_namespace != client.workload.pod_namespace) w.pod_namespace.clear();
+    if (w.pod_name != client.workload.pod_name) w.pod_name.clear();
+    if (w.container_name != client.workload.container_name) w.container_name.clear();
+  }
+  return out;
 }
 
 void Daemon::publish_shares() {

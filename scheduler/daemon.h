@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "metrics_exposition.h"
 #include "metrics_server.h"
 #include "share_window.h"
 #include "shared_segment.h"
@@ -74,6 +75,7 @@ class Daemon {
     pid_t pid = 0;
     uid_t uid = 0;
     gid_t gid = 0;
+    Workload workload;  // kHook only, when it sent a WorkloadMessage
   };
   struct ReloadOutcome {
     bool ok = false;
@@ -95,6 +97,8 @@ class Daemon {
   // Publishes who may take GPU g's token without asking, and which tenants are capped.
   void publish_preemption(uint32_t g, uint32_t holder);
   void publish_shares();
+  // Per tenant, the workload its registered processes agree on (metrics labels).
+  TenantWorkloads workloads() const;
   void arm_timer(TokenPolicy::Nanos wake_at);
   void update_idle_timer();
   void start_metrics(uint16_t port);

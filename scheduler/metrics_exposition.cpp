@@ -40,12 +40,26 @@ class Writer {
   const char* name_ = "";
 };
 
-std::string tenant_labels(const TenantSnapshot& t) {
-  return fmt::format("tenant=\"{}\"", escape_label(t.name));
+std::string workload_labels(const TenantSnapshot& t, const TenantWorkloads& workloads) {
+  const auto it = workloads.find(t.name);
+  if (it == workloads.end()) return "";
+  std::string out;
+  const auto add = [&out](const char* name, const std::string& value) {
+    if (!value.empty()) out += fmt::format(",{}=\"{}\"", name, escape_label(value));
+  };
+  add("namespace", it->second.pod_namespace);
+  add("pod", it->second.pod_name);
+  add("container", it->second.container_name);
+  return out;
 }
 
-std::string tenant_gpu_labels(const TenantSnapshot& t, const GpuSnapshot& gpu) {
-  return fmt::format("tenant=\"{}\",gpu=\"{}\"", escape_label(t.name), escape_label(gpu_label(gpu)));
+std::string tenant_labels(const TenantSnapshot& t, const TenantWorkloads& workloads) {
+  return fmt::format("tenant=\"{}\"{}", escape_label(t.name), workload_labels(t, workloads));
+}
+
+std::string tenant_gpu_labels(const TenantSnapshot& t, const GpuSnapshot& gpu, const TenantWorkloads& workloads) {
+  return fmt::format("tenant=\"{}\",gpu=\"{}\"{}", escape_label(t.name), escape_label(gpu_label(gpu)),
+                     workload_labels(t, workloads));
 }
 
 constexpr double kNanosPerSecond = 1e9;
@@ -53,7 +67,7 @@ constexpr double kPpm = 1e6;
 
 }  // namespace
 
-std::string render_metrics(const SegmentSnapshot& s) {
+std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& workloads) {
   Writer w;
   // One family per tenant-GPU quantity; `value` returns nothing to leave a sample out.
   const auto per_tenant_gpu = [&](const char* name, const char* type, const char* help,
@@ -61,12 +75,12 @@ std::string render_metrics(const SegmentSnapshot& s) {
     w.family(name, type, help);
     for (const TenantSnapshot& t : s.tenants)
       for (const TenantGpuSnapshot& use : t.gpus)
-        if (const auto v = value(use)) w.sample(tenant_gpu_labels(t, s.gpus[use.gpu]), *v);
+        if (const auto v = value(use)) w.sample(tenant_gpu_labels(t, s.gpus[use.gpu], workloads), *v);
   };
   const auto per_tenant = [&](const char* name, const char* type, const char* help,
                               const std::function<double(const TenantSnapshot&)>& value) {
     w.family(name, type, help);
-    for (const TenantSnapshot& t : s.tenants) w.sample(tenant_labels(t), value(t));
+    for (const TenantSnapshot& t : s.tenants) w.sample(tenant_labels(t, workloads), value(t));
   };
 
   per_tenant_gpu("cuslice_tenant_memory_used_bytes", "gauge", "GPU memory reserved by the tenant's processes.",

@@ -64,6 +64,22 @@ TEST(MetricsExpositionTest, SamplesCarryBaseUnitsAndTheGpuUuid) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\nin:\n" << text;
 }
 
+TEST(MetricsExpositionTest, KnownWorkloadFieldsBecomeLabels) {
+  TenantWorkloads workloads;
+  workloads["train"] = {"ml", "trainer-7f9c", ""};  // container unknown: no label
+  const std::string text = render_metrics(two_tenants_one_gpu(), workloads);
+  EXPECT_NE(text.find("cuslice_tenant_memory_used_bytes{tenant=\"train\",gpu=\"GPU-00112233-4455-6677-8899-"
+                      "aabbccddeeff\",namespace=\"ml\",pod=\"trainer-7f9c\"} 1073741824\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cuslice_tenant_processes{tenant=\"train\",namespace=\"ml\",pod=\"trainer-7f9c\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("container="), std::string::npos);
+  // A tenant without a workload keeps only its own labels.
+  EXPECT_NE(text.find("cuslice_tenant_processes{tenant=\"we\\\"ird\"} 0\n"), std::string::npos) << text;
+}
+
 TEST(MetricsExpositionTest, EveryFamilyIsTypedOnceBeforeItsSamples) {
   const std::string text = render_metrics(two_tenants_one_gpu());
   EXPECT_NE(text.find("# TYPE cuslice_tenant_gpu_seconds_total counter\n"), std::string::npos);

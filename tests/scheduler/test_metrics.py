@@ -152,3 +152,24 @@ def test_a_port_in_use_stops_the_daemon_with_a_message(tmp_path, port):
                                                      "--metrics-address", "127.0.0.1"))
         assert s.process.wait(timeout=15) == 1
         assert f"cannot serve metrics on 127.0.0.1:{port}" in s.stop()
+
+
+def test_the_pods_workload_labels_the_tenant_when_its_processes_agree(scheduler, port):
+    pod = {"CUSLICE_POD_NAMESPACE": "ml", "CUSLICE_POD_NAME": "trainer-0", "CUSLICE_CONTAINER_NAME": "main"}
+    procs = [FakeProcess(scheduler.socket, "train", env=pod),
+             FakeProcess(scheduler.socket, "train", env=dict(pod, CUSLICE_CONTAINER_NAME="sidecar")),
+             FakeProcess(scheduler.socket, "serve")]
+    try:
+        def labels_of(tenant):
+            [labels] = [l for n, l, _ in parse(scrape(port)[2])[1]
+                        if n == "cuslice_tenant_processes" and l["tenant"] == tenant]
+            return labels
+        # The two processes of train share namespace and pod, not the container; serve's
+        # environment names no workload.
+        eventually(lambda: labels_of("train") == {"tenant": "train", "namespace": "ml", "pod": "trainer-0"},
+                   "workload labels")
+        assert labels_of("serve") == {"tenant": "serve"}
+    finally:
+        for p in procs:
+            p.close()
+
