@@ -105,6 +105,8 @@ Slot g_slots[kSlots];
 Device g_devices[kMaxDevices];
 std::atomic<uint32_t> g_wake{0};      // bumped when a device goes from idle to busy
 std::atomic<int> g_captures{0};
+// The streams captures began on (0: free), so that destroying one ends its capture's count.
+std::atomic<uintptr_t> g_capture_origins[64];
 std::atomic<bool> g_running{false};
 std::atomic<bool> g_stop{false};
 std::mutex g_monitor;  // the monitor's pass vs. capture start and stream destruction
@@ -241,15 +243,19 @@ bool pass(bool& revoked, bool& throttled) {
   for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
   {
     std::lock_guard<std::mutex> lock(g_monitor);
-    const bool may_record = g_captures.load(std::memory_order_acquire) == 0;
+    // While a capture is in progress the monitor calls the driver for nothing: recording on
+    // the legacy stream would join a global capture, and on the H100 even a cuEventQuery of a
+    // pending record, from this relaxed-mode thread, invalidated PyTorch's captures
+    // (tests/gpu/capture_stress.sh). A record outstanding then keeps the device busy.
+    const bool quiet = g_captures.load(std::memory_order_acquire) != 0;
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
       const int device = s.device.load(std::memory_order_acquire);
       if (key == 0 || device < 0) continue;
       // Clear first: a launch after this point marks the stream again.
-      if (may_record && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key))
+      if (!quiet && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key))
         s.dirty.store(1, std::memory_order_release);
-      if (retire(s) || s.dirty.load(std::memory_order_acquire)) pending[device] = true;
+      if ((quiet ? s.count > 0 : retire(s)) || s.dirty.load(std::memory_order_acquire)) pending[device] = true;
     }
   }
   for (int d = 0; d < kMaxDevices; ++d) {
@@ -456,16 +462,34 @@ void wait_for_room(int device) {
   while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
 }
 
-void begin_capture() {
+void begin_capture(CUstream stream) {
   std::lock_guard<std::mutex> lock(g_monitor);
   g_captures.fetch_add(1, std::memory_order_acq_rel);
+  for (std::atomic<uintptr_t>& origin : g_capture_origins) {
+    uintptr_t none = 0;
+    if (origin.compare_exchange_strong(none, reinterpret_cast<uintptr_t>(stream), std::memory_order_acq_rel)) break;
+  }
 }
 
-void end_capture() { g_captures.fetch_sub(1, std::memory_order_acq_rel); }
+void end_capture(CUstream stream) {
+  for (std::atomic<uintptr_t>& origin : g_capture_origins) {
+    uintptr_t mine = reinterpret_cast<uintptr_t>(stream);
+    if (origin.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) break;
+  }
+  g_captures.fetch_sub(1, std::memory_order_acq_rel);
+}
 
 bool capturing() { return g_captures.load(std::memory_order_relaxed) != 0; }
 
 void forget_stream(CUstream stream) {
+  // A stream destroyed while it captures ends its capture: the monitor must not stay quiet.
+  for (std::atomic<uintptr_t>& origin : g_capture_origins) {
+    uintptr_t mine = reinterpret_cast<uintptr_t>(stream);
+    if (mine != 0 && origin.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) {
+      g_captures.fetch_sub(1, std::memory_order_acq_rel);
+      break;
+    }
+  }
   if (!running()) return;
   std::lock_guard<std::mutex> lock(g_monitor);
   if (Slot* s = find_or_add(reinterpret_cast<uintptr_t>(stream), false)) release_slot(*s);
@@ -511,6 +535,7 @@ void after_fork_child() {
     d.had_in_flight = false;
   }
   g_captures.store(0, std::memory_order_relaxed);
+  for (std::atomic<uintptr_t>& origin : g_capture_origins) origin.store(0, std::memory_order_relaxed);
   new (&g_monitor) std::mutex();
 }
 

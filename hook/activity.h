@@ -21,9 +21,10 @@
 // Events, not per-launch synchronisation; the launching threads never call the driver for it.
 //
 // Stream capture: a capturing stream runs nothing: it is neither gated nor marked, and while
-// any capture is in progress the monitor records on no stream (an event on the legacy
-// stream would join a capturing stream and invalidate the capture). The monitor thread runs
-// in relaxed capture mode, so its own calls never invalidate another thread's capture.
+// any capture is in progress the monitor makes no driver call: an event recorded on the
+// legacy stream would join a global capture, and on the H100 even querying a pending event
+// from the monitor (a relaxed-mode thread) invalidated PyTorch's captures. Its records wait,
+// and keep the device busy, until the capture ends.
 #pragma once
 
 #include "cuda_api.h"
@@ -41,9 +42,11 @@ void wait_for_room(int device);
 // After the token was acquired, before the launch is forwarded.
 void note_launch(int device, CUstream stream);
 
-// Capture bookkeeping; begin_capture() holds off the monitor while the driver starts it.
-void begin_capture();
-void end_capture();
+// Capture bookkeeping, by the stream a capture began on; begin_capture() holds off the
+// monitor while the driver starts it. While any capture is in progress the monitor makes no
+// driver call at all (see pass() in activity.cpp).
+void begin_capture(CUstream stream);
+void end_capture(CUstream stream);
 bool capturing();
 
 // Before a stream or a context is destroyed, or a device's primary context is reset: forget

@@ -141,9 +141,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstr
   CUSLICE_EXPORT CUresult CUDAAPI name params {                    \
     auto fn = real<Sym::name>();                                   \
     if (fn == nullptr) return unavailable_result();                \
-    activity::begin_capture();                                     \
+    activity::begin_capture(s);                                    \
     const CUresult r = fn args;                                    \
-    if (r != CUDA_SUCCESS) activity::end_capture();                \
+    if (r != CUDA_SUCCESS) activity::end_capture(s);               \
     return r;                                                      \
   }
 CUSLICE_BEGIN_CAPTURE(cuStreamBeginCapture, (CUstream s), (s))  // CUDA 10.0 ABI: no mode
@@ -165,7 +165,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph* graph) {
   if (fn == nullptr) return unavailable_result();
   const CUresult r = fn(s, graph);
   // The capture is over whether or not it succeeded, unless there was none on this stream.
-  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture();
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture(s);
   return r;
 }
 
@@ -173,7 +173,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream s, CUgraph* gra
   auto fn = real<Sym::cuStreamEndCapture_ptsz>();
   if (fn == nullptr) return unavailable_result();
   const CUresult r = fn(s, graph);
-  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture();
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture(s);
   return r;
 }
 

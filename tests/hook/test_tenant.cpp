@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 
 #include "hook_test_support.h"
 #include "nvml_api.h"
+#include "shm_protocol.h"
 
 extern char** environ;
 
@@ -93,6 +95,47 @@ TEST_F(TenantChild, SeesOnlyItsTenantsProcesses) {
   EXPECT_TRUE(has(std::strtoul(std::getenv("TEST_SAME_TENANT_PID"), nullptr, 10)));
   EXPECT_FALSE(has(std::strtoul(std::getenv("TEST_OTHER_TENANT_PID"), nullptr, 10)));
   cuMemFree(p);
+}
+
+// A capture while kernels launched before it are still running: the monitor (started by
+// joining a tenant) has records pending, and must not touch them until the capture ends. The
+// fake driver, like the H100, invalidates a capture when a pending event is queried.
+TEST_F(TenantChild, CapturesWhileEarlierWorkRuns) {
+  if (!std::getenv("TEST_CAPTURE")) GTEST_SKIP() << "run by Tenant.*";
+  CUmodule module = nullptr;
+  static const char image[] = "capture";
+  ASSERT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
+  CUfunction slow = nullptr, quick = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&slow, module, "spin_20000us"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&quick, module, "spin_10us"), CUDA_SUCCESS);
+  CUstream work = nullptr, capture = nullptr;
+  ASSERT_EQ(cuStreamCreate(&work, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&capture, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  for (int round = 0; round < 5; ++round) {
+    // 20 ms of work the monitor records an event behind (it looks every 0.1 ms while busy) ...
+    ASSERT_EQ(cuLaunchKernel(slow, 1, 1, 1, 32, 1, 1, 0, work, nullptr, nullptr), CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // ... still running through a capture that lasts several of the monitor's looks.
+    ASSERT_EQ(cuStreamBeginCapture_v2(capture, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    ASSERT_EQ(cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, capture, nullptr, nullptr), CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CUgraph graph = nullptr;
+    ASSERT_EQ(cuStreamEndCapture(capture, &graph), CUDA_SUCCESS) << "round " << round;
+    ASSERT_NE(graph, nullptr);
+    cuGraphDestroy(graph);
+    ASSERT_EQ(cuStreamSynchronize(work), CUDA_SUCCESS);
+  }
+  // A stream destroyed while it captures ends that capture for the monitor too: later work
+  // is still seen to drain (the token goes back), which the parent checks.
+  ASSERT_EQ(cuStreamBeginCapture_v2(capture, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(capture), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, work, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(work), CUDA_SUCCESS);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
 }
 
 TEST(TenantChildRefused, InitialisationFails) {
@@ -241,6 +284,31 @@ TEST_F(Tenant, NvmlShowsOnlyTheTenantsProcesses) {
   EXPECT_EQ(wait_exit(probe), 0);
   EXPECT_EQ(wait_exit(same), 0);
   EXPECT_EQ(wait_exit(other), 0);
+}
+
+TEST_F(Tenant, CapturesSurviveTheMonitor) {
+  Child c = child("TenantChild.CapturesWhileEarlierWorkRuns", "a", {"TEST_CAPTURE=1"});
+  ASSERT_TRUE(read_line(c.out, "ready"));
+  // Its work drained after the abandoned capture: the monitor saw it and marked the process
+  // idle (busy cleared when the token is given back).
+  const int fd = shm_open(shm_.c_str(), O_RDONLY, 0);
+  ASSERT_GE(fd, 0);
+  void* map = mmap(nullptr, sizeof(cuslice::shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* seg = static_cast<const cuslice::shm::Segment*>(map);
+  bool released = false;
+  for (int i = 0; i < 100 && !released; ++i) {
+    released = true;
+    for (const cuslice::shm::ProcessSlot& p : seg->processes)
+      if (p.state.load() == cuslice::shm::ProcessSlot::kActive &&
+          (p.gpu_flags[0].load() & cuslice::shm::ProcessSlot::kBusy))
+        released = false;
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(released) << "the monitor stayed quiet after the capturing stream was destroyed";
+  munmap(map, sizeof(cuslice::shm::Segment));
+  EXPECT_EQ(wait_exit(c), 0);
 }
 
 TEST_F(Tenant, AProcessOfNoTenantIsRefused) {

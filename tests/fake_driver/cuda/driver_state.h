@@ -54,6 +54,7 @@ struct CUstream_st {
   unsigned int flags = 0;
   int priority = 0;
   CUgraph_st* capture = nullptr;  // graph being captured into, or null
+  bool capture_invalidated = false;  // something illegal happened during the capture
   std::int64_t tail = 0;          // CLOCK_MONOTONIC ns at which the work queued so far ends
 };
 

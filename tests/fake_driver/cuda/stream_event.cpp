@@ -6,7 +6,10 @@
 // Capture: between cuStreamBeginCapture_v2 and cuStreamEndCapture, cuMemAllocAsync /
 // cuMemFreeAsync and kernel launches on the stream become nodes of the captured graph and run
 // nothing; event records and waits on a capturing stream are accepted and not recorded.
-// Capturing the null, legacy or per-thread stream is refused.
+// Capturing the null, legacy or per-thread stream is refused. As measured on the H100
+// (docs/benchmarks.md): a cuEventQuery of an event not yet complete, from any thread and in
+// any capture mode, while a capture is in progress, invalidates every capture in progress:
+// cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
 #include <algorithm>
 #include <utility>
 
@@ -89,9 +92,11 @@ CUresult end_capture(CUstream stream, CUgraph* graph) {
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = s->stream_context(stream, &ctx, &stream_state)) return rc;
   if (stream_state == nullptr || stream_state->capture == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
-  *graph = stream_state->capture;
+  const bool invalidated = stream_state->capture_invalidated;
+  *graph = invalidated ? nullptr : stream_state->capture;
   stream_state->capture = nullptr;
-  return CUDA_SUCCESS;
+  stream_state->capture_invalidated = false;
+  return invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
 }
 
 CUresult record_event(CUevent event, CUstream stream, unsigned int flags, DefaultStream zero) {
@@ -251,7 +256,11 @@ CUresult CUDAAPI cuEventQuery(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
-  return event->completes_at > monotonic_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  if (event->completes_at <= monotonic_ns()) return CUDA_SUCCESS;
+  s->streams.for_each([](CUstream_st& st) {
+    if (st.capture != nullptr) st.capture_invalidated = true;
+  });
+  return CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent event) {
