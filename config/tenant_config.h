@@ -6,7 +6,7 @@
 // mistakes in a file, not only the first.
 //
 //   scheduler:
-//     quantum: 20ms            # slice length; default 20ms
+//     quantum: 100ms           # slice length; default 100ms
 //     limit_window: 1s         # window over which `compute.limit` is enforced; default 1s
 //     gpu_memory: 80GiB        # memory of each card; optional, enables the "over the card"
 //                              # check and lets the daemon resolve "25%" into bytes
@@ -55,7 +55,9 @@ struct TenantConfig {
 };
 
 struct SchedulerSettings {
-  std::chrono::nanoseconds quantum = std::chrono::milliseconds(20);
+  // 100 ms: each handoff costs about 0.25 ms of GPU time on an H100 (docs/benchmarks.md), so
+  // 20 ms slices lost 1.6-2.4% of the GPU under contention, 100 ms slices 0.3-0.5%.
+  std::chrono::nanoseconds quantum = std::chrono::milliseconds(100);
   std::chrono::nanoseconds limit_window = std::chrono::seconds(1);
   std::optional<uint64_t> gpu_memory;         // bytes of each card
   std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused

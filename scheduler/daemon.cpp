@@ -64,9 +64,9 @@ PolicyParams policy_params(const Config& config) {
   PolicyParams p;
   p.quantum = config.scheduler.quantum;
   p.limit_window = config.scheduler.limit_window;
-  // Queued work is kept short by the hook; a holder that does not drain within a slice is
-  // not waited for longer than the slice itself.
-  p.drain_timeout = config.scheduler.quantum;
+  // Queued work is kept short by the hook; a holder that does not drain within a slice (or
+  // 20 ms, if the slice is longer) is not waited for longer than that.
+  p.drain_timeout = std::min<std::chrono::nanoseconds>(config.scheduler.quantum, std::chrono::milliseconds(20));
   return p;
 }
 

@@ -118,8 +118,8 @@ def tail_file(path, lines=150):
 
 
 def config_yaml(trial, opts):
-    out = ["scheduler:"]
-    out.append(f"  quantum: {opts.quantum}" if opts.quantum else "  quantum: 20ms")
+    # Without --quantum, the daemon's default (status JSON records what it was).
+    out = ["scheduler:", f"  quantum: {opts.quantum}"] if opts.quantum else []
     out.append("tenants:")
     for t in trial.tenants:
         out.append(f"  - name: {t.name}")
@@ -704,7 +704,7 @@ def parse():
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--bundle", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), ".gpu-carry"))
     p.add_argument("--budget-s", type=float, default=0, help="start no scenario whose runs would end after this many seconds (0: 570, --quick 300)")
-    p.add_argument("--quantum", default="", help="scheduler.quantum in the daemon's YAML (default 20ms)")
+    p.add_argument("--quantum", default="", help="scheduler.quantum in the daemon's YAML (default: none, the daemon's own, 100ms)")
     p.add_argument("--gemm-depth", type=int, default=4, help="GEMMs in flight per GEMM-loop process")
     p.add_argument("--daemon-log-level", default="info")
     p.add_argument("--python", default=sys.executable)

@@ -97,7 +97,7 @@ TEST_F(TenantConfigTest, ParsesEveryField) {
 TEST_F(TenantConfigTest, DefaultsWhenSchedulerSectionIsAbsent) {
   const ConfigResult r = load("tenants:\n  - name: a\n");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r.config.scheduler.quantum, std::chrono::milliseconds(20));
+  EXPECT_EQ(r.config.scheduler.quantum, std::chrono::milliseconds(100));
   EXPECT_FALSE(r.config.scheduler.default_tenant);
   EXPECT_EQ(r.config.effective_shares(), std::vector<double>{100});
 }

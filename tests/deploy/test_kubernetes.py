@@ -124,7 +124,7 @@ def tenant_config(objects):
 
 def test_the_configmaps_yaml_has_the_schedulers_format(tenant_config):
     assert set(tenant_config) == {"scheduler", "tenants"}
-    assert tenant_config["scheduler"]["quantum"] == "20ms"
+    assert tenant_config["scheduler"]["quantum"] == "100ms"
     assert len(tenant_config["tenants"]) >= 2
     for tenant in tenant_config["tenants"]:
         assert set(tenant) <= {"name", "priority", "memory", "compute", "match", "allow_env"}
