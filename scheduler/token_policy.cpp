@@ -35,6 +35,14 @@ void TokenPolicy::adopt(uint32_t tenant, Nanos now) {
   if (lender_ == tenant) lender_ = kNoHolder;
 }
 
+TokenPolicy::Nanos TokenPolicy::slice() const {
+  int64_t competing = 0;
+  for (uint32_t t = 0; t < tenants_.size(); ++t) competing += tenants_[t].present && accounts_[t].competing;
+  if (competing <= 1) return params_.quantum;
+  const Nanos fair = params_.round / competing;
+  return std::min(params_.quantum, std::max(params_.min_slice, fair));
+}
+
 void TokenPolicy::expire_window(Account& a, Nanos now) const {
   while (!a.window.empty() && a.window.front().first <= now - params_.limit_window) {
     a.window_sum -= a.window.front().second;
@@ -94,7 +102,7 @@ TokenPolicy::Nanos TokenPolicy::holder_wake(Nanos now, const std::vector<TenantA
   Nanos wake = idle_wake(activity);
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
     if (t != holder_ && eligible(t, activity)) {
-      wake = std::min(wake, granted_at_ + params_.quantum);
+      wake = std::min(wake, granted_at_ + slice());
       break;
     }
   }
@@ -128,12 +136,12 @@ TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActiv
       keep = false;
     } else if (!activity[h].demand) {
       keep = best == kNoHolder;  // idle: hold on only while nobody else could use the GPU
-      lends = !keep && now - granted_at_ < params_.quantum;
+      lends = !keep && now - granted_at_ < slice();
     } else if (best != h && tenants_[best].priority > tenants_[h].priority) {
       keep = false;  // strict priority: preempt now
     } else if (best == lender_ && best != h && tenants_[best].priority >= tenants_[h].priority) {
       keep = false;  // the lender is back and the most deserving: its slice resumes
-    } else if (now - granted_at_ >= params_.quantum) {
+    } else if (now - granted_at_ >= slice()) {
       keep = best == h;
       if (keep) granted_at_ = now;  // still the most deserving: a new slice
     } else {

@@ -9,8 +9,9 @@
 //   1. Priority is strict: a tenant with demand takes the GPU from any lower-priority holder
 //      at the next step, whatever the shares.
 //   2. Within a priority, shares are met by stride scheduling: each tenant's pass is its GPU
-//      time divided by its share; when a slice (quantum) ends the tenant with the lowest pass
-//      gets the next one. A tenant that comes back from idle starts at the lowest pass of
+//      time divided by its share; when a slice ends the tenant with the lowest pass gets the
+//      next one. A slice is one quantum, or shorter with many tenants competing: `round`
+//      divided by their number, at least `min_slice`. A tenant that comes back from idle starts at the lowest pass of
 //      the tenants already competing, so idleness is not banked.
 //   3. A limit caps GPU time over a sliding window even when the tenant is alone: once its
 //      GPU time within the last `limit_window` reaches limit x window, it loses the token
@@ -53,6 +54,10 @@ struct TenantActivity {
 
 struct PolicyParams {
   std::chrono::nanoseconds quantum{std::chrono::milliseconds(20)};
+  // With many tenants contending, a slice shrinks so that each gets a turn within `round`,
+  // but never below `min_slice`: 64 tenants with 100 ms slices waited 6.4 s for a turn.
+  std::chrono::nanoseconds round{std::chrono::milliseconds(500)};
+  std::chrono::nanoseconds min_slice{std::chrono::milliseconds(5)};
   std::chrono::nanoseconds limit_window{std::chrono::seconds(1)};
   std::chrono::nanoseconds drain_timeout{std::chrono::milliseconds(20)};
   // While draining, how often the daemon should look again.
@@ -99,6 +104,8 @@ class TokenPolicy {
   };
 
   void expire_window(Account& a, Nanos now) const;
+  // The slice length now: quantum, or round / tenants competing when that is shorter.
+  Nanos slice() const;
   bool eligible(uint32_t t, const std::vector<TenantActivity>& activity) const;
   uint32_t pick(const std::vector<TenantActivity>& activity) const;
   void update_competition(const std::vector<TenantActivity>& activity, Nanos now);

@@ -102,6 +102,28 @@ TEST(TokenPolicy, SliceLastsOneQuantum) {
   EXPECT_NE(sim.policy.holder(), first);
 }
 
+TEST(TokenPolicy, ManyTenantsEachGetATurnWithinARound) {
+  PolicyParams p;
+  p.quantum = 100ms;  // 64 slices of 100 ms would be a 6.4 s round
+  std::vector<TenantParams> tenants(64, tenant(1.0 / 64));
+  Sim sim(tenants, p);
+  sim.run(600ms);
+  // Slices of round / 64 = 7.8 ms: every tenant ran within the first 500 ms, none more than
+  // twice in 600 ms.
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    EXPECT_GT(sim.used[t], Nanos{0}) << "tenant " << t << " never ran";
+    EXPECT_LE(sim.used[t], 2 * 7813us) << "tenant " << t;
+  }
+}
+
+TEST(TokenPolicy, FewTenantsKeepWholeQuanta) {
+  PolicyParams p;
+  p.quantum = 100ms;
+  Sim sim({tenant(0.5), tenant(0.5)}, p);
+  TokenPolicy::Decision d = sim.policy.step(sim.now, sim.activity);
+  EXPECT_EQ(d.wake_at, sim.now + 100ms) << "two tenants: round / 2 = 250 ms is longer than the quantum";
+}
+
 TEST(TokenPolicy, LimitCapsATenantThatIsAlone) {
   PolicyParams p;
   p.limit_window = 1s;
