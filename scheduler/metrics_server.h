@@ -1,6 +1,6 @@
 // The daemon's HTTP endpoint: GET /metrics (Prometheus text) and GET /healthz, nothing else.
 //
-// Built on libmicrohttpd (Debian's libmicrohttpd-dev; prometheus-cpp is not packaged) in
+// Built on libmicrohttpd (Debian's libmicrohttpd-dev), not prometheus-cpp's Exposer, for
 // its "external epoll" mode: the server owns no thread. The daemon adds fd() to its own
 // epoll set and calls run() when it is readable or timeout_ms() has passed, so requests are
 // answered on the daemon's one thread and the callbacks read daemon state without locks.
