@@ -326,7 +326,9 @@ void* monitor(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  // Relaxed capture mode: this thread's calls must not invalidate another thread's capture.
+  // Relaxed capture mode, so that its calls are not refused as unsafe while another thread
+  // captures. Not enough on its own: on the H100 its event queries still invalidated
+  // captures, so pass() makes no driver call while any capture is in progress.
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (g_drv.exchange_mode) g_drv.exchange_mode(&mode);
   // Polls of 10-100 us must not be stretched by the default 50 us timer slack.
