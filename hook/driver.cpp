@@ -24,6 +24,7 @@ pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
 void* g_cuda = nullptr;
 void* g_nvml = nullptr;
 bool g_settings_ok = false;
+bool g_refused = false;  // settings unreadable or no tenant: written in the once-block only
 // dlopen runs the driver's constructors; if one of them reaches a hook on this thread, that
 // hook must not wait on the once-block it is already inside.
 thread_local bool t_loading = false;
@@ -46,6 +47,7 @@ void load_cuda() {
   if (!s.valid) {
     // The one line a user sees by default: a quota that cannot be read never means unlimited.
     CUSLICE_LOG(kError, "%s; CUDA initialisation refused", s.error);
+    g_refused = true;
     t_loading = false;
     return;
   }
@@ -64,6 +66,7 @@ void load_cuda() {
   resolve(Library::kCuda, g_cuda);
   pthread_atfork(nullptr, nullptr, &on_fork_child);
   if (!scheduler_link::start()) {  // the scheduler has no tenant for this process
+    g_refused = true;
     t_loading = false;
     return;
   }
@@ -96,7 +99,23 @@ bool load_nvml_slow() {
   return g_nvml_ready.load(std::memory_order_acquire);
 }
 
+void* resolve_next(int index) {
+  // glibc's dlsym is called from here, inside libcuslice.so, so RTLD_NEXT means "after the
+  // hook" (another preloaded interposer, else libc). Threads that race store the same value.
+  void* fn = resolve_glibc_dl() ? glibc_dlsym(RTLD_NEXT, kHooks[index].name) : nullptr;
+  if (fn == kHooks[index].hook) fn = nullptr;  // never ourselves
+  if (fn != nullptr) __atomic_store_n(&g_real[index], fn, __ATOMIC_RELEASE);
+  return fn;
+}
+
 }  // namespace detail
+
+bool cuda_refused() {
+  if (t_loading) return true;
+  // Written inside the once-block; whoever calls this after cuda_ready() returned has
+  // synchronised with it through pthread_once.
+  return g_refused;
+}
 
 CUresult unavailable_result() {
   // Loaded but without this symbol (an older driver) versus not loaded / refused.

@@ -1,7 +1,10 @@
 // The real driver behind the hooks: libcuda.so.1 and libnvidia-ml.so.1, loaded lazily on the
 // first call of any hook (cuGetProcAddress may come before cuInit), once, thread-safely.
+// libc hooks (ioctl) are not tied to the driver: their real function is the next definition
+// after the hook (RTLD_NEXT), resolved at their own first call.
 //
-// Hot paths call real<Sym::X>(): one acquire load of a ready flag plus the pointer load.
+// Hot paths call real<Sym::X>(): one acquire load of a ready flag plus the pointer load (for
+// a libc hook, the pointer load alone).
 #pragma once
 
 #include <atomic>
@@ -15,6 +18,7 @@ extern std::atomic<bool> g_cuda_ready;
 extern std::atomic<bool> g_nvml_ready;
 bool load_cuda_slow();
 bool load_nvml_slow();
+void* resolve_next(int index);
 }  // namespace detail
 
 // True once libcuda.so.1 is loaded, its hooked symbols resolved and the settings valid.
@@ -27,12 +31,26 @@ inline bool nvml_ready() {
   return detail::g_nvml_ready.load(std::memory_order_acquire) || detail::load_nvml_slow();
 }
 
-// The driver's own function for S, or nullptr if it could not be loaded or lacks S.
+// True when the hook refused to start (CUDA initialisation fails closed): the settings are
+// unreadable or the scheduler has no tenant for this process; also while the hook is starting
+// on the calling thread. False when it is ready, or inert because libcuda.so.1 (or glibc's
+// dlsym) cannot be found.
+bool cuda_refused();
+
+// The driver's own function for S, or nullptr if it could not be loaded or lacks S. For a libc
+// hook, the next definition of its name after libcuslice.so (nullptr only if none is found).
 template <Sym S>
 inline typename SymTraits<S>::Fn real() {
-  const bool ready = SymTraits<S>::kLibrary == Library::kCuda ? cuda_ready() : nvml_ready();
-  if (!ready) return nullptr;
-  return reinterpret_cast<typename SymTraits<S>::Fn>(g_real[static_cast<int>(S)]);
+  using Fn = typename SymTraits<S>::Fn;
+  constexpr int index = static_cast<int>(S);
+  if constexpr (SymTraits<S>::kLibrary == Library::kLibc) {
+    void* fn = __atomic_load_n(&g_real[index], __ATOMIC_ACQUIRE);
+    return reinterpret_cast<Fn>(fn != nullptr ? fn : detail::resolve_next(index));
+  } else {
+    const bool ready = SymTraits<S>::kLibrary == Library::kCuda ? cuda_ready() : nvml_ready();
+    if (!ready) return nullptr;
+    return reinterpret_cast<Fn>(g_real[index]);
+  }
 }
 
 // What a CUDA hook returns when real<S>() is nullptr.

@@ -1,15 +1,11 @@
 // NVML, as nvidia-smi and pynvml read it inside a process under a quota: the quota is the
 // card's memory.
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 
-#include "client.h"
-#include "scheduler_link.h"
-
 #include "driver.h"
 #include "gpu_uuid.h"
+#include "process_visibility.h"
 #include "quota.h"
 #include "settings.h"
 
@@ -84,19 +80,14 @@ bool apply(nvmlDevice_t device, unsigned long long* total, unsigned long long* u
   return true;
 }
 
-// Whether a process on the GPU may be shown: this one, and under a scheduler its tenant's.
-bool visible(unsigned int pid) {
-  return pid == static_cast<unsigned int>(getpid()) ||
-         (scheduler_link::enabled() && client::tenant_pid(static_cast<int>(pid)));
-}
-
-// Drops the other tenants' processes from a list NVML filled (in place).
+// Drops the processes this one may not see from a list NVML filled (in place). Normally the
+// RM control underneath was filtered already (rm_control_hooks.cpp); this holds without it.
 template <typename Info>
 nvmlReturn_t filter(nvmlReturn_t r, unsigned int* count, Info* infos) {
-  if (r != NVML_SUCCESS || count == nullptr || infos == nullptr || !cuda_ready() || !quota::active()) return r;
+  if (r != NVML_SUCCESS || count == nullptr || infos == nullptr || !process_visibility::filtered()) return r;
   unsigned int kept = 0;
   for (unsigned int i = 0; i < *count; ++i)
-    if (visible(infos[i].pid)) infos[kept++] = infos[i];
+    if (process_visibility::visible(infos[i].pid)) infos[kept++] = infos[i];
   *count = kept;
   return r;
 }

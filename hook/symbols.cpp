@@ -15,12 +15,16 @@ namespace cuslice {
 #define CUSLICE_NVML_HOOK(name, pfn)                                 \
   static_assert(std::is_same_v<decltype(&::name), pfn>,              \
                 #name " is not defined with the ABI of " #pfn);
+#define CUSLICE_LIBC_HOOK(name, pfn)                                 \
+  static_assert(std::is_same_v<decltype(&::name), pfn>,              \
+                #name " is not defined with the ABI of " #pfn);
 #include "hooked_symbols.def"
 
 const HookEntry kHooks[kHookCount] = {
 #define CUSLICE_CUDA_HOOK(name, pfn, version) \
   {#name, Library::kCuda, version, reinterpret_cast<void*>(&::name)},
 #define CUSLICE_NVML_HOOK(name, pfn) {#name, Library::kNvml, 0, reinterpret_cast<void*>(&::name)},
+#define CUSLICE_LIBC_HOOK(name, pfn) {#name, Library::kLibc, 0, reinterpret_cast<void*>(&::name)},
 #include "hooked_symbols.def"
 };
 
@@ -38,6 +42,7 @@ constexpr std::array<NameIndex, kHookCount> kByName = [] {
   int i = 0;
 #define CUSLICE_CUDA_HOOK(name, pfn, version) a[i] = {#name, i}, ++i;
 #define CUSLICE_NVML_HOOK(name, pfn) a[i] = {#name, i}, ++i;
+#define CUSLICE_LIBC_HOOK(name, pfn) a[i] = {#name, i}, ++i;
 #include "hooked_symbols.def"
   std::sort(a.begin(), a.end(), [](const NameIndex& x, const NameIndex& y) { return x.name < y.name; });
   return a;

@@ -6,27 +6,30 @@
 #include <cstddef>
 
 #include "cuda_api.h"
+#include "libc_api.h"
 
 namespace cuslice {
 
-enum class Library : unsigned char { kCuda, kNvml };
+enum class Library : unsigned char { kCuda, kNvml, kLibc };
 
 enum class Sym : int {
 #define CUSLICE_CUDA_HOOK(name, pfn, version) name,
 #define CUSLICE_NVML_HOOK(name, pfn) name,
+#define CUSLICE_LIBC_HOOK(name, pfn) name,
 #include "hooked_symbols.def"
 };
 
 inline constexpr int kHookCount = 0
 #define CUSLICE_CUDA_HOOK(name, pfn, version) +1
 #define CUSLICE_NVML_HOOK(name, pfn) +1
+#define CUSLICE_LIBC_HOOK(name, pfn) +1
 #include "hooked_symbols.def"
     ;
 
 struct HookEntry {
   const char* name;   // exact exported name
   Library library;
-  int cuda_version;   // version at which cuGetProcAddress hands out this ABI (0 for NVML)
+  int cuda_version;   // version at which cuGetProcAddress hands out this ABI (0 for NVML, libc)
   void* hook;         // our definition of `name`
 };
 
@@ -56,10 +59,17 @@ struct SymTraits;
     using Fn = pfn;                             \
     static constexpr Library kLibrary = Library::kNvml; \
   };
+#define CUSLICE_LIBC_HOOK(name, pfn)            \
+  template <>                                   \
+  struct SymTraits<Sym::name> {                 \
+    using Fn = pfn;                             \
+    static constexpr Library kLibrary = Library::kLibc; \
+  };
 #include "hooked_symbols.def"
 
 // Real function pointers, filled once by driver.cpp (CUDA at first use of any hook, NVML at
-// first use of an NVML hook); nullptr where the installed driver lacks the symbol.
+// first use of an NVML hook, each libc function at its own first call); nullptr where the
+// installed driver lacks the symbol.
 extern void* g_real[kHookCount];
 
 }  // namespace cuslice

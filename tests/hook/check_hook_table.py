@@ -3,7 +3,8 @@
 
 Every hooked CUDA name must be a name the driver exports (the stub libcuda.so's list), typed
 with a PFN typedef cudaTypedefs.h defines for that very base name, at the version the
-typedef names; and libcuslice.so must export exactly the table plus dlsym/dlvsym.
+typedef names; every libc hook is typed PFN_<its name> (libc_api.h); and libcuslice.so must
+export exactly the table plus dlsym/dlvsym.
 """
 import re
 import subprocess
@@ -21,6 +22,7 @@ def main():
     typedefs = open(typedefs_path).read()
     cuda = re.findall(r"^CUSLICE_CUDA_HOOK\((\w+),\s*(\w+),\s*(\d+)\)", table, re.M)
     nvml = re.findall(r"^CUSLICE_NVML_HOOK\((\w+),\s*(\w+)\)", table, re.M)
+    libc = re.findall(r"^CUSLICE_LIBC_HOOK\((\w+),\s*(\w+)\)", table, re.M)
     errors = []
     if len(cuda) < 30:
         errors.append(f"only {len(cuda)} CUDA hooks parsed from {table_path}")
@@ -42,13 +44,17 @@ def main():
             errors.append(f"{name}: typed with {pfn}, which belongs to {base}")
         if name.endswith(("_ptsz", "_ptds")) != bool(suffix):
             errors.append(f"{name}: per-thread suffix does not match {pfn}")
-    want = {n for n, _, _ in cuda} | {n for n, _ in nvml} | {"dlsym", "dlvsym"}
+    for name, pfn in libc:
+        if pfn != f"PFN_{name}":
+            errors.append(f"{name}: typed with {pfn}, not PFN_{name}")
+    want = {n for n, _, _ in cuda} | {n for n, _ in nvml} | {n for n, _ in libc} | {"dlsym", "dlvsym"}
     have = exported(nm, hook_lib)
     if have != want:
         errors.append(f"libcuslice.so exports {sorted(have - want)} beyond the table and lacks {sorted(want - have)}")
     for e in errors:
         print("FAIL:", e)
-    print(f"{len(cuda)} CUDA and {len(nvml)} NVML hooks checked: {'ok' if not errors else 'errors'}")
+    print(f"{len(cuda)} CUDA, {len(nvml)} NVML and {len(libc)} libc hooks checked: "
+          f"{'ok' if not errors else 'errors'}")
     return 1 if errors else 0
 
 
