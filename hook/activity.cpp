@@ -43,11 +43,18 @@ constexpr int64_t kReportNs = 1'000'000;      // report GPU time at least this o
 // between steps must not hand the GPU over (and back) every step. Not when a lower-priority
 // tenant waits: this process would preempt it again anyway.
 constexpr int64_t kReleaseGraceNs = 500'000;
-// Launches in flight the count bound always allows: one running and one queued behind it,
-// so the GPU never waits for the monitor to notice a completion; only one where a tenant of
-// higher priority may arrive and must not wait for two kernels.
+// Launches in flight the bound always allows: one running and one queued behind it, so the
+// GPU never waits for the monitor to notice a completion; only one where a tenant of higher
+// priority may arrive and must not wait for two kernels.
 constexpr uint64_t kMinInFlight = 2;
 constexpr uint64_t kMinInFlightBelowHigher = 1;
+// Kernels whose duration is learnt (by function and launch shape, or by graph), and the
+// launches each device remembers (what each was estimated at, when it was submitted): the
+// bound is the estimated time of the launches in flight, so a few long kernels are a deep
+// queue and many short ones a shallow one. More launches in flight than half the ring: deep.
+constexpr int kKernelSlots = 4096;
+constexpr int kKernelProbes = 16;
+constexpr uint64_t kRing = 512;
 
 // Whether the queue bound matters: only when another tenant could need the GPU (alone, a
 // tenant runs as fast as natively). Refreshed by the monitor every kNeighboursNs.
@@ -84,7 +91,13 @@ struct alignas(64) Device {
   // at most `allowed` in flight, from the measured mean kernel time (UINT64_MAX: unknown).
   std::atomic<uint64_t> launched{0};
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> allowed{UINT64_MAX};
+  std::atomic<uint64_t> tickets{0};  // launches' places in the ring (launched() counts after)
+  // Estimated GPU time of the launches in flight, as two running sums: what launches added,
+  // and what the monitor took off as they completed (queued(): the difference). And the mean
+  // kernel time, the estimate of a kernel not yet measured (0: unknown, nothing is bounded).
+  std::atomic<int64_t> added_ns{0};
+  std::atomic<int64_t> retired_ns{0};
+  std::atomic<uint32_t> mean_ns{0};
   // Monitor only: the busy interval not yet reported to the scheduler, and the running sums
   // the mean kernel time comes from.
   bool tracking = false;
@@ -99,10 +112,42 @@ struct alignas(64) Device {
   int64_t in_flight_ns = 0;
   int64_t last_look = 0;
   bool had_in_flight = false;
+  // Learning kernel times: launches up to `learnt` are accounted for; the last of them was
+  // seen complete at `learnt_at`. Disturbed: the token was elsewhere meanwhile, so the time
+  // the launches since took is partly another tenant's.
+  uint64_t learnt = 0;
+  int64_t learnt_at = 0;
+  bool disturbed = false;
+  uint64_t retired = 0;  // launches whose estimate is off added_ns - retired_ns
+
+  int64_t queued() const {
+    const int64_t q = added_ns.load(std::memory_order_acquire) - retired_ns.load(std::memory_order_acquire);
+    return q > 0 ? q : 0;
+  }
+};
+
+// A kernel's learnt duration (0: not measured yet). Keyed by a mix of function and launch
+// shape (kernel_key), so one function run on differently sized problems is several entries.
+struct KernelTime {
+  std::atomic<uintptr_t> key{0};
+  std::atomic<uint32_t> ns{0};
+};
+
+// One launch: which kernel (its slot + 1; 0: none), what it was estimated at, when it was
+// submitted, and its index + 1 (`seq`, written last: an entry is this launch's only if it
+// matches; launches made while nothing was bounded have none). Zero-initialised: the rings
+// cost nothing until a device is used.
+struct Launch {
+  std::atomic<uint32_t> kernel{0};
+  std::atomic<uint32_t> est_ns{0};
+  std::atomic<int64_t> at{0};
+  std::atomic<uint64_t> seq{0};
 };
 
 Slot g_slots[kSlots];
 Device g_devices[kMaxDevices];
+KernelTime g_kernels[kKernelSlots];
+Launch g_ring[kMaxDevices][kRing];
 std::atomic<uint32_t> g_wake{0};      // bumped when a device goes from idle to busy
 std::atomic<int> g_captures{0};
 // The streams captures began on (0: free), so that destroying one ends its capture's count.
@@ -209,8 +254,94 @@ void release_slot(Slot& s) {
   s.key.store(0, std::memory_order_release);
 }
 
-// Reports the busy interval ending now, and refines the mean kernel time (busy time per
-// completed launch, decaying) and from it how many launches may be in flight.
+// The slot of a kernel's learnt time, added if new; -1 when the table is full (the kernel is
+// then estimated at the mean).
+int kernel_slot(uintptr_t key) {
+  size_t i = static_cast<size_t>(key * 0x9E3779B97F4A7C15ull >> 52);  // 12 bits: kKernelSlots
+  for (int probe = 0; probe < kKernelProbes; ++probe, ++i) {
+    KernelTime& k = g_kernels[i % kKernelSlots];
+    uintptr_t cur = k.key.load(std::memory_order_acquire);
+    if (cur == key) return static_cast<int>(i % kKernelSlots);
+    if (cur == 0 && (k.key.compare_exchange_strong(cur, key, std::memory_order_acq_rel) || cur == key))
+      return static_cast<int>(i % kKernelSlots);
+  }
+  return -1;
+}
+
+// What a launch of the kernel in slot + 1 is expected to take.
+uint32_t estimate(uint32_t kernel, const Device& dev) {
+  const uint32_t learnt = kernel != 0 ? g_kernels[kernel - 1].ns.load(std::memory_order_relaxed) : 0;
+  return learnt != 0 ? learnt : dev.mean_ns.load(std::memory_order_relaxed);
+}
+
+// Learns from the launches completed since the last look: together they took from when the
+// first could start (the previous ones complete, or its submission if later) to now, shared
+// among them in proportion to their current estimates. Estimates that are right are a fixed
+// point of this; a wrong one moves towards the truth whenever its kernel completes alone or
+// beside kernels measured well. Completion is seen late, by up to a poll, so the previous
+// ones are taken to have completed at the look before they were seen complete (`looked`):
+// both ends err towards a longer time, and a kernel is overestimated by up to two polls,
+// never under: an underestimated long kernel would let a second one queue behind it. Not
+// while the token was elsewhere: the time is then partly another tenant's.
+void learn(Device& dev, int device, int64_t now, int64_t looked, uint64_t completed) {
+  if (completed <= dev.learnt) return;
+  const uint64_t n = completed - dev.learnt;
+  Launch* ring = g_ring[device];
+  const auto mine = [&](uint64_t i) { return ring[i % kRing].seq.load(std::memory_order_acquire) == i + 1; };
+  if (n <= kRing && !dev.disturbed && dev.learnt_at != 0 && mine(dev.learnt)) {
+    const int64_t start = std::max(dev.learnt_at, ring[dev.learnt % kRing].at.load(std::memory_order_relaxed));
+    const double took = static_cast<double>(now - start);
+    // Shared by the estimates the launches were made with: fixed while the loop updates the
+    // table (a kernel launched n times in the batch moves n times).
+    const auto made_with = [&](uint64_t i) -> double {
+      return mine(i) ? ring[i % kRing].est_ns.load(std::memory_order_relaxed) : dev.mean_ns.load(std::memory_order_relaxed);
+    };
+    double total = 0;
+    for (uint64_t i = dev.learnt; i < completed; ++i) total += made_with(i);
+    if (took > 0 && total > 0) {
+      for (uint64_t i = dev.learnt; i < completed; ++i) {
+        const uint32_t kernel = mine(i) ? ring[i % kRing].kernel.load(std::memory_order_relaxed) : 0;
+        if (kernel == 0) continue;
+        std::atomic<uint32_t>& ns = g_kernels[kernel - 1].ns;
+        const double share = took * made_with(i) / total;
+        const double old = ns.load(std::memory_order_relaxed);
+        const double next = old == 0 ? share : old + (share - old) / 8;
+        ns.store(static_cast<uint32_t>(std::clamp(next, 1.0, 4e9)), std::memory_order_relaxed);
+      }
+    }
+  }
+  dev.learnt = completed;
+  dev.learnt_at = looked != 0 ? looked : now;
+  dev.disturbed = false;
+}
+
+// Takes the estimates of the launches completed since the last pass off the queued time. A
+// launch adds its estimate before it marks its entry, so an entry that is marked is counted.
+// (One that is not is skipped: made while nothing was bounded, or, rarely, by threads that
+// launched at once and swapped places; the drain squares the sums.)
+void retire_estimates(Device& dev, int device, uint64_t completed) {
+  if (completed - dev.retired > kRing) dev.retired = completed - kRing;
+  int64_t sum = 0;
+  for (uint64_t i = dev.retired; i < completed; ++i) {
+    const Launch& l = g_ring[device][i % kRing];
+    if (l.seq.load(std::memory_order_acquire) == i + 1) sum += l.est_ns.load(std::memory_order_relaxed);
+  }
+  dev.retired = completed;
+  if (sum != 0) dev.retired_ns.fetch_add(sum, std::memory_order_release);
+}
+
+// Whether a launch must wait: as much estimated work in flight as the bound holds (and more
+// than the launches always allowed), or more launches than the ring remembers.
+bool too_deep(const Device& dev, uint64_t in_flight, int64_t queued) {
+  const bool higher = g_higher.load(std::memory_order_relaxed);
+  if (in_flight < (higher ? kMinInFlightBelowHigher : kMinInFlight)) return false;
+  if (in_flight >= kRing / 2) return true;
+  return dev.mean_ns.load(std::memory_order_relaxed) != 0 &&
+         queued >= (higher ? g_preempt_queued_ns : g_max_queued_ns);
+}
+
+// Reports the busy interval ending now, and refines the mean kernel time (time with launches
+// in flight per completed launch, decaying): the estimate of kernels not measured yet.
 void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   const int64_t busy = now - dev.busy_since;
   client::report_gpu_time(gpu, static_cast<uint64_t>(busy));
@@ -223,12 +354,7 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   dev.busy_ns = dev.busy_ns * kDecay + static_cast<double>(in_flight > 0 ? in_flight : busy);
   dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);
   const double mean = dev.busy_ns / dev.busy_launches;
-  const bool higher = g_higher.load(std::memory_order_relaxed);
-  const double bound = static_cast<double>(higher ? g_preempt_queued_ns : g_max_queued_ns);
-  const double allowed = mean > 0 ? bound / mean : 1e18;
-  const uint64_t least = higher ? kMinInFlightBelowHigher : kMinInFlight;
-  dev.allowed.store(allowed < least ? least : allowed > 1e15 ? UINT64_MAX : static_cast<uint64_t>(allowed),
-                    std::memory_order_relaxed);
+  dev.mean_ns.store(static_cast<uint32_t>(std::clamp(mean, 1.0, 4e9)), std::memory_order_relaxed);
 }
 
 // One pass over every tracked stream. Returns true while any device is busy; *revoked: a
@@ -279,21 +405,31 @@ bool pass(bool& revoked, bool& throttled) {
       dev.busy_since = now;
       dev.had_in_flight = false;
     }
-    // Queue bound: more launches in flight than the limit holds at the mean kernel time.
-    // (The age of the oldest record is no measure: it includes the kernel running now.)
+    // Queue bound: the estimated time of the launches in flight. (The age of the oldest record
+    // is no measure: it includes the kernel running now.)
     const uint64_t launched = dev.launched.load(std::memory_order_acquire);
     const uint64_t completed = dev.completed.load(std::memory_order_acquire);
     if (dev.had_in_flight) dev.in_flight_ns += now - dev.last_look;
+    const int64_t looked = dev.last_look;
     dev.last_look = now;
     dev.had_in_flight = launched != completed;
-    const bool deep = g_others.load(std::memory_order_relaxed) &&
-                      launched - completed >= dev.allowed.load(std::memory_order_relaxed);
+    const int gpu = scheduler_link::gpu(d);
+    bool deep = false;
+    if (g_others.load(std::memory_order_relaxed)) {
+      if (dev.had_in_flight && !client::holding(gpu)) dev.disturbed = true;
+      learn(dev, d, now, looked, completed);
+      retire_estimates(dev, d, completed);
+      const int64_t queued = dev.queued();
+      deep = too_deep(dev, launched - completed, queued);
+    } else {
+      dev.learnt = dev.retired = completed;
+      dev.learnt_at = 0;
+    }
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
       if (!deep) dev.throttle.notify_all();
     }
     if (deep) throttled = true;
-    const int gpu = scheduler_link::gpu(d);
     // Keep the token through a short pause, unless a lower-priority tenant waits for it.
     const int64_t grace = pending[d] || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
     if (pending[d] || now - (dev.drained_since ? dev.drained_since : now) < grace) {
@@ -315,6 +451,11 @@ bool pass(bool& revoked, bool& throttled) {
     // sets busy again and re-acquires the token first.
     account(dev, gpu, now, completed);
     dev.tracking = false;
+    // Nothing in flight: square the queued time, unless a launch is under way. (Added is read
+    // first: a launch that took its ticket after the check adds after that read.)
+    retire_estimates(dev, d, completed);
+    const int64_t added = dev.added_ns.load(std::memory_order_seq_cst);
+    if (dev.tickets.load(std::memory_order_seq_cst) == completed) dev.retired_ns.store(added, std::memory_order_release);
     dev.busy.store(0, std::memory_order_release);
     client::token_release(gpu);
   }
@@ -403,12 +544,11 @@ void start() {
 
 bool running() { return g_running.load(std::memory_order_acquire); }
 
-void note_launch(int device, CUstream stream) {
-  if (!g_running.load(std::memory_order_relaxed) ||
-      static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
-    return;
-  Device& dev = g_devices[device];
-  dev.launched.fetch_add(1, std::memory_order_relaxed);
+namespace {
+
+// Marks the stream launched on, so that the monitor records after it (and so cannot take the
+// device for drained while the launch is under way).
+void mark(int device, CUstream stream) {
   uintptr_t key;
   if (is_default(stream)) {
     CUcontext ctx = nullptr;
@@ -418,25 +558,62 @@ void note_launch(int device, CUstream stream) {
     key = reinterpret_cast<uintptr_t>(stream);
   }
   Slot* s = find_or_add(key, true);
-  if (s != nullptr) {
-    int expected = -1;
-    if (s->device.load(std::memory_order_acquire) < 0) {
-      // First launch on this stream: the monitor needs its context. Published by the device
-      // store; a racing first launch on the same stream writes the same context.
-      CUcontext ctx = nullptr;
-      g_drv.ctx_get(&ctx);
-      s->ctx = ctx;
-      s->device.compare_exchange_strong(expected, device, std::memory_order_acq_rel);
-    }
-    if (!s->dirty.load(std::memory_order_relaxed)) s->dirty.store(1, std::memory_order_release);
+  if (s == nullptr) return;
+  int expected = -1;
+  if (s->device.load(std::memory_order_acquire) < 0) {
+    // First launch on this stream: the monitor needs its context. Published by the device
+    // store; a racing first launch on the same stream writes the same context.
+    CUcontext ctx = nullptr;
+    g_drv.ctx_get(&ctx);
+    s->ctx = ctx;
+    s->device.compare_exchange_strong(expected, device, std::memory_order_acq_rel);
   }
+  if (!s->dirty.load(std::memory_order_relaxed)) s->dirty.store(1, std::memory_order_release);
+}
+
+}  // namespace
+
+int note_launch(int device, CUstream stream) {
+  if (!g_running.load(std::memory_order_relaxed) ||
+      static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
+    return -1;
+  Device& dev = g_devices[device];
+  mark(device, stream);
   // Idle to busy: wake the monitor (one system call per busy period, not per launch).
-  // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
-  // when each one completes, not a batch of them: wake it to record after every launch.
   if (!dev.busy.load(std::memory_order_relaxed) && !dev.busy.exchange(1, std::memory_order_acq_rel)) {
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
-  } else if (g_higher.load(std::memory_order_relaxed)) {
+  }
+  return device;
+}
+
+void launched(int device, CUstream stream, uintptr_t kernel) {
+  if (device < 0) return;
+  Device& dev = g_devices[device];
+  // Counted only now that the driver has it: a record the monitor makes from here on follows
+  // it, so it is never seen complete before it ran. (Marked again: a record made between the
+  // mark and the launch precedes it.)
+  // Its entry in the ring is written before it counts, so the monitor finds it there. (From
+  // one thread the ticket is the launch's index; threads launching at once may swap two.)
+  const uint64_t index = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
+  if (g_others.load(std::memory_order_relaxed)) {
+    // Bounded: remember what this launch is expected to take (alone, nothing is bounded and
+    // this costs nothing).
+    const int slot = kernel_slot(kernel != 0 ? kernel : 1);
+    const uint32_t k = slot < 0 ? 0 : static_cast<uint32_t>(slot) + 1;
+    const uint32_t est = estimate(k, dev);
+    dev.added_ns.fetch_add(est, std::memory_order_seq_cst);
+    Launch& l = g_ring[device][index % kRing];
+    l.kernel.store(k, std::memory_order_relaxed);
+    l.est_ns.store(est, std::memory_order_relaxed);
+    l.at.store(now_ns(), std::memory_order_relaxed);
+    l.seq.store(index + 1, std::memory_order_release);
+  }
+  dev.launched.fetch_add(1, std::memory_order_release);
+  mark(device, stream);
+  // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
+  // when each one completes, not a batch of them: wake it to record after every launch.
+  if (g_higher.load(std::memory_order_relaxed)) {
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
   }
@@ -446,13 +623,12 @@ void wait_for_room(int device) {
   if (!g_running.load(std::memory_order_relaxed) ||
       static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
     return;
-  // Queue too deep (the monitor saw old work still waiting, or more launches are in flight
-  // than the bound holds at the mean kernel time): wait until the monitor sees work finish.
+  // Queue too deep (as much estimated work in flight as the bound holds): wait until the
+  // monitor sees work finish.
   Device& dev = g_devices[device];
-  // At most `allowed` in flight: this launch waits while that many are.
   if (g_others.load(std::memory_order_relaxed) &&
-      dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire) >=
-          dev.allowed.load(std::memory_order_relaxed)) {
+      too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
+               dev.queued())) {
     dev.throttle.store(1, std::memory_order_release);
     g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it
     futex_wake_all(&g_wake);
@@ -528,8 +704,15 @@ void after_fork_child() {
     d.busy.store(0, std::memory_order_relaxed);
     d.throttle.store(0, std::memory_order_relaxed);
     d.launched.store(0, std::memory_order_relaxed);
+    d.tickets.store(0, std::memory_order_relaxed);
     d.completed.store(0, std::memory_order_relaxed);
-    d.allowed.store(UINT64_MAX, std::memory_order_relaxed);
+    d.added_ns.store(0, std::memory_order_relaxed);
+    d.retired_ns.store(0, std::memory_order_relaxed);
+    d.retired = 0;
+    d.mean_ns.store(0, std::memory_order_relaxed);
+    d.learnt = 0;
+    d.learnt_at = 0;
+    d.disturbed = false;
     d.tracking = false;
     d.busy_ns = d.busy_launches = 0;
     d.completed_accounted = 0;

@@ -1,7 +1,8 @@
 // What the process has queued on each GPU, so that the scheduler's token is held only while
 // it is needed and handed on quickly.
 //
-// The launch path marks the stream it launched on (note_launch: a few loads and stores). A
+// The launch path marks the stream it launched on (note_launch, launched: a few loads and
+// stores). A
 // monitor thread, one per process, started when the process joins a tenant, then:
 //   - records an event on each stream launched on since its last look, and queries the
 //     events it recorded: when every one has completed and nothing new was launched, the
@@ -27,6 +28,8 @@
 // and keep the device busy, until the capture ends.
 #pragma once
 
+#include <cstdint>
+
 #include "cuda_api.h"
 
 namespace cuslice::activity {
@@ -39,8 +42,25 @@ bool running();
 // here, not after acquiring, means no launch is forwarded after a revocation it slept
 // through.
 void wait_for_room(int device);
-// After the token was acquired, before the launch is forwarded.
-void note_launch(int device, CUstream stream);
+// After the token was acquired, before the launch is forwarded: marks the stream. Returns the
+// device to pass to launched(), or -1 when the launch is not tracked.
+int note_launch(int device, CUstream stream);
+// After the launch was forwarded: counts it, and beside other tenants remembers what it is
+// expected to take. `kernel` names what was launched (kernel_key(): function and shape, or a
+// graph), so that its duration is learnt.
+void launched(int device, CUstream stream, uintptr_t kernel);
+
+// A key for a kernel launch: the function and its launch shape (the same function on a
+// different grid is a different duration).
+inline uintptr_t kernel_key(const void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, unsigned shared) {
+  const auto mix = [](uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); };
+  uint64_t h = reinterpret_cast<uintptr_t>(function);
+  h = mix(h, uint64_t{gx} | uint64_t{gy} << 32);
+  h = mix(h, uint64_t{gz} | uint64_t{bx} << 32);
+  h = mix(h, uint64_t{by} | uint64_t{bz} << 32);
+  return static_cast<uintptr_t>(mix(h, shared));
+}
 
 // Capture bookkeeping, by the stream a capture began on; begin_capture() holds off the
 // monitor while the driver starts it. While any capture is in progress the monitor makes no

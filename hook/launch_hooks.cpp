@@ -22,16 +22,35 @@ bool stream_capturing(CUstream stream, bool per_thread) {
   return is != nullptr && is(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-inline void gate(CUstream stream, bool per_thread) {
-  if (!activity::running()) return;
+// Before the launch: waits for room and the token. Returns the device to count the launch
+// on afterwards (activity::launched), or -1.
+inline int gate(CUstream stream, bool per_thread) {
+  if (!activity::running()) return -1;
   // Asking the driver costs ~20 ns: only while some capture is in progress.
-  if (activity::capturing() && stream_capturing(stream, per_thread)) return;
+  if (activity::capturing() && stream_capturing(stream, per_thread)) return -1;
   const int dev = quota::single_device() ? 0 : quota::current_device();
-  if (dev < 0) return;
+  if (dev < 0) return -1;
   activity::wait_for_room(dev);
   client::token_acquire(scheduler_link::gpu(dev));
-  activity::note_launch(dev, stream);
+  return activity::note_launch(dev, stream);
 }
+
+inline uintptr_t key(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                     unsigned shared) {
+  return activity::kernel_key(f, gx, gy, gz, bx, by, bz, shared);
+}
+
+// A cuLaunchKernelEx launch's key: its function and shape, as cuLaunchKernel's.
+uintptr_t key(const CUlaunchConfig* c, CUfunction f) {
+  return key(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes);
+}
+
+// Forwards a launch between gate() and activity::launched().
+#define CUSLICE_GATED(stream, per_thread, key_expr, call)    \
+  const int dev_ = gate(stream, per_thread);                 \
+  const CUresult r_ = call;                                  \
+  if (dev_ >= 0) activity::launched(dev_, stream, key_expr); \
+  return r_
 
 }  // namespace
 
@@ -42,8 +61,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, un
                                               unsigned int shared, CUstream stream, void** params, void** extra) {
   auto fn = real<Sym::cuLaunchKernel>();
   if (fn == nullptr) return unavailable_result();
-  gate(stream, false);
-  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  CUSLICE_GATED(stream, false, key(f, gx, gy, gz, bx, by, bz, shared),
+                fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -52,24 +71,24 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int g
                                                    void** extra) {
   auto fn = real<Sym::cuLaunchKernel_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  gate(stream, true);
-  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  CUSLICE_GATED(stream, true, key(f, gx, gy, gz, bx, by, bz, shared),
+                fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
                                                 void** extra) {
   auto fn = real<Sym::cuLaunchKernelEx>();
   if (fn == nullptr) return unavailable_result();
-  if (config != nullptr) gate(config->hStream, false);
-  return fn(config, f, params, extra);
+  if (config == nullptr) return fn(config, f, params, extra);
+  CUSLICE_GATED(config->hStream, false, key(config, f), fn(config, f, params, extra));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                                      void** extra) {
   auto fn = real<Sym::cuLaunchKernelEx_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  if (config != nullptr) gate(config->hStream, true);
-  return fn(config, f, params, extra);
+  if (config == nullptr) return fn(config, f, params, extra);
+  CUSLICE_GATED(config->hStream, true, key(config, f), fn(config, f, params, extra));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -78,8 +97,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned
                                                          void** params) {
   auto fn = real<Sym::cuLaunchCooperativeKernel>();
   if (fn == nullptr) return unavailable_result();
-  gate(stream, false);
-  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  CUSLICE_GATED(stream, false, key(f, gx, gy, gz, bx, by, bz, shared),
+                fn(f, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -88,39 +107,40 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, uns
                                                               CUstream stream, void** params) {
   auto fn = real<Sym::cuLaunchCooperativeKernel_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  gate(stream, true);
-  return fn(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  CUSLICE_GATED(stream, true, key(f, gx, gy, gz, bx, by, bz, shared),
+                fn(f, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
 
 // The pre-CUDA-4 launch API (default stream).
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunch(CUfunction f) {
   auto fn = real<Sym::cuLaunch>();
   if (fn == nullptr) return unavailable_result();
-  gate(nullptr, false);
-  return fn(f);
+  CUSLICE_GATED(nullptr, false, key(f, 0, 0, 0, 0, 0, 0, 0), fn(f));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
   auto fn = real<Sym::cuLaunchGrid>();
   if (fn == nullptr) return unavailable_result();
-  gate(nullptr, false);
-  return fn(f, grid_width, grid_height);
+  CUSLICE_GATED(nullptr, false, key(f, grid_width, grid_height, 1, 0, 0, 0, 0), fn(f, grid_width, grid_height));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream stream) {
   auto fn = real<Sym::cuLaunchGridAsync>();
   if (fn == nullptr) return unavailable_result();
-  gate(stream, false);
-  return fn(f, grid_width, grid_height, stream);
+  CUSLICE_GATED(stream, false, key(f, grid_width, grid_height, 1, 0, 0, 0, 0),
+                fn(f, grid_width, grid_height, stream));
 }
+
+#undef CUSLICE_GATED
 
 // A graph replays all its kernels with no further launch call: the whole replay is gated.
 // Its first launch is also when its memory nodes' reserve appears (pool_accounting.cpp).
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   auto fn = real<Sym::cuGraphLaunch>();
   if (fn == nullptr) return unavailable_result();
-  gate(hStream, false);
+  const int dev = gate(hStream, false);
   const CUresult r = fn(hGraphExec, hStream);
+  if (dev >= 0) activity::launched(dev, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
   if (r == CUDA_SUCCESS && quota::active())
     pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
   return r;
@@ -129,8 +149,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream h
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   auto fn = real<Sym::cuGraphLaunch_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  gate(hStream, true);
+  const int dev = gate(hStream, true);
   const CUresult r = fn(hGraphExec, hStream);
+  if (dev >= 0) activity::launched(dev, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
   if (r == CUDA_SUCCESS && quota::active())
     pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
   return r;

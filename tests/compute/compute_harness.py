@@ -146,7 +146,7 @@ class Scenario:
         """Runs the workers over one common window and returns their reports, in order.
 
         workers: dicts with tenant, mode (spin | request), kernel_us, and sync_every or
-        period_ms; optional env. during(processes, start_ns, end_ns) runs while they work.
+        period_ms; optional short_us and shorts (spin: mixed kernel lengths), env. during(processes, start_ns, end_ns) runs while they work.
         The start delay covers process start and registration with the daemon.
         """
         start = now_ns() + int(start_delay_s * 1e9)
@@ -159,6 +159,8 @@ class Scenario:
                 argv += ["--sync-every", str(w["sync_every"])]
             if "period_ms" in w:
                 argv += ["--period-ms", str(w["period_ms"])]
+            if "shorts" in w:
+                argv += ["--short-us", str(w["short_us"]), "--shorts", str(w["shorts"])]
             processes.append(subprocess.Popen(argv, env=self.worker_env(w["tenant"], w.get("env")),
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))

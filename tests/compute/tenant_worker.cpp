@@ -10,6 +10,10 @@
 // runs for N us), a stream; then sleep until --start-at (CLOCK_MONOTONIC ns, so that several
 // workers measure the same window), and work until --end-at.
 //   spin:    launch K kernels, synchronise, repeat: a throughput job that always has work.
+//            With --short-us S --shorts M, each batch is K kernels of N us then M of S us (a
+//            trainer of mixed kernel lengths), and the report adds "max_queue_us": the most
+//            device time found queued ahead right after a launch returned, past a 0.5 s
+//            warm-up (what a request arriving then would wait for).
 //   request: one kernel every P ms (a latency-sensitive service); for each, the latency from
 //            submission (before the launch call, which is where the hook may wait for the
 //            token) to completion (the synchronisation's return). A request that finds the
@@ -63,6 +67,8 @@ struct Options {
   std::int64_t start_at = 0;
   std::int64_t end_at = 0;
   std::string stream = "created";
+  long short_us = 0;
+  long shorts = 0;
 };
 
 [[noreturn]] void usage(const char* problem) {
@@ -83,10 +89,14 @@ Options parse(int argc, char** argv) {
     else if (flag == "--start-at") o.start_at = std::atoll(value);
     else if (flag == "--end-at") o.end_at = std::atoll(value);
     else if (flag == "--stream") o.stream = value;
+    else if (flag == "--short-us") o.short_us = std::atol(value);
+    else if (flag == "--shorts") o.shorts = std::atol(value);
     else usage(("unknown flag " + flag).c_str());
   }
   if (o.mode != "spin" && o.mode != "request") usage("--mode is spin or request");
-  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0) usage("values must be > 0");
+  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0 || o.short_us < 0 || o.shorts < 0)
+    usage("values must be > 0");
+  if ((o.short_us > 0) != (o.shorts > 0)) usage("--short-us and --shorts go together");
   if (o.end_at <= o.start_at) usage("--end-at must follow --start-at");
   return o;
 }
@@ -116,6 +126,7 @@ struct Tally {
   std::int64_t last_completion = 0;
   std::int64_t max_batch_ns = 0;
   std::vector<std::int64_t> latencies_ns;  // request mode
+  std::int64_t max_queue_ns = 0;           // spin mode with shorts
 };
 
 CUstream make_stream(const std::string& kind) {
@@ -146,13 +157,28 @@ void count(Tally& tally, const Options& o, std::int64_t submitted, std::int64_t 
   tally.max_batch_ns = std::max(tally.max_batch_ns, completed - submitted);
 }
 
-void run_spin(const Options& o, CUfunction kernel, CUstream stream, Tally& tally) {
+// Device time queued ahead of now, sampled once the warm-up is over.
+void sample_queue(const Options& o, Tally& tally) {
+  const std::int64_t now = now_ns();
+  if (now < o.start_at + 500'000'000 || now > o.end_at) return;
+  const std::int64_t q = fake_cuda_device_free_at_ns(0) - now;
+  tally.max_queue_ns = std::max<std::int64_t>(tally.max_queue_ns, q);
+}
+
+void run_spin(const Options& o, CUfunction kernel, CUfunction short_kernel, CUstream stream, Tally& tally) {
   while (now_ns() < o.end_at) {
     const std::int64_t submitted = now_ns();
     const unsigned long long busy_before = fake_cuda_busy_ns();
-    for (long k = 0; k < o.sync_every; ++k) launch(kernel, stream);
+    for (long k = 0; k < o.sync_every; ++k) {
+      launch(kernel, stream);
+      if (short_kernel != nullptr) sample_queue(o, tally);
+    }
+    for (long k = 0; k < o.shorts; ++k) {
+      launch(short_kernel, stream);
+      sample_queue(o, tally);
+    }
     CHECK(cuStreamSynchronize(stream));
-    count(tally, o, submitted, now_ns(), static_cast<unsigned long long>(o.sync_every),
+    count(tally, o, submitted, now_ns(), static_cast<unsigned long long>(o.sync_every + o.shorts),
           fake_cuda_busy_ns() - busy_before);
   }
 }
@@ -171,6 +197,7 @@ void run_requests(const Options& o, CUfunction kernel, CUstream stream, Tally& t
     if (completed <= o.end_at) tally.latencies_ns.push_back(completed - submitted);
     while (slot <= completed) slot += period;  // a late request does not queue up more
   }
+  sleep_until(o.end_at);  // idle, but still there (a tenant beside the others) to the end
 }
 
 // The q-quantile (nearest rank) in microseconds; 0 for no samples.
@@ -196,13 +223,16 @@ int main(int argc, char** argv) {
   CUfunction kernel = nullptr;
   const std::string name = "spin_" + std::to_string(o.kernel_us) + "us";
   CHECK(cuModuleGetFunction(&kernel, module, name.c_str()));
+  CUfunction short_kernel = nullptr;
+  if (o.shorts > 0)
+    CHECK(cuModuleGetFunction(&short_kernel, module, ("spin_" + std::to_string(o.short_us) + "us").c_str()));
   CUstream stream = make_stream(o.stream);
 
   sleep_until(o.start_at);
   const std::int64_t late_ns = std::max<std::int64_t>(now_ns() - o.start_at, 0);
   Tally tally;
   if (o.mode == "spin") {
-    run_spin(o, kernel, stream, tally);
+    run_spin(o, kernel, short_kernel, stream, tally);
   } else {
     run_requests(o, kernel, stream, tally);
   }
@@ -213,6 +243,7 @@ int main(int argc, char** argv) {
               getpid(), tenant(), o.mode.c_str(), tally.kernels, tally.busy_ns,
               tally.last_completion > 0 ? tally.last_completion - o.start_at : 0, late_ns,
               tally.max_batch_ns);
+  if (o.shorts > 0) std::printf(", \"max_queue_us\": %.1f", static_cast<double>(tally.max_queue_ns) / 1000.0);
   if (o.mode == "request") {
     std::printf(", \"requests\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"max_us\": %.1f",
                 tally.latencies_ns.size(), percentile_us(tally.latencies_ns, 0.50),

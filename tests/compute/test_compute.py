@@ -139,6 +139,34 @@ tenants:
     assert utilisation(batch) >= 0.5, batch
 
 
+def test_queue_bound_is_time_not_a_count_of_kernels():
+    """Below a higher-priority tenant, a trainer of mixed kernel lengths keeps about
+    CUSLICE_PREEMPT_QUEUED of work queued beyond the kernel running, whatever the lengths.
+
+    The trainer launches 2 kernels of 3 ms then 300 of 10 us. A bound counted in kernels at
+    their mean length (30 us) would let both long ones queue at once (6 ms ahead of a request);
+    a bound on their learnt durations keeps one. The service sends a short request every 0.5 s
+    and otherwise idles, so the queue is the trainer's: how deep it gets does not depend on how fast this
+    box runs the processes (a slow one only makes it shallower)."""
+    config = """
+scheduler: {quantum: 20ms}
+tenants:
+  - {name: service, priority: high}
+  - {name: batch, priority: low}
+"""
+    idle_service = {"tenant": "service", "mode": "request", "kernel_us": 100, "period_ms": 500}
+    trainer = {"tenant": "batch", "mode": "spin", "kernel_us": 3000, "sync_every": 2,
+               "short_us": 10, "shorts": 300}
+    with Scenario(config) as world:
+        _, batch = valid(world.run([idle_service, trainer], WINDOW_S))
+    print(f"mixed trainer below a high-priority tenant: at most {batch['max_queue_us']:.0f} us "
+          f"queued after a launch; got {100 * utilisation(batch):.0f}% of the device")
+    # One long kernel (3 ms) plus the bound (250 us), with room for estimates still settling.
+    assert 0 < batch["max_queue_us"] <= 3000 + 250 + 1000, batch
+    # Short kernels are many in flight, so the trainer keeps the device busy.
+    assert utilisation(batch) >= 0.6, batch
+
+
 def test_work_conserving_a_tenant_alone_takes_the_whole_device():
     config = """
 scheduler: {quantum: 20ms}
