@@ -91,7 +91,10 @@ struct alignas(64) Device {
   // at most `allowed` in flight, from the measured mean kernel time (UINT64_MAX: unknown).
   std::atomic<uint64_t> launched{0};
   std::atomic<uint64_t> completed{0};
-  std::atomic<uint64_t> tickets{0};  // launches' places in the ring (launched() counts after)
+  // Launches begun (note_launch, before the driver has them): tickets - launched are under
+  // way, and the device is not drained while any is. A ticket is also the launch's place in
+  // the ring.
+  std::atomic<uint64_t> tickets{0};
   // Estimated GPU time of the launches in flight, as two running sums: what launches added,
   // and what the monitor took off as they completed (queued(): the difference). And the mean
   // kernel time, the estimate of a kernel not yet measured (0: unknown, nothing is bounded).
@@ -386,6 +389,9 @@ bool pass(bool& revoked, bool& throttled) {
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     Device& dev = g_devices[d];
+    // A launch under way (its stream marked, the driver not yet given it) may have had its mark
+    // taken by a record that precedes it: not drained.
+    if (dev.tickets.load(std::memory_order_seq_cst) != dev.launched.load(std::memory_order_seq_cst)) pending[d] = true;
     if (!pending[d]) {
       uint64_t cur = dev.completed.load(std::memory_order_relaxed);
       while (launched_before[d] > cur &&
@@ -573,21 +579,23 @@ void mark(int device, CUstream stream) {
 
 }  // namespace
 
-int note_launch(int device, CUstream stream) {
+Noted note_launch(int device, CUstream stream) {
   if (!g_running.load(std::memory_order_relaxed) ||
       static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
-    return -1;
+    return {};
   Device& dev = g_devices[device];
+  const uint64_t ticket = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
   mark(device, stream);
   // Idle to busy: wake the monitor (one system call per busy period, not per launch).
   if (!dev.busy.load(std::memory_order_relaxed) && !dev.busy.exchange(1, std::memory_order_acq_rel)) {
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
   }
-  return device;
+  return {device, ticket};
 }
 
-void launched(int device, CUstream stream, uintptr_t kernel) {
+void launched(Noted noted, CUstream stream, uintptr_t kernel) {
+  const int device = noted.device;
   if (device < 0) return;
   Device& dev = g_devices[device];
   // Counted only now that the driver has it: a record the monitor makes from here on follows
@@ -595,7 +603,7 @@ void launched(int device, CUstream stream, uintptr_t kernel) {
   // mark and the launch precedes it.)
   // Its entry in the ring is written before it counts, so the monitor finds it there. (From
   // one thread the ticket is the launch's index; threads launching at once may swap two.)
-  const uint64_t index = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
+  const uint64_t index = noted.ticket;
   if (g_others.load(std::memory_order_relaxed)) {
     // Bounded: remember what this launch is expected to take (alone, nothing is bounded and
     // this costs nothing).
@@ -609,8 +617,8 @@ void launched(int device, CUstream stream, uintptr_t kernel) {
     l.at.store(now_ns(), std::memory_order_relaxed);
     l.seq.store(index + 1, std::memory_order_release);
   }
-  dev.launched.fetch_add(1, std::memory_order_release);
   mark(device, stream);
+  dev.launched.fetch_add(1, std::memory_order_seq_cst);
   // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
   // when each one completes, not a batch of them: wake it to record after every launch.
   if (g_higher.load(std::memory_order_relaxed)) {

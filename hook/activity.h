@@ -42,13 +42,18 @@ bool running();
 // here, not after acquiring, means no launch is forwarded after a revocation it slept
 // through.
 void wait_for_room(int device);
-// After the token was acquired, before the launch is forwarded: marks the stream. Returns the
-// device to pass to launched(), or -1 when the launch is not tracked.
-int note_launch(int device, CUstream stream);
-// After the launch was forwarded: counts it, and beside other tenants remembers what it is
-// expected to take. `kernel` names what was launched (kernel_key(): function and shape, or a
-// graph), so that its duration is learnt.
-void launched(int device, CUstream stream, uintptr_t kernel);
+// After the token was acquired, before the launch is forwarded: marks the stream and the
+// launch as under way (the device is not drained until launched()). Pass what it returns to
+// launched(); device -1: the launch is not tracked.
+struct Noted {
+  int device = -1;
+  uint64_t ticket = 0;
+};
+Noted note_launch(int device, CUstream stream);
+// After the launch was forwarded (whatever the driver said): counts it, and beside other
+// tenants remembers what it is expected to take. `kernel` names what was launched
+// (kernel_key(): function and shape, or a graph), so that its duration is learnt.
+void launched(Noted noted, CUstream stream, uintptr_t kernel);
 
 // A key for a kernel launch: the function and its launch shape (the same function on a
 // different grid is a different duration).

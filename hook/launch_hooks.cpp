@@ -22,14 +22,14 @@ bool stream_capturing(CUstream stream, bool per_thread) {
   return is != nullptr && is(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-// Before the launch: waits for room and the token. Returns the device to count the launch
-// on afterwards (activity::launched), or -1.
-inline int gate(CUstream stream, bool per_thread) {
-  if (!activity::running()) return -1;
+// Before the launch: waits for room and the token. Returns what to count the launch by
+// afterwards (activity::launched); device -1: nothing.
+inline activity::Noted gate(CUstream stream, bool per_thread) {
+  if (!activity::running()) return {};
   // Asking the driver costs ~20 ns: only while some capture is in progress.
-  if (activity::capturing() && stream_capturing(stream, per_thread)) return -1;
+  if (activity::capturing() && stream_capturing(stream, per_thread)) return {};
   const int dev = quota::single_device() ? 0 : quota::current_device();
-  if (dev < 0) return -1;
+  if (dev < 0) return {};
   activity::wait_for_room(dev);
   client::token_acquire(scheduler_link::gpu(dev));
   return activity::note_launch(dev, stream);
@@ -47,9 +47,9 @@ uintptr_t key(const CUlaunchConfig* c, CUfunction f) {
 
 // Forwards a launch between gate() and activity::launched().
 #define CUSLICE_GATED(stream, per_thread, key_expr, call)    \
-  const int dev_ = gate(stream, per_thread);                 \
-  const CUresult r_ = call;                                  \
-  if (dev_ >= 0) activity::launched(dev_, stream, key_expr); \
+  const activity::Noted noted_ = gate(stream, per_thread);           \
+  const CUresult r_ = call;                                          \
+  if (noted_.device >= 0) activity::launched(noted_, stream, key_expr); \
   return r_
 
 }  // namespace
@@ -138,9 +138,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, 
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   auto fn = real<Sym::cuGraphLaunch>();
   if (fn == nullptr) return unavailable_result();
-  const int dev = gate(hStream, false);
+  const activity::Noted noted = gate(hStream, false);
   const CUresult r = fn(hGraphExec, hStream);
-  if (dev >= 0) activity::launched(dev, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
+  if (noted.device >= 0) activity::launched(noted, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
   if (r == CUDA_SUCCESS && quota::active())
     pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
   return r;
@@ -149,9 +149,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream h
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   auto fn = real<Sym::cuGraphLaunch_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  const int dev = gate(hStream, true);
+  const activity::Noted noted = gate(hStream, true);
   const CUresult r = fn(hGraphExec, hStream);
-  if (dev >= 0) activity::launched(dev, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
+  if (noted.device >= 0) activity::launched(noted, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
   if (r == CUDA_SUCCESS && quota::active())
     pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
   return r;
