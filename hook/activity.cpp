@@ -122,6 +122,8 @@ struct alignas(64) Device {
   int64_t learnt_at = 0;
   bool disturbed = false;
   uint64_t retired = 0;  // launches whose estimate is off added_ns - retired_ns
+  int64_t last_stuck_log = 0;
+  int64_t tracked_since = 0;  // busy without a drain since
 
   int64_t queued() const {
     const int64_t q = added_ns.load(std::memory_order_acquire) - retired_ns.load(std::memory_order_acquire);
@@ -408,6 +410,7 @@ bool pass(bool& revoked, bool& throttled) {
     }
     if (!dev.tracking) {
       dev.tracking = true;
+      dev.tracked_since = now;
       dev.busy_since = now;
       dev.had_in_flight = false;
     }
@@ -446,6 +449,24 @@ bool pass(bool& revoked, bool& throttled) {
       any_busy = true;
       // Revoked, or a lower-priority tenant waits for this one to drain: look again soon.
       if (pending[d] && (!client::holding(gpu) || client::lower_priority_waiting(gpu))) revoked = true;
+      // Debug: others wait while this process has not drained for long (say why).
+      if (log::enabled(log::Level::kDebug) && revoked && now - dev.tracked_since >= 200'000'000 &&
+          now - dev.last_stuck_log >= 200'000'000) {
+        dev.last_stuck_log = now;
+        int dirty = 0, outstanding = 0;
+        for (const Slot& sl : g_slots)
+          if (sl.key.load(std::memory_order_relaxed) != 0 && sl.device.load(std::memory_order_relaxed) == d) {
+            dirty += sl.dirty.load(std::memory_order_relaxed) != 0;
+            outstanding += sl.count;
+          }
+        CUSLICE_LOG(kDebug,
+                    "device %d not drained for %lld ms while others wait: launched %llu, completed %llu, "
+                    "under way %llu, streams marked %d, records outstanding %d, captures %d",
+                    d, static_cast<long long>((now - dev.tracked_since) / 1'000'000),
+                    static_cast<unsigned long long>(launched), static_cast<unsigned long long>(completed),
+                    static_cast<unsigned long long>(dev.tickets.load() - launched), dirty, outstanding,
+                    g_captures.load());
+      }
       if (now - dev.busy_since >= kReportNs) {
         account(dev, gpu, now, completed);
         dev.busy_since = now;

@@ -466,6 +466,12 @@ void token_acquire(int gpu) noexcept {
       break;
     }
     futex_wait(&gs.grant_seq, seq, kWaitSliceNs);
+    // Still waiting after a slice: make sure the demand is published (an older daemon could
+    // drop the bit) and tell the daemon again.
+    if (!(gs.waiting_tenants.load(std::memory_order_seq_cst) & (uint64_t{1} << att->tenant))) {
+      gs.waiting_tenants.fetch_or(uint64_t{1} << att->tenant, std::memory_order_seq_cst);
+      kick();
+    }
     const int64_t now = now_ns();
     waited.fetch_add(static_cast<uint64_t>(now - since), std::memory_order_relaxed);
     since = now;

@@ -360,7 +360,7 @@ void Daemon::accept_clients() {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    clients_[fd] = Client{ClientKind::kNew, -1, cred.pid, cred.uid, cred.gid};
+    clients_[fd] = Client{ClientKind::kNew, -1, cred.pid, cred.uid, cred.gid, {}};
     update_idle_timer();
   }
 }
@@ -611,8 +611,12 @@ void Daemon::schedule() {
   Nanos wake = TokenPolicy::kNever;
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     shm::GpuState& gs = segment_->gpus[g];
-    // Drop bits of tenants that no longer wait; bits set since the scan above stay.
-    gs.waiting_tenants.fetch_and(waiting[g] | ~gs.waiting_tenants.load(), std::memory_order_relaxed);
+    // Drop the bits of tenants that no longer wait. A waiter raises its slot's count before
+    // its bit, so a bit dropped here whose tenant has a waiter now (one that came after the
+    // scan above) is raised again: a lost bit would keep a holder's release from kicking
+    // the daemon, and the waiter would wait for a timer (seen on the H100 as seconds).
+    const uint64_t dropped = gs.waiting_tenants.fetch_and(waiting[g], std::memory_order_seq_cst) & ~waiting[g];
+    if (dropped != 0) restore_waiting(g, dropped);
     TokenPolicy& policy = policies_[g];
     // A hook that outranked the holder may have taken the token itself (token_policy.h,
     // rule 6). The daemon's store is a compare-exchange from what it saw, so such a take is
@@ -641,8 +645,37 @@ void Daemon::schedule() {
       }
     }
     wake = std::min(wake, d.wake_at);
+    if (d.holder != held_[g].tenant) held_[g] = {d.holder, now, now};
+    // Debug: a holder that others have waited behind for long, and what its processes show.
+    if (spdlog::should_log(spdlog::level::debug) && d.holder != kNoHolder && (waiting[g] & ~(uint64_t{1} << d.holder)) &&
+        now - held_[g].since >= std::chrono::milliseconds(200) && now - held_[g].logged >= std::chrono::milliseconds(200)) {
+      held_[g].logged = now;
+      std::string procs;
+      for (const auto& [fd, client] : clients_) {
+        if (client.slot < 0) continue;
+        const shm::ProcessSlot& ps = segment_->processes[client.slot];
+        if (ps.tenant.load(std::memory_order_relaxed) != d.holder) continue;
+        const uint32_t f = ps.gpu_flags[g].load(std::memory_order_relaxed);
+        procs += fmt::format(" pid {} (busy {}, waiters {})", client.pid, (f & shm::ProcessSlot::kBusy) != 0,
+                             f & shm::ProcessSlot::kWaitersMask);
+      }
+      spdlog::debug("gpu {}: {} has held the token {} ms while others wait:{}", g, segment_->tenants[d.holder].name,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(now - held_[g].since).count(), procs);
+    }
   }
   arm_timer(wake);
+}
+
+void Daemon::restore_waiting(uint32_t g, uint64_t dropped) {
+  shm::GpuState& gs = segment_->gpus[g];
+  for (const auto& [fd, client] : clients_) {
+    if (client.slot < 0) continue;
+    const shm::ProcessSlot& ps = segment_->processes[client.slot];
+    const uint32_t t = ps.tenant.load(std::memory_order_relaxed);
+    if (t >= shm::kMaxTenants || !(dropped & (uint64_t{1} << t))) continue;
+    if (ps.gpu_flags[g].load(std::memory_order_seq_cst) & shm::ProcessSlot::kWaitersMask)
+      gs.waiting_tenants.fetch_or(uint64_t{1} << t, std::memory_order_seq_cst);
+  }
 }
 
 void Daemon::publish_preemption(uint32_t g, uint32_t holder) {

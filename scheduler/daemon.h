@@ -96,6 +96,15 @@ class Daemon {
   void schedule();
   // Publishes who may take GPU g's token without asking, and which tenants are capped.
   void publish_preemption(uint32_t g, uint32_t holder);
+  // Raises again the waiting bits on GPU g, of the tenants in `dropped`, that have a waiter.
+  void restore_waiting(uint32_t g, uint64_t dropped);
+
+  // Who holds each GPU's token since when (for the debug log of long holds).
+  struct Held {
+    uint32_t tenant = UINT32_MAX;
+    std::chrono::nanoseconds since{0}, logged{0};
+  };
+  std::array<Held, shm::kMaxGpus> held_{};
   void publish_shares();
   // Per tenant, the workload its registered processes agree on (metrics labels).
   TenantWorkloads workloads() const;
