@@ -9,13 +9,15 @@
 //     process's queued work has drained: it reports the GPU time it was busy and gives the
 //     token back (client::token_release), so a holder with nothing to run frees the GPU
 //     early and a revoked holder is known to have drained;
-//   - bounds the queued work: from the mean kernel time it measures (busy time per completed
-//     launch), a launch waits while as many are in flight as CUSLICE_MAX_QUEUED holds (at
-//     least two: one running, one queued behind it, so the GPU does not idle). The token
-//     therefore changes hands within about that time plus one kernel, not after seconds of
-//     queued kernels. Beside a tenant of higher priority, which takes the GPU without waiting
-//     for this one to drain, the bound is CUSLICE_PREEMPT_QUEUED (at least one launch), the
-//     monitor records after every launch and polls every 10 us, so that the few launches
+//   - bounds the queued work: beside other tenants each launch is remembered with an
+//     estimate of its GPU time, learnt per kernel (function and launch shape, or graph) from
+//     how long the batches the monitor sees complete took, and a launch waits while the
+//     estimated time in flight reaches CUSLICE_MAX_QUEUED (two launches are always allowed:
+//     one running, one queued behind it, so the GPU does not idle). The token therefore
+//     changes hands within about that time plus one kernel, not after seconds of queued
+//     kernels. Beside a tenant of higher priority, which takes the GPU without waiting for
+//     this one to drain, the bound is CUSLICE_PREEMPT_QUEUED (at least one launch), the
+//     monitor records after every launch and polls every 10 us, so that the launches
 //     allowed are refilled as each completes;
 //   - keeps the token through short pauses: drained, the process keeps it for 500 us in case
 //     it launches again (a synchronisation between steps), then gives it back.
