@@ -20,6 +20,12 @@ import pytest
 from compute_harness import MS, Scenario, hook_gates_launches, now_ns, sleep_until_ns
 
 SPIN = {"mode": "spin", "kernel_us": 2000, "sync_every": 4}
+SERVICE_AND_BATCH = """
+scheduler: {quantum: 20ms}
+tenants:
+  - {name: service, priority: high}
+  - {name: batch, priority: low}
+"""
 WINDOW_S = 3.0
 
 
@@ -112,14 +118,8 @@ tenants:
 
 
 def test_high_priority_latency_beside_a_low_priority_spinner():
-    config = """
-scheduler: {quantum: 20ms}
-tenants:
-  - {name: service, priority: high}
-  - {name: batch, priority: low}
-"""
     request = {"tenant": "service", "mode": "request", "kernel_us": 1000, "period_ms": 20}
-    with Scenario(config) as world:
+    with Scenario(SERVICE_AND_BATCH) as world:
         [solo] = valid(world.run([request], 2.0))
         service, batch = valid(world.run([request, dict(SPIN, tenant="batch")], WINDOW_S))
         gated(world, ["service", "batch"])
@@ -146,18 +146,12 @@ def test_queue_bound_is_time_not_a_count_of_kernels():
     The trainer launches 2 kernels of 3 ms then 300 of 10 us. A bound counted in kernels at
     their mean length (30 us) would let both long ones queue at once (6 ms ahead of a request);
     a bound on their learnt durations keeps one. The service sends a short request every 0.5 s
-    and otherwise idles, so the queue is the trainer's: how deep it gets does not depend on how fast this
-    box runs the processes (a slow one only makes it shallower)."""
-    config = """
-scheduler: {quantum: 20ms}
-tenants:
-  - {name: service, priority: high}
-  - {name: batch, priority: low}
-"""
+    and otherwise idles, so the queue is the trainer's: how deep it gets does not depend on how
+    fast this box runs the processes (a slow one only makes it shallower)."""
     idle_service = {"tenant": "service", "mode": "request", "kernel_us": 100, "period_ms": 500}
     trainer = {"tenant": "batch", "mode": "spin", "kernel_us": 3000, "sync_every": 2,
                "short_us": 10, "shorts": 300}
-    with Scenario(config) as world:
+    with Scenario(SERVICE_AND_BATCH) as world:
         _, batch = valid(world.run([idle_service, trainer], WINDOW_S))
     print(f"mixed trainer below a high-priority tenant: at most {batch['max_queue_us']:.0f} us "
           f"queued after a launch; got {100 * utilisation(batch):.0f}% of the device")

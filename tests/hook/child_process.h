@@ -1,7 +1,7 @@
 // Child processes for the hook's multi-process tests: spawn one (this binary re-run with a
 // gtest filter, or the scheduler daemon) with pipes on its stdin and stdout, read a line it
 // prints, wait for its exit; and a scheduler daemon started for one test with a given
-// configuration. (test_tenant.cpp predates this file and keeps its own copies.)
+// configuration.
 #pragma once
 
 #include <fcntl.h>

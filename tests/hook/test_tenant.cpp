@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "hook_test_support.h"
 #include "nvml_api.h"
 #include "shm_protocol.h"
@@ -144,61 +145,6 @@ TEST(TenantChildRefused, InitialisationFails) {
 }
 
 // ---- parent ---------------------------------------------------------------------------
-
-struct Child {
-  pid_t pid = -1;
-  int in = -1;   // its stdin
-  int out = -1;  // its stdout
-};
-
-Child spawn(const std::vector<std::string>& args, const std::vector<std::string>& extra_env, bool preload) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (preload || std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.emplace_back(*e);
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  int in[2], out[2];
-  EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  Child c;
-  EXPECT_EQ(posix_spawn(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(in[0]);
-  close(out[1]);
-  c.in = in[1];
-  c.out = out[0];
-  return c;
-}
-
-int wait_exit(Child& c) {
-  if (c.in >= 0) close(c.in);
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  if (c.out >= 0) close(c.out);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-bool read_line(int fd, const char* want) {
-  std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1) {
-    if (c == '\n') {
-      if (line == want) return true;
-      line.clear();
-    } else {
-      line += c;
-    }
-  }
-  return false;
-}
 
 class Tenant : public ::testing::Test {
  protected:
