@@ -391,9 +391,9 @@ bool pass(bool& revoked, bool& throttled) {
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     Device& dev = g_devices[d];
-    // A launch under way (its stream marked, the driver not yet given it) may have had its mark
-    // taken by a record that precedes it: not drained.
-    if (dev.tickets.load(std::memory_order_seq_cst) != dev.launched.load(std::memory_order_seq_cst)) pending[d] = true;
+    // A launch begun but not counted before the streams were looked at (its stream is marked
+    // only once the driver has it, just before it counts): not drained.
+    if (dev.tickets.load(std::memory_order_seq_cst) != launched_before[d]) pending[d] = true;
     if (!pending[d]) {
       uint64_t cur = dev.completed.load(std::memory_order_relaxed);
       while (launched_before[d] > cur &&
@@ -600,13 +600,12 @@ void mark(int device, CUstream stream) {
 
 }  // namespace
 
-Noted note_launch(int device, CUstream stream) {
+Noted note_launch(int device) {
   if (!g_running.load(std::memory_order_relaxed) ||
       static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices))
     return {};
   Device& dev = g_devices[device];
   const uint64_t ticket = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
-  mark(device, stream);
   // Idle to busy: wake the monitor (one system call per busy period, not per launch).
   if (!dev.busy.load(std::memory_order_relaxed) && !dev.busy.exchange(1, std::memory_order_acq_rel)) {
     g_wake.fetch_add(1, std::memory_order_release);
@@ -619,11 +618,11 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   const int device = noted.device;
   if (device < 0) return;
   Device& dev = g_devices[device];
-  // Counted only now that the driver has it: a record the monitor makes from here on follows
-  // it, so it is never seen complete before it ran. (Marked again: a record made between the
-  // mark and the launch precedes it.)
-  // Its entry in the ring is written before it counts, so the monitor finds it there. (From
-  // one thread the ticket is the launch's index; threads launching at once may swap two.)
+  // Marked and counted only now that the driver has it: a record the monitor makes for the
+  // mark follows it, so it is never seen complete before it ran; until it counts, its ticket
+  // keeps the device from draining. Its entry in the ring is written before it counts, so the
+  // monitor finds it there. (From one thread the ticket is the launch's index; threads
+  // launching at once may swap two.)
   const uint64_t index = noted.ticket;
   if (g_others.load(std::memory_order_relaxed)) {
     // Bounded: remember what this launch is expected to take (alone, nothing is bounded and

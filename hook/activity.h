@@ -2,8 +2,7 @@
 // it is needed and handed on quickly.
 //
 // The launch path marks the stream it launched on (note_launch, launched: a few loads and
-// stores). A
-// monitor thread, one per process, started when the process joins a tenant, then:
+// stores). A monitor thread, one per process, started when the process joins a tenant, then:
 //   - records an event on each stream launched on since its last look, and queries the
 //     events it recorded: when every one has completed and nothing new was launched, the
 //     process's queued work has drained: it reports the GPU time it was busy and gives the
@@ -44,17 +43,17 @@ bool running();
 // here, not after acquiring, means no launch is forwarded after a revocation it slept
 // through.
 void wait_for_room(int device);
-// After the token was acquired, before the launch is forwarded: marks the stream and the
-// launch as under way (the device is not drained until launched()). Pass what it returns to
-// launched(); device -1: the launch is not tracked.
+// After the token was acquired, before the launch is forwarded: takes a ticket, so the device
+// is not drained until launched(). Pass what it returns to launched(); device -1: the launch
+// is not tracked.
 struct Noted {
   int device = -1;
   uint64_t ticket = 0;
 };
-Noted note_launch(int device, CUstream stream);
-// After the launch was forwarded (whatever the driver said): counts it, and beside other
-// tenants remembers what it is expected to take. `kernel` names what was launched
-// (kernel_key(): function and shape, or a graph), so that its duration is learnt.
+Noted note_launch(int device);
+// After the launch was forwarded (whatever the driver said): marks the stream, counts the
+// launch, and beside other tenants remembers what it is expected to take. `kernel` names what
+// was launched (kernel_key(): function and shape, or a graph), so that its duration is learnt.
 void launched(Noted noted, CUstream stream, uintptr_t kernel);
 
 // A key for a kernel launch: the function and its launch shape (the same function on a

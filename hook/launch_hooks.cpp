@@ -32,17 +32,14 @@ inline activity::Noted gate(CUstream stream, bool per_thread) {
   if (dev < 0) return {};
   activity::wait_for_room(dev);
   client::token_acquire(scheduler_link::gpu(dev));
-  return activity::note_launch(dev, stream);
+  return activity::note_launch(dev);
 }
 
-inline uintptr_t key(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                     unsigned shared) {
-  return activity::kernel_key(f, gx, gy, gz, bx, by, bz, shared);
-}
+using activity::kernel_key;
 
 // A cuLaunchKernelEx launch's key: its function and shape, as cuLaunchKernel's.
 uintptr_t key(const CUlaunchConfig* c, CUfunction f) {
-  return key(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes);
+  return kernel_key(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes);
 }
 
 // Forwards a launch between gate() and activity::launched().
@@ -61,7 +58,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, un
                                               unsigned int shared, CUstream stream, void** params, void** extra) {
   auto fn = real<Sym::cuLaunchKernel>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(stream, false, key(f, gx, gy, gz, bx, by, bz, shared),
+  CUSLICE_GATED(stream, false, kernel_key(f, gx, gy, gz, bx, by, bz, shared),
                 fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
 }
 
@@ -71,7 +68,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int g
                                                    void** extra) {
   auto fn = real<Sym::cuLaunchKernel_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(stream, true, key(f, gx, gy, gz, bx, by, bz, shared),
+  CUSLICE_GATED(stream, true, kernel_key(f, gx, gy, gz, bx, by, bz, shared),
                 fn(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra));
 }
 
@@ -97,7 +94,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned
                                                          void** params) {
   auto fn = real<Sym::cuLaunchCooperativeKernel>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(stream, false, key(f, gx, gy, gz, bx, by, bz, shared),
+  CUSLICE_GATED(stream, false, kernel_key(f, gx, gy, gz, bx, by, bz, shared),
                 fn(f, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
 
@@ -107,7 +104,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, uns
                                                               CUstream stream, void** params) {
   auto fn = real<Sym::cuLaunchCooperativeKernel_ptsz>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(stream, true, key(f, gx, gy, gz, bx, by, bz, shared),
+  CUSLICE_GATED(stream, true, kernel_key(f, gx, gy, gz, bx, by, bz, shared),
                 fn(f, gx, gy, gz, bx, by, bz, shared, stream, params));
 }
 
@@ -115,19 +112,19 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, uns
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunch(CUfunction f) {
   auto fn = real<Sym::cuLaunch>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(nullptr, false, key(f, 0, 0, 0, 0, 0, 0, 0), fn(f));
+  CUSLICE_GATED(nullptr, false, kernel_key(f, 0, 0, 0, 0, 0, 0, 0), fn(f));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
   auto fn = real<Sym::cuLaunchGrid>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(nullptr, false, key(f, grid_width, grid_height, 1, 0, 0, 0, 0), fn(f, grid_width, grid_height));
+  CUSLICE_GATED(nullptr, false, kernel_key(f, grid_width, grid_height, 1, 0, 0, 0, 0), fn(f, grid_width, grid_height));
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream stream) {
   auto fn = real<Sym::cuLaunchGridAsync>();
   if (fn == nullptr) return unavailable_result();
-  CUSLICE_GATED(stream, false, key(f, grid_width, grid_height, 1, 0, 0, 0, 0),
+  CUSLICE_GATED(stream, false, kernel_key(f, grid_width, grid_height, 1, 0, 0, 0, 0),
                 fn(f, grid_width, grid_height, stream));
 }
 
