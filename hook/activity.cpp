@@ -55,6 +55,9 @@ constexpr uint64_t kMinInFlightBelowHigher = 1;
 constexpr int kKernelSlots = 4096;
 constexpr int kKernelProbes = 16;
 constexpr uint64_t kRing = 512;
+// Gate positions each stream remembers (gates not yet opened beyond this: the last segment
+// grows instead).
+constexpr uint32_t kGates = 64;
 
 // Whether the queue bound matters: only when another tenant could need the GPU (alone, a
 // tenant runs as fast as natively). Refreshed by the monitor every kNeighboursNs.
@@ -81,11 +84,25 @@ struct Slot {
   CUevent events[kEventsPerSlot] = {};
   uint64_t launches_at[kEventsPerSlot] = {};  // the device's launch count when recorded
   int head = 0, count = 0;  // ring of outstanding records, oldest at head
+  // Parking: gate k (1, 2, ...) is a wait on the stream until the slot's gate word (pinned
+  // host memory) reaches k, put before a launch that must not run yet; the monitor raises
+  // the word. The word only grows, across streams that reuse the slot, so a gate never
+  // reopens wrongly. Segments between gates are bounded in estimated time, so the monitor
+  // lets the GPU run a bounded amount at a time.
+  std::atomic<uint32_t> gates{0};      // the last gate put on the stream
+  std::atomic<uint32_t> inserting{0};  // a launching thread is putting a gate on it
+  std::atomic<int64_t> enq_ns{0};      // estimated time launched on the stream, a running sum
+  std::atomic<int64_t> gate_at[kGates] = {};  // enq_ns where gate k stands (index k % kGates)
+  // Monitor only: enq_ns covered by records seen complete, and per record what it covers.
+  int64_t done_ns = 0;
+  int64_t rec_enq[kEventsPerSlot] = {};
+  uint32_t rec_gates[kEventsPerSlot] = {};
 };
 
 struct alignas(64) Device {
   std::atomic<uint32_t> busy{0};      // the process has work queued or running here
   std::atomic<uint32_t> throttle{0};  // launches wait while set (queue too deep)
+  std::atomic<uint32_t> cap{0};       // parking launches wait while set (CUSLICE_PARK_QUEUED)
   // Launches forwarded, and how many of them the monitor has seen complete: a burst of
   // launches is queued long before any event records it, so the bound is also a count:
   // at most `allowed` in flight, from the measured mean kernel time (UINT64_MAX: unknown).
@@ -124,6 +141,7 @@ struct alignas(64) Device {
   uint64_t retired = 0;  // launches whose estimate is off added_ns - retired_ns
   int64_t last_stuck_log = 0;
   int64_t tracked_since = 0;  // busy without a drain since
+  int64_t stalled_since = 0;  // held back work, the token, and nothing completing since
 
   int64_t queued() const {
     const int64_t q = added_ns.load(std::memory_order_acquire) - retired_ns.load(std::memory_order_acquire);
@@ -162,6 +180,13 @@ std::atomic<bool> g_stop{false};
 std::mutex g_monitor;  // the monitor's pass vs. capture start and stream destruction
 int64_t g_max_queued_ns = 500'000;
 int64_t g_preempt_queued_ns = 250'000;  // the bound while a higher-priority tenant exists
+int64_t g_park_cap_ns = 20'000'000;     // CUSLICE_PARK_QUEUED; 0: no parking
+// The gate words: one per stream slot, in pinned host memory the GPU reads (set up at the
+// first launch that needs one; kGateUnavailable: launches wait on the CPU instead).
+enum : int { kGateUnset, kGateSettingUp, kGateReady, kGateUnavailable };
+std::atomic<int> g_gate_state{kGateUnset};
+std::atomic<uint32_t>* g_gate_words = nullptr;
+CUdeviceptr g_gate_dptr = 0;
 
 using EventCreate = CUresult (*)(CUevent*, unsigned int);
 using EventRecord = CUresult (*)(CUevent, CUstream);
@@ -171,6 +196,10 @@ using CtxSet = CUresult (*)(CUcontext);
 using CtxGet = CUresult (*)(CUcontext*);
 using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
 using ExchangeMode = CUresult (*)(CUstreamCaptureMode*);
+using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using HostAlloc = CUresult (*)(void**, size_t, unsigned int);
+using HostDevicePointer = CUresult (*)(CUdeviceptr*, void*, unsigned int);
 
 struct Driver {
   EventCreate event_create;
@@ -181,7 +210,22 @@ struct Driver {
   CtxGet ctx_get;
   IsCapturing is_capturing;
   ExchangeMode exchange_mode;
+  WaitValue wait_value;
+  WriteValue write_value;
+  HostAlloc host_alloc;
+  HostDevicePointer host_device_pointer;
 } g_drv;
+
+// Per slot, two words: the gate the GPU may pass (written by the monitor), and the last gate
+// the GPU reached (written by the GPU just before it waits there: all work before it is done).
+std::atomic<uint32_t>& gate_word(const Slot& s) { return g_gate_words[&s - g_slots]; }
+std::atomic<uint32_t>& reached_word(const Slot& s) { return g_gate_words[kSlots + (&s - g_slots)]; }
+// Gate k is still closed: the word has not reached it (cyclic, as the GPU compares).
+bool gate_closed(uint32_t word, uint32_t k) { return static_cast<int32_t>(word - k) < 0; }
+// Opens every gate on the slot's stream.
+void open_all(Slot& s) {
+  if (g_gate_words != nullptr) gate_word(s).store(s.gates.load(std::memory_order_acquire), std::memory_order_release);
+}
 
 size_t hash_key(uintptr_t k) { return static_cast<size_t>((k >> 4) * 0x9E3779B97F4A7C15ull >> 56); }
 
@@ -222,8 +266,13 @@ bool record(Slot& s, uintptr_t key) {
   if (s.events[at] == nullptr && g_drv.event_create(&s.events[at], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
     return false;
   const uint64_t launched = g_devices[s.device.load(std::memory_order_relaxed)].launched.load(std::memory_order_acquire);
+  // Read before the record: what it is taken to cover errs short (runnable work, left long).
+  const int64_t enq = s.enq_ns.load(std::memory_order_acquire);
+  const uint32_t gates = s.gates.load(std::memory_order_acquire);
   if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
   s.launches_at[at] = launched;
+  s.rec_enq[at] = enq;
+  s.rec_gates[at] = gates;
   s.count++;
   return true;
 }
@@ -241,6 +290,7 @@ bool retire(Slot& s) {
     while (s.launches_at[s.head] > cur &&
            !completed.compare_exchange_weak(cur, s.launches_at[s.head], std::memory_order_release)) {
     }
+    s.done_ns = std::max(s.done_ns, s.rec_enq[s.head]);
     s.head = (s.head + 1) % kEventsPerSlot;
     s.count--;
   }
@@ -248,6 +298,12 @@ bool retire(Slot& s) {
 }
 
 void release_slot(Slot& s) {
+  // Work held back on the stream runs: nothing would open its gates once the slot is free.
+  // The gate count stays: the word only grows.
+  open_all(s);
+  for (auto& at : s.gate_at) at.store(-1, std::memory_order_relaxed);
+  s.enq_ns.store(0, std::memory_order_relaxed);
+  s.done_ns = 0;
   for (CUevent& e : s.events) {
     if (e != nullptr && g_drv.event_destroy) g_drv.event_destroy(e);
     e = nullptr;
@@ -345,6 +401,84 @@ bool too_deep(const Device& dev, uint64_t in_flight, int64_t queued) {
          queued >= (higher ? g_preempt_queued_ns : g_max_queued_ns);
 }
 
+// The bound on runnable work (estimated time) and the segment a gate closes.
+int64_t bound_ns() { return g_higher.load(std::memory_order_relaxed) ? g_preempt_queued_ns : g_max_queued_ns; }
+int64_t segment_ns() { return bound_ns() / 2; }
+
+// Parking's own cap: launches wait on the CPU only past this much held back or in flight.
+bool over_cap(const Device& dev, uint64_t in_flight, int64_t queued) {
+  return in_flight >= kRing / 2 || queued >= g_park_cap_ns;
+}
+
+// Lets launching threads waiting at the parking cap go once the work in flight is below it.
+void release_cap(Device& dev) {
+  if (!dev.cap.load(std::memory_order_acquire)) return;
+  if (dev.busy.load(std::memory_order_acquire) &&
+      over_cap(dev, dev.launched.load(std::memory_order_acquire) - dev.completed.load(std::memory_order_acquire),
+               dev.queued()))
+    return;
+  dev.cap.store(0, std::memory_order_release);
+  dev.cap.notify_all();
+}
+
+// What the monitor found on a device's streams in one pass.
+struct Look {
+  bool pending = false;   // runnable work not seen complete, or a launch not yet recorded
+  bool parked = false;    // work held back behind a closed gate
+  int64_t runnable = 0;   // estimated time let run and not seen complete
+  bool progressed = false;  // some record completed
+};
+
+// Held back work that has stalled this long, with the token and nothing completing, is let
+// run in full: what is let run may wait for it (a kernel spinning on a flag another stream
+// sets, a wait on an event recorded after a gate) and the bound must not deadlock the app.
+constexpr int64_t kGateStallNs = 20'000'000;
+// What a launch counts for in its stream's segments before any kernel time is known, so that
+// gates still let work run in bounded steps (a guess: many kernels of a training step).
+constexpr uint32_t kUnknownKernelNs = 50'000;
+
+// Opens the gates of the device's streams while the work let run stays within the bound,
+// and on each stream while fewer than `min_ahead` of its segments are let run and not seen
+// complete (so the GPU does not wait for the next pass; and per stream, so that a stream
+// whose work waits for another's held back work cannot stop that one from being let run);
+// everything when the bound does not apply. Under g_monitor. True when it opened some.
+bool open_gates(int device, Look& look, bool everything) {
+  bool opened = false;
+  const int64_t bound = bound_ns();
+  const int min_ahead = g_higher.load(std::memory_order_relaxed) ? 1 : 2;
+  for (Slot& s : g_slots) {
+    if (s.key.load(std::memory_order_acquire) == 0 || s.device.load(std::memory_order_acquire) != device) continue;
+    if (everything) {
+      opened |= gate_closed(gate_word(s).load(std::memory_order_relaxed), s.gates.load(std::memory_order_acquire));
+      open_all(s);
+      continue;
+    }
+    std::atomic<uint32_t>& word = gate_word(s);
+    const uint32_t gates = s.gates.load(std::memory_order_acquire);
+    uint32_t w = word.load(std::memory_order_relaxed);
+    const uint32_t from = w;
+    int ahead = 0;
+    for (uint32_t j = w; j != 0 && gates - j < kGates - 1 && ahead < min_ahead; --j, ++ahead)
+      if (s.gate_at[j % kGates].load(std::memory_order_relaxed) < s.done_ns) break;
+    while (gate_closed(w, gates)) {
+      const uint32_t next = w + 1;
+      const int64_t end = next == gates ? s.enq_ns.load(std::memory_order_acquire)
+                                        : s.gate_at[(next + 1) % kGates].load(std::memory_order_relaxed);
+      const int64_t len = std::max<int64_t>(0, end - s.gate_at[next % kGates].load(std::memory_order_relaxed));
+      if (look.runnable + len > bound && ahead >= min_ahead) break;
+      look.runnable += len;
+      ahead++;
+      w = next;
+    }
+    if (w != from) {
+      word.store(w, std::memory_order_release);
+      opened = true;
+    }
+    if (gate_closed(w, gates)) look.parked = true;
+  }
+  return opened;
+}
+
 // Reports the busy interval ending now, and refines the mean kernel time (time with launches
 // in flight per completed launch, decaying): the estimate of kernels not measured yet.
 void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
@@ -367,7 +501,7 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
 bool pass(bool& revoked, bool& throttled) {
   const int64_t now = now_ns();
   bool any_busy = false;
-  bool pending[kMaxDevices] = {};
+  Look looks[kMaxDevices];
   // Launches counted before the streams are looked at: each is either covered by a record or
   // still marks its stream, so once nothing is pending they have all completed.
   uint64_t launched_before[kMaxDevices];
@@ -379,6 +513,7 @@ bool pass(bool& revoked, bool& throttled) {
     // pending record, from this relaxed-mode thread, invalidated PyTorch's captures
     // (tests/gpu/capture_stress.sh). A record outstanding then keeps the device busy.
     const bool quiet = g_captures.load(std::memory_order_acquire) != 0;
+    bool parked_any = false;
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
       const int device = s.device.load(std::memory_order_acquire);
@@ -386,15 +521,60 @@ bool pass(bool& revoked, bool& throttled) {
       // Clear first: a launch after this point marks the stream again.
       if (!quiet && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key))
         s.dirty.store(1, std::memory_order_release);
-      if ((quiet ? s.count > 0 : retire(s)) || s.dirty.load(std::memory_order_acquire)) pending[device] = true;
+      const int64_t done_before = s.done_ns;
+      const bool outstanding = quiet ? s.count > 0 : retire(s);
+      Look& look = looks[device];
+      if (s.done_ns != done_before) look.progressed = true;
+      if (g_gate_words == nullptr) {
+        if (outstanding || s.dirty.load(std::memory_order_acquire)) look.pending = true;
+        continue;
+      }
+      // Records behind a closed gate are not runnable work: they wait for the token.
+      const uint32_t word = gate_word(s).load(std::memory_order_relaxed);
+      const uint32_t gates = s.gates.load(std::memory_order_acquire);
+      const uint32_t reached = reached_word(s).load(std::memory_order_acquire);
+      if (reached != 0 && !gate_closed(gates, reached) && gates - reached < kGates - 1) {
+        const int64_t at = s.gate_at[reached % kGates].load(std::memory_order_relaxed);
+        if (at > s.done_ns) {
+          s.done_ns = at;
+          look.progressed = true;
+        }
+      }
+      const bool closed = gate_closed(word, gates);
+      if ((outstanding && !(closed && gate_closed(word, s.rec_gates[s.head]))) ||
+          s.dirty.load(std::memory_order_acquire))
+        look.pending = true;
+      const int64_t end = closed ? s.gate_at[(word + 1) % kGates].load(std::memory_order_relaxed)
+                                 : s.enq_ns.load(std::memory_order_acquire);
+      look.runnable += std::max<int64_t>(0, end - s.done_ns);
+      if (closed) look.parked = parked_any = true;
+    }
+    // Held back work runs while the tenant holds the token: as the bound allows, or all of it
+    // when the bound cannot be kept (a capture holds off the records) or the process exits.
+    if (parked_any) {
+      for (int d = 0; d < kMaxDevices; ++d) {
+        Look& look = looks[d];
+        if (!look.parked) continue;
+        const int gpu = scheduler_link::gpu(d);
+        if (!g_stop.load(std::memory_order_acquire) && !client::token_try(gpu)) continue;
+        look.parked = false;
+        Device& dev = g_devices[d];
+        if (look.progressed || look.runnable == 0 || dev.stalled_since == 0) dev.stalled_since = now;
+        const bool stalled = now - dev.stalled_since >= kGateStallNs;
+        if (stalled) CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run", d);
+        if (open_gates(d, look, quiet || stalled || g_stop.load(std::memory_order_acquire))) look.pending = true;
+        if (!look.parked) client::token_unpark(gpu);
+      }
     }
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     Device& dev = g_devices[d];
+    const Look& look = looks[d];
+    bool pending = look.pending;
     // A launch begun but not counted before the streams were looked at (its stream is marked
     // only once the driver has it, just before it counts): not drained.
-    if (dev.tickets.load(std::memory_order_seq_cst) != launched_before[d]) pending[d] = true;
-    if (!pending[d]) {
+    if (dev.tickets.load(std::memory_order_seq_cst) != launched_before[d]) pending = true;
+    if (!pending && !look.parked) {
       uint64_t cur = dev.completed.load(std::memory_order_relaxed);
       while (launched_before[d] > cur &&
              !dev.completed.compare_exchange_weak(cur, launched_before[d], std::memory_order_release)) {
@@ -406,6 +586,27 @@ bool pass(bool& revoked, bool& throttled) {
         dev.throttle.store(0, std::memory_order_release);
         dev.throttle.notify_all();
       }
+      release_cap(dev);
+      continue;
+    }
+    const int gpu = scheduler_link::gpu(d);
+    if (look.parked && !pending) {
+      // All that may run has run; the rest waits for the token. Not busy on the GPU (the
+      // daemon may hand the token on, and no GPU time is counted meanwhile), still wanting it.
+      if (dev.tracking) {
+        account(dev, gpu, now, dev.completed.load(std::memory_order_acquire));
+        dev.tracking = false;
+        client::token_release(gpu);
+      }
+      dev.drained_since = 0;
+      dev.disturbed = true;  // the time until the gates open is not the kernels'
+      any_busy = revoked = true;  // look again soon: the token may come back any moment
+      // A thread bounded on the CPU goes on to wait for the token instead.
+      if (dev.throttle.load(std::memory_order_relaxed)) {
+        dev.throttle.store(0, std::memory_order_release);
+        dev.throttle.notify_all();
+      }
+      release_cap(dev);
       continue;
     }
     if (!dev.tracking) {
@@ -422,7 +623,6 @@ bool pass(bool& revoked, bool& throttled) {
     const int64_t looked = dev.last_look;
     dev.last_look = now;
     dev.had_in_flight = launched != completed;
-    const int gpu = scheduler_link::gpu(d);
     bool deep = false;
     if (g_others.load(std::memory_order_relaxed)) {
       if (dev.had_in_flight && !client::holding(gpu)) dev.disturbed = true;
@@ -439,16 +639,18 @@ bool pass(bool& revoked, bool& throttled) {
       if (!deep) dev.throttle.notify_all();
     }
     if (deep) throttled = true;
+    release_cap(dev);
+    if (look.parked) throttled = true;  // held back work is let run in steps: look again soon
     // Keep the token through a short pause, unless a lower-priority tenant waits for it.
-    const int64_t grace = pending[d] || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
-    if (pending[d] || now - (dev.drained_since ? dev.drained_since : now) < grace) {
-      if (pending[d])
+    const int64_t grace = pending || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
+    if (pending || now - (dev.drained_since ? dev.drained_since : now) < grace) {
+      if (pending)
         dev.drained_since = 0;
       else if (dev.drained_since == 0)
         dev.drained_since = now;
       any_busy = true;
       // Revoked, or a lower-priority tenant waits for this one to drain: look again soon.
-      if (pending[d] && (!client::holding(gpu) || client::lower_priority_waiting(gpu))) revoked = true;
+      if (pending && (!client::holding(gpu) || client::lower_priority_waiting(gpu))) revoked = true;
       // Debug: others wait while this process has not drained for long (say why).
       if (log::enabled(log::Level::kDebug) && revoked && now - dev.tracked_since >= 200'000'000 &&
           now - dev.last_stuck_log >= 200'000'000) {
@@ -530,9 +732,13 @@ void stop_at_exit() {
   g_wake.fetch_add(1, std::memory_order_release);
   futex_wake_all(&g_wake);
   std::lock_guard<std::mutex> lock(g_monitor);
+  // Held back work must run, or tearing the contexts down would wait for it forever.
+  for (Slot& s : g_slots) open_all(s);
   for (Device& d : g_devices) {
     d.throttle.store(0, std::memory_order_release);
     d.throttle.notify_all();
+    d.cap.store(0, std::memory_order_release);
+    d.cap.notify_all();
   }
 }
 
@@ -545,7 +751,10 @@ void start() {
                    cuda_function<EventQuery>("cuEventQuery"), cuda_function<EventDestroy>("cuEventDestroy_v2"),
                    cuda_function<CtxSet>("cuCtxSetCurrent"), cuda_function<CtxGet>("cuCtxGetCurrent"),
                    cuda_function<IsCapturing>("cuStreamIsCapturing"),
-                   cuda_function<ExchangeMode>("cuThreadExchangeStreamCaptureMode")};
+                   cuda_function<ExchangeMode>("cuThreadExchangeStreamCaptureMode"),
+                   cuda_function<WaitValue>("cuStreamWaitValue32_v2"),
+                   cuda_function<WriteValue>("cuStreamWriteValue32_v2"), cuda_function<HostAlloc>("cuMemHostAlloc"),
+                   cuda_function<HostDevicePointer>("cuMemHostGetDevicePointer_v2")};
     if (!g_drv.event_create || !g_drv.event_record || !g_drv.event_query || !g_drv.ctx_set ||
         !g_drv.ctx_get || !g_drv.is_capturing) {
       CUSLICE_LOG(kWarn, "the driver lacks event functions: launches are not gated");
@@ -553,6 +762,8 @@ void start() {
     }
     g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
     g_preempt_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
+    g_park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
+    if (!g_drv.wait_value || !g_drv.write_value || !g_drv.host_alloc || !g_drv.host_device_pointer) g_park_cap_ns = 0;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -573,9 +784,8 @@ bool running() { return g_running.load(std::memory_order_acquire); }
 
 namespace {
 
-// Marks the stream launched on, so that the monitor records after it (and so cannot take the
-// device for drained while the launch is under way).
-void mark(int device, CUstream stream) {
+// The slot of the stream launched on (nullptr: the table is full).
+Slot* slot_of(int device, CUstream stream) {
   uintptr_t key;
   if (is_default(stream)) {
     CUcontext ctx = nullptr;
@@ -585,7 +795,7 @@ void mark(int device, CUstream stream) {
     key = reinterpret_cast<uintptr_t>(stream);
   }
   Slot* s = find_or_add(key, true);
-  if (s == nullptr) return;
+  if (s == nullptr) return nullptr;
   int expected = -1;
   if (s->device.load(std::memory_order_acquire) < 0) {
     // First launch on this stream: the monitor needs its context. Published by the device
@@ -595,7 +805,50 @@ void mark(int device, CUstream stream) {
     s->ctx = ctx;
     s->device.compare_exchange_strong(expected, device, std::memory_order_acq_rel);
   }
+  return s;
+}
+
+// Marks the stream launched on, so that the monitor records after it (and so cannot take the
+// device for drained while the launch is under way), and adds the launch's estimate to it.
+void mark(int device, CUstream stream, uint32_t est) {
+  Slot* s = slot_of(device, stream);
+  if (s == nullptr) return;
+  if (est != 0) s->enq_ns.fetch_add(est, std::memory_order_release);
   if (!s->dirty.load(std::memory_order_relaxed)) s->dirty.store(1, std::memory_order_release);
+}
+
+// Sets up the gate words (once; from a launching thread, whose context is current).
+void setup_gates() {
+  int expected = kGateUnset;
+  if (!g_gate_state.compare_exchange_strong(expected, kGateSettingUp, std::memory_order_acq_rel)) return;
+  void* words = nullptr;
+  CUdeviceptr dptr = 0;
+  const size_t bytes = sizeof(std::atomic<uint32_t>) * kSlots * 2;
+  if (g_drv.host_alloc(&words, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS ||
+      g_drv.host_device_pointer(&dptr, words, 0) != CUDA_SUCCESS) {
+    CUSLICE_LOG(kDebug, "no pinned memory for the GPU-side gates: launches wait on the CPU");
+    g_gate_state.store(kGateUnavailable, std::memory_order_release);
+    return;
+  }
+  g_gate_words = static_cast<std::atomic<uint32_t>*>(words);
+  for (int i = 0; i < 2 * kSlots; ++i) new (&g_gate_words[i]) std::atomic<uint32_t>(0);
+  g_gate_dptr = dptr;
+  g_gate_state.store(kGateReady, std::memory_order_release);
+}
+
+// Waits while the throttle is set (first spinning: the monitor usually clears it at once).
+void wait_throttle(Device& dev) {
+  if (dev.throttle.load(std::memory_order_acquire)) {
+    const int64_t until = now_ns() + kThrottleSpinNs;
+    while (dev.throttle.load(std::memory_order_acquire) && now_ns() < until) __builtin_ia32_pause();
+  }
+  while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
+}
+
+void raise_throttle(Device& dev) {
+  dev.throttle.store(1, std::memory_order_release);
+  g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it
+  futex_wake_all(&g_wake);
 }
 
 }  // namespace
@@ -624,12 +877,13 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   // monitor finds it there. (From one thread the ticket is the launch's index; threads
   // launching at once may swap two.)
   const uint64_t index = noted.ticket;
+  uint32_t est = 0;
   if (g_others.load(std::memory_order_relaxed)) {
     // Bounded: remember what this launch is expected to take (alone, nothing is bounded and
     // this costs nothing).
     const int slot = kernel_slot(kernel != 0 ? kernel : 1);
     const uint32_t k = slot < 0 ? 0 : static_cast<uint32_t>(slot) + 1;
-    const uint32_t est = estimate(k, dev);
+    est = estimate(k, dev);
     dev.added_ns.fetch_add(est, std::memory_order_seq_cst);
     Launch& l = g_ring[device][index % kRing];
     l.kernel.store(k, std::memory_order_relaxed);
@@ -637,7 +891,7 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
     l.at.store(now_ns(), std::memory_order_relaxed);
     l.seq.store(index + 1, std::memory_order_release);
   }
-  mark(device, stream);
+  mark(device, stream, est != 0 ? est : kUnknownKernelNs);
   dev.launched.fetch_add(1, std::memory_order_seq_cst);
   // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
   // when each one completes, not a batch of them: wake it to record after every launch.
@@ -656,16 +910,65 @@ void wait_for_room(int device) {
   Device& dev = g_devices[device];
   if (g_others.load(std::memory_order_relaxed) &&
       too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
+               dev.queued()))
+    raise_throttle(dev);
+  wait_throttle(dev);
+}
+
+bool park(int device, int gpu, CUstream stream) {
+  if (!g_running.load(std::memory_order_relaxed) || g_park_cap_ns == 0 ||
+      static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices) ||
+      !g_others.load(std::memory_order_relaxed) || g_stop.load(std::memory_order_relaxed) ||
+      stream == CU_STREAM_PER_THREAD || g_captures.load(std::memory_order_relaxed) != 0)
+    return false;
+  if (g_gate_state.load(std::memory_order_acquire) != kGateReady) {
+    setup_gates();
+    if (g_gate_state.load(std::memory_order_acquire) != kGateReady) return false;
+  }
+  Device& dev = g_devices[device];
+  if (over_cap(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
                dev.queued())) {
-    dev.throttle.store(1, std::memory_order_release);
-    g_wake.fetch_add(1, std::memory_order_release);  // the monitor may be asleep: it clears it
+    dev.cap.store(1, std::memory_order_release);
+    g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
+    while (dev.cap.load(std::memory_order_acquire)) dev.cap.wait(1, std::memory_order_acquire);
   }
-  if (dev.throttle.load(std::memory_order_acquire)) {
-    const int64_t until = now_ns() + kThrottleSpinNs;
-    while (dev.throttle.load(std::memory_order_acquire) && now_ns() < until) __builtin_ia32_pause();
+  Slot* s = slot_of(device, stream);
+  if (s == nullptr) return false;
+  const bool hold = client::token_try(gpu);
+  // One thread at a time decides and puts a gate on a stream (rarely contended: threads
+  // seldom launch on one stream at once), so that no launch that must wait slips past.
+  while (s->inserting.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  const uint32_t gates = s->gates.load(std::memory_order_relaxed);
+  const bool closed = gate_closed(gate_word(*s).load(std::memory_order_acquire), gates);
+  const int64_t enq = s->enq_ns.load(std::memory_order_acquire);
+  // A closed gate holds this launch back already; a new one when its segment is full (so
+  // the monitor lets work run in bounded steps). An open one: a gate when the token is
+  // elsewhere; with the token, the launch goes as without parking (bounded on the CPU).
+  if (!closed && hold) {
+    s->inserting.store(0, std::memory_order_release);
+    return false;
   }
-  while (dev.throttle.load(std::memory_order_acquire)) dev.throttle.wait(1, std::memory_order_acquire);
+  const bool gate = closed ? enq - s->gate_at[gates % kGates].load(std::memory_order_relaxed) >= segment_ns() &&
+                                 gates - gate_word(*s).load(std::memory_order_relaxed) < kGates - 1
+                           : true;
+  bool ok = true;
+  if (gate) {
+    const uint32_t k = gates + 1;
+    const CUdeviceptr word = g_gate_dptr + static_cast<CUdeviceptr>(s - g_slots) * sizeof(uint32_t);
+    const CUdeviceptr reached = word + kSlots * sizeof(uint32_t);
+    // The GPU says when it reaches the gate, so the monitor sees the work before it complete
+    // with no event (records are coarser than segments).
+    if (g_drv.write_value(stream, reached, k, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
+        g_drv.wait_value(stream, word, k, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS) {
+      s->gate_at[k % kGates].store(enq, std::memory_order_relaxed);
+      s->gates.store(k, std::memory_order_release);
+    } else if (!closed) {
+      ok = false;  // not held back: this launch waits on the CPU
+    }
+  }
+  s->inserting.store(0, std::memory_order_release);
+  return ok;
 }
 
 void begin_capture(CUstream stream) {
@@ -720,7 +1023,13 @@ void forget_device(int device) {
 void after_fork_child() {
   // The child has no monitor thread and none of the parent's queued work.
   g_running.store(false, std::memory_order_relaxed);
+  g_gate_words = nullptr;  // the parent's pinned memory: no CUDA here until the child's own
+  g_gate_state.store(kGateUnset, std::memory_order_relaxed);
   for (Slot& s : g_slots) {
+    s.gates.store(0, std::memory_order_relaxed);
+    s.inserting.store(0, std::memory_order_relaxed);
+    s.enq_ns.store(0, std::memory_order_relaxed);
+    s.done_ns = 0;
     s.key.store(0, std::memory_order_relaxed);
     s.dirty.store(0, std::memory_order_relaxed);
     s.count = s.head = 0;
@@ -731,6 +1040,7 @@ void after_fork_child() {
   for (Device& d : g_devices) {
     d.busy.store(0, std::memory_order_relaxed);
     d.throttle.store(0, std::memory_order_relaxed);
+    d.cap.store(0, std::memory_order_relaxed);
     d.launched.store(0, std::memory_order_relaxed);
     d.tickets.store(0, std::memory_order_relaxed);
     d.completed.store(0, std::memory_order_relaxed);

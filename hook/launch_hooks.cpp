@@ -30,8 +30,11 @@ inline activity::Noted gate(CUstream stream, bool per_thread) {
   if (activity::capturing() && stream_capturing(stream, per_thread)) return {};
   const int dev = quota::single_device() ? 0 : quota::current_device();
   if (dev < 0) return {};
-  activity::wait_for_room(dev);
-  client::token_acquire(scheduler_link::gpu(dev));
+  const int gpu = scheduler_link::gpu(dev);
+  if (!activity::park(dev, gpu, per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream)) {
+    activity::wait_for_room(dev);
+    client::token_acquire(gpu);
+  }
   return activity::note_launch(dev);
 }
 

@@ -126,6 +126,7 @@ void load_settings() {
   read_bytes(s, "CUSLICE_CONTEXT_HEADROOM", s.context_headroom);
   read_duration(s, "CUSLICE_MAX_QUEUED", s.max_queued_ns);
   read_duration(s, "CUSLICE_PREEMPT_QUEUED", s.preempt_queued_ns);
+  read_duration(s, "CUSLICE_PARK_QUEUED", s.park_queued_ns);
 }
 
 const Settings& settings() { return g_settings; }

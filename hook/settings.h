@@ -16,6 +16,10 @@
 //   CUSLICE_PREEMPT_QUEUED the same bound while a tenant of higher priority is registered:
 //                          how long that tenant waits for this one's queued work when it
 //                          takes the GPU (default 250us; never less than one kernel).
+//   CUSLICE_PARK_QUEUED    how much GPU work a launching thread may queue ahead, held back on
+//                          the GPU behind gates while its tenant waits for the token or the
+//                          bounds above are full, before it waits itself (default 20ms; 0:
+//                          launches wait on the CPU instead).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,7 @@ struct Settings {
   uint64_t context_headroom = 128ull << 20;
   uint64_t max_queued_ns = 500'000;
   uint64_t preempt_queued_ns = 250'000;
+  uint64_t park_queued_ns = 20'000'000;
 };
 
 // Parses the variables (getenv happens here only). Idempotent.

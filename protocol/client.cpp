@@ -50,6 +50,9 @@ struct State {
   std::atomic<uint64_t> device_memory[kMaxGpus] = {};
   std::atomic<uint64_t> device_uuid[kMaxGpus][2] = {};  // CUuuid bytes 0-7, 8-15 (0: unknown)
   std::atomic<bool> refused{false};
+  // Per GPU: token_try published a demand on the current attachment (one waiter counted in
+  // the slot's flags) that token_unpark has not withdrawn.
+  std::atomic<bool> parked[kMaxGpus] = {};
   std::atomic<int64_t> next_attempt_ns{0};
   std::atomic<int64_t> next_check_ns{0};
   std::atomic<bool> attaching{false};  // serialises attach, re-attach and detach
@@ -219,6 +222,8 @@ AttachStatus register_now() {
     return AttachStatus::kFailed;
   }
   auto* att = new (page) Attachment{seg, reply.slot, reply.tenant};
+  // A new slot counts no waiter of ours: a parked demand is published again by token_try.
+  for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
   const int old = g.fd.load(std::memory_order_relaxed);
   if (old >= 0 && dup3(s, old, O_CLOEXEC) == old) {
     close(s);
@@ -309,6 +314,7 @@ void after_fork_child() noexcept {
   const int fd = g.fd.exchange(-1, std::memory_order_relaxed);
   if (fd >= 0) close(fd);  // the child's copy only: the parent stays registered
   for (auto& c : g.local_charged) c.store(0, std::memory_order_relaxed);
+  for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
   g.refused.store(false, std::memory_order_relaxed);
   g.next_attempt_ns.store(0, std::memory_order_relaxed);
 }
@@ -479,6 +485,38 @@ void token_acquire(int gpu) noexcept {
   waited.fetch_add(static_cast<uint64_t>(now_ns() - since), std::memory_order_relaxed);
   flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_seq_cst);  // about to launch
   flags.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool token_try(int gpu) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return true;
+  Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return true;
+  shm::GpuState& gs = att->segment->gpus[gpu];
+  std::atomic<uint32_t>& flags = att->segment->processes[att->slot].gpu_flags[gpu];
+  if (gs.holder.load(std::memory_order_acquire) == att->tenant || try_preempt(att, gpu)) {
+    if (!(flags.load(std::memory_order_relaxed) & shm::ProcessSlot::kBusy))
+      flags.fetch_or(shm::ProcessSlot::kBusy, std::memory_order_seq_cst);
+    return true;
+  }
+  // As token_acquire's slow path publishes a waiting thread: the slot's count first, then the
+  // tenant's bit, then the kick. Afterwards only the bit is re-checked (the daemon may drop it
+  // between its scan and its clear: restore_waiting), which is one load.
+  const uint64_t bit = uint64_t{1} << att->tenant;
+  if (!g.parked[gpu].exchange(true, std::memory_order_acq_rel)) {
+    flags.fetch_add(1, std::memory_order_seq_cst);
+  } else if (gs.waiting_tenants.load(std::memory_order_relaxed) & bit) {
+    return false;
+  }
+  gs.waiting_tenants.fetch_or(bit, std::memory_order_seq_cst);
+  kick();
+  return false;
+}
+
+void token_unpark(int gpu) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus || !g.parked[gpu].load(std::memory_order_relaxed)) return;
+  if (!g.parked[gpu].exchange(false, std::memory_order_acq_rel)) return;
+  if (const Attachment* att = g.current.load(std::memory_order_acquire))
+    att->segment->processes[att->slot].gpu_flags[gpu].fetch_sub(1, std::memory_order_seq_cst);
 }
 
 bool lower_priority_waiting(int gpu) noexcept {

@@ -96,6 +96,16 @@ uint64_t tenant_memory_used(int gpu) noexcept;
 // Returns when this process's tenant holds the GPU's token, or when gating is off. Fast
 // path (the tenant holds it): atomic loads and, when the process was idle, one atomic store.
 void token_acquire(int gpu) noexcept;
+// For a launch the hook can hold back on the GPU instead of here (activity.h, parking):
+// true when this process's tenant holds the token or takes it by outranking the holder (as
+// token_acquire, and setting kBusy), or when gating is off; false: the tenant waits, and
+// its demand is published as one waiting thread would publish it (counted once per process
+// and GPU, until token_unpark), so the daemon grants the token with no thread blocked.
+// Never blocks.
+bool token_try(int gpu) noexcept;
+// The process no longer has work held back for the token on this GPU (it has the token, or
+// nothing is held back): withdraws the demand token_try published.
+void token_unpark(int gpu) noexcept;
 // This process has no more queued work on the GPU. If its tenant holds the token and others
 // wait, the daemon is told at once so it can hand the token on early.
 void token_release(int gpu) noexcept;

@@ -283,7 +283,7 @@ def worker_env(mode, tenant, opts):
         pre.insert(0, os.path.join(opts.bundle, "lib", "libcuslice.so"))
         env.update(CUSLICE_SOCKET=SOCKET, CUSLICE_TENANT=tenant)
         # The hook's own settings, when the caller sets them (variants of one bundle).
-        for var in ("CUSLICE_LOG_LEVEL", "CUSLICE_MAX_QUEUED", "CUSLICE_PREEMPT_QUEUED"):
+        for var in ("CUSLICE_LOG_LEVEL", "CUSLICE_MAX_QUEUED", "CUSLICE_PREEMPT_QUEUED", "CUSLICE_PARK_QUEUED"):
             if os.environ.get(var):
                 env[var] = os.environ[var]
     if pre:
