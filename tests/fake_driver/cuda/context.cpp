@@ -3,6 +3,7 @@
 
 #include "driver_state.h"
 #include "mem_pools.h"
+#include "stream_order.h"
 
 using namespace fake_cuda;
 
@@ -45,7 +46,7 @@ CUresult synchronize_context(CUcontext ctx) {
   } else if (!s->is_live_context(ctx)) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
-  s.unlock_until(ctx->all_tail);
+  s.wait_until([&] { return s->is_live_context(ctx) ? context_completes_at(*s, ctx) : 0; });
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

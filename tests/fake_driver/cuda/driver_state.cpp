@@ -15,6 +15,15 @@ struct ThreadContextStack {
 
 thread_local ThreadContextStack tls_stack;
 
+// A context's stream goes with it: its work held behind a wait never runs, and the records
+// among that work count as done, so that no one waits for them forever.
+void abandon_lane(Lane& lane) {
+  for (DeferredOp& op : lane.deferred) {
+    if (op.kind == DeferredOp::Kind::kRecord) *op.completion = monotonic_ns();
+  }
+  lane = Lane{};
+}
+
 }  // namespace
 
 DriverState& driver_state() {
@@ -32,12 +41,9 @@ std::vector<CUctx_st*>& thread_context_stack(const DriverState& state) {
 
 DriverState::DriverState() { build(); }
 
-void Session::unlock_until(std::int64_t deadline_ns) {
-  if (deadline_ns <= monotonic_ns()) return;
-  lock_.unlock();
-  sleep_until_ns(deadline_ns);
-  lock_.lock();
-}
+std::int64_t Session::monotonic_now() { return monotonic_ns(); }
+
+void Session::sleep_until(std::int64_t deadline_ns) { sleep_until_ns(deadline_ns); }
 
 void DriverState::build() {
   knobs = read_knobs_from_environment();
@@ -71,8 +77,11 @@ void DriverState::reset() {
   graph_execs.clear();
   graph_pools = {};
   allocations.clear();
-  for (void* block : host_allocations) std::free(block);
+  for (const auto& [block, bytes] : host_allocations) std::free(reinterpret_cast<void*>(block));
   host_allocations.clear();
+  // Held work is dropped with the streams; a running progress thread finds nothing and ends.
+  maybe_blocked = false;
+  timed_writes.clear();
   va_reservations.clear();
   vmm_mappings.clear();
   vmm_handles.clear();
@@ -113,6 +122,14 @@ CUresult DriverState::stream_context(CUstream stream, CUctx_st** ctx, CUstream_s
   *ctx = stream->ctx;
   if (stream_out != nullptr) *stream_out = stream;
   return CUDA_SUCCESS;
+}
+
+bool DriverState::is_host_range(const void* p, std::size_t bytes) const {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  auto after = host_allocations.upper_bound(address);
+  if (after == host_allocations.begin()) return false;
+  const auto& [base, size] = *std::prev(after);
+  return address - base < size && bytes <= base + size - address;
 }
 
 Allocation* DriverState::find_allocation(CUdeviceptr ptr) {
@@ -194,7 +211,11 @@ void DriverState::deactivate(CUctx_st* ctx) {
   };
   arrays.remove_if(drop_array);
   mipmapped_arrays.remove_if(drop_array);
-  streams.remove_if([&](const CUstream_st& stream) { return stream.ctx == ctx; });
+  streams.remove_if([&](CUstream_st& stream) {
+    if (stream.ctx != ctx) return false;
+    abandon_lane(stream.lane);
+    return true;
+  });
   events.remove_if([&](const CUevent_st& event) { return event.ctx == ctx; });
   functions.remove_if([&](const CUfunc_st& function) { return function.module->ctx == ctx; });
   modules.remove_if([&](const CUmod_st& module) { return module.ctx == ctx; });
@@ -202,8 +223,12 @@ void DriverState::deactivate(CUctx_st* ctx) {
   ctx->module_bytes = 0;
   ledger.release(ctx->device, FAKE_CUDA_CHARGE_CONTEXT, knobs.context_bytes);
   // Its queued work is abandoned with it (the device's timeline keeps the time it was given).
-  ctx->legacy_tail = ctx->blocking_tail = ctx->all_tail = 0;
-  ctx->per_thread_tails.clear();
+  abandon_lane(ctx->legacy);
+  for (auto& [thread, lane] : ctx->per_thread) abandon_lane(lane);
+  for (auto& lane : ctx->orphans) abandon_lane(lane);
+  ctx->per_thread.clear();
+  ctx->orphans.clear();
+  ctx->blocking_tail = ctx->all_tail = 0;
   ctx->active = false;
 }
 

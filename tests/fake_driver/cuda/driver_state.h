@@ -18,6 +18,8 @@
 #include <array>
 #include <cstdint>
 #include <cstddef>
+#include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +33,48 @@
 #include "device_timeline.h"
 #include "knobs.h"
 
+namespace fake_cuda {
+
+// CLOCK_MONOTONIC ns "at which" work behind a wait not yet satisfied ends: not known yet.
+inline constexpr std::int64_t kNever = INT64_MAX;
+
+// When the work before one event record ends: kNever until it is known (the record is behind a
+// wait). Shared by the event, the deferred record that sets it and the waits on it, so that
+// re-recording or destroying the event leaves them their own record.
+using Completion = std::shared_ptr<std::int64_t>;
+
+// An operation queued on a stream blocked behind a wait on a memory word (stream_order.h): run
+// (placed on the timeline) once everything before it on the stream has been.
+struct DeferredOp {
+  enum class Kind { kKernel, kRecord, kWaitEvent, kWaitValue, kWriteValue };
+  Kind kind = Kind::kKernel;
+  std::int64_t duration_ns = 0;    // kKernel
+  Completion completion;           // kRecord: the one it sets; kWaitEvent: the one it waits for
+  std::uint32_t* word = nullptr;   // kWaitValue, kWriteValue: host address
+  std::uint32_t value = 0;         // kWaitValue, kWriteValue
+  unsigned int condition = 0;      // kWaitValue: CU_STREAM_WAIT_VALUE_{GEQ,EQ,AND,NOR}
+};
+
+// One stream's queue: the end of the work placed on the timeline, and the work held behind a
+// wait that is not satisfied yet (the stream is "blocked" while there is any).
+struct Lane {
+  enum class Kind { kLegacy, kBlocking, kNonBlocking };
+  CUctx_st* ctx = nullptr;  // set with kind whenever the stream is resolved (StreamQueue)
+  Kind kind = Kind::kLegacy;
+  std::int64_t tail = 0;  // CLOCK_MONOTONIC ns at which the placed work ends
+  std::deque<DeferredOp> deferred;
+  bool blocked() const { return !deferred.empty(); }
+};
+
+// A stream's write of a memory word, reached at a known time still to come.
+struct TimedWrite {
+  std::uint32_t* word = nullptr;
+  std::uint32_t value = 0;
+  std::int64_t at = 0;
+};
+
+}  // namespace fake_cuda
+
 struct CUctx_st {
   CUdevice device = 0;
   bool primary = false;
@@ -42,11 +86,14 @@ struct CUctx_st {
   bool active = false;
   std::size_t module_bytes = 0;  // charged under FAKE_CUDA_CHARGE_MODULE, dropped with the context
 
-  // Stream order (stream_order.h): CLOCK_MONOTONIC ns at which the work queued so far ends.
-  std::int64_t legacy_tail = 0;    // the legacy default stream
+  // Stream order (stream_order.h): CLOCK_MONOTONIC ns at which the work placed so far ends.
+  fake_cuda::Lane legacy;          // the legacy default stream
   std::int64_t blocking_tail = 0;  // the latest of the blocking streams (per-thread ones included)
   std::int64_t all_tail = 0;       // the latest of every stream: what cuCtxSynchronize waits for
-  std::unordered_map<std::thread::id, std::int64_t> per_thread_tails;  // per-thread default streams
+  // Per-thread default streams (node-based: a Lane's address is stable).
+  std::unordered_map<std::thread::id, fake_cuda::Lane> per_thread;
+  // Destroyed streams whose work was still held behind a wait: it still runs, as on a GPU.
+  std::list<fake_cuda::Lane> orphans;
 };
 
 struct CUstream_st {
@@ -55,14 +102,15 @@ struct CUstream_st {
   int priority = 0;
   CUgraph_st* capture = nullptr;  // graph being captured into, or null
   bool capture_invalidated = false;  // something illegal happened during the capture
-  std::int64_t tail = 0;          // CLOCK_MONOTONIC ns at which the work queued so far ends
+  fake_cuda::Lane lane;            // its queue (stream_order.h)
 };
 
 struct CUevent_st {
   CUctx_st* ctx = nullptr;
   unsigned int flags = 0;
   bool recorded = false;
-  std::int64_t completes_at = 0;  // CLOCK_MONOTONIC ns: the work before its last record ends then
+  fake_cuda::Completion completion;  // of its last record; null: never recorded (complete)
+  std::int64_t completes_at() const { return completion ? *completion : 0; }
 };
 
 struct CUmod_st {
@@ -254,7 +302,17 @@ struct DriverState {
   // when the device lacks the memory. release_allocation gives back what it charged.
   bool charge_allocation(Allocation& allocation);
   void release_allocation(const Allocation& allocation);
-  std::set<void*> host_allocations;  // cuMemAllocHost_v2 blocks, to validate cuMemFreeHost
+  // Pinned host memory (cuMemAllocHost_v2, cuMemHostAlloc): base address -> bytes.
+  std::map<std::uintptr_t, std::size_t> host_allocations;
+  // Whether [p, p + bytes) lies in one pinned host allocation.
+  bool is_host_range(const void* p, std::size_t bytes) const;
+
+  // Waits on memory words (stream_order.h): set when a stream may be blocked (cleared by
+  // make_progress once none is), the writes reached at a time still to come, and whether the
+  // progress thread that runs both in the background is alive.
+  bool maybe_blocked = false;
+  std::vector<TimedWrite> timed_writes;
+  bool progress_thread = false;
   std::map<CUdeviceptr, std::size_t> va_reservations;
   std::map<CUdeviceptr, VmmMapping> vmm_mappings;
   std::map<CUmemGenericAllocationHandle, VmmHandle> vmm_handles;
@@ -310,20 +368,45 @@ DriverState& driver_state();
 // since the thread last looked.
 std::vector<CUctx_st*>& thread_context_stack(const DriverState& state);
 
-// Locks the state for one entry point.
+// Runs what waits on memory words let run by now, and stores the writes reached by now
+// (stream_order.cpp). Cheap when no stream is blocked and no write is pending.
+void make_progress(DriverState& state);
+
+// How often a thread waiting for work held behind a wait on a memory word looks again.
+inline constexpr std::int64_t kPollNs = 30'000;
+
+// Locks the state for one entry point, and first lets blocked streams run as far as their
+// words allow, as a GPU would have by now.
 class Session {
  public:
-  Session() : state_(driver_state()), lock_(state_.mutex) {}
+  Session() : state_(driver_state()), lock_(state_.mutex) { make_progress(state_); }
   DriverState* operator->() { return &state_; }
   DriverState& operator*() { return state_; }
   CUresult require_init() const {
     return state_.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
   }
   // Waits for simulated work to end without holding the lock, so that the process's other
-  // threads keep launching and querying meanwhile. Handles looked up before may be stale after.
-  void unlock_until(std::int64_t deadline_ns);
+  // threads keep launching and querying meanwhile. deadline() (called with the lock held, after
+  // make_progress) says when the work ends: kNever while it is held behind a wait, which is then
+  // looked at again every kPollNs; once it is a time, the wait sleeps until then and returns.
+  // Handles looked up before may be stale after: deadline() must look them up again.
+  template <class Deadline>
+  void wait_until(Deadline deadline) {
+    for (;;) {
+      const std::int64_t end = deadline();
+      const std::int64_t now = monotonic_now();
+      if (end <= now) return;
+      lock_.unlock();
+      sleep_until(end == kNever ? now + kPollNs : end);
+      lock_.lock();
+      make_progress(state_);
+      if (end != kNever) return;
+    }
+  }
 
  private:
+  static std::int64_t monotonic_now();
+  static void sleep_until(std::int64_t deadline_ns);
   DriverState& state_;
   std::unique_lock<std::mutex> lock_;
 };

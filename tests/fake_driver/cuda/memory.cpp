@@ -5,6 +5,7 @@
 // A device allocation of 2 MiB or more takes its size rounded up to 2 MiB of device memory;
 // smaller ones share 2 MiB pages (DriverState::charge_allocation), as on the real driver.
 #include <cstdlib>
+#include <cstring>
 
 #include "driver_state.h"
 #include "mem_pools.h"
@@ -108,25 +109,44 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   return CUDA_SUCCESS;
 }
 
-// Pinned host memory: ordinary heap memory here, and no device pays for it.
-CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytes) {
+// Pinned host memory (cuMemAllocHost_v2 is cuMemHostAlloc with no flags): ordinary heap memory
+// here, zero-filled and 64-byte aligned, and no device pays for it. With unified addressing
+// every such block is mapped, at its host address, whatever the flags.
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  if (pp == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  constexpr unsigned int kFlags =
+      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (pp == nullptr || bytes == 0 || (flags & ~kFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = s->current_context(&ctx)) return rc;
-  void* block = std::malloc(bytes);
+  const std::size_t rounded = round_up(bytes, 64);
+  void* block = std::aligned_alloc(64, rounded);
   if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  s->host_allocations.insert(block);
+  std::memset(block, 0, rounded);
+  s->host_allocations.emplace(reinterpret_cast<std::uintptr_t>(block), bytes);
   *pp = block;
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytes) { return cuMemHostAlloc(pp, bytes, 0); }
+
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  if (s->host_allocations.erase(p) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (s->host_allocations.erase(reinterpret_cast<std::uintptr_t>(p)) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   std::free(p);
+  return CUDA_SUCCESS;
+}
+
+// Any address inside pinned host memory: the same address, as under unified addressing.
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* dptr, void* p, unsigned int flags) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (dptr == nullptr || flags != 0 || !s->is_host_range(p, 1)) return CUDA_ERROR_INVALID_VALUE;
+  *dptr = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
 }
 

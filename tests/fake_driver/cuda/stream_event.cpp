@@ -3,6 +3,12 @@
 // (without the driver's lock), and an event completes when the work queued before its record
 // does. Synchronising also lets the stream-ordered pools release their unused reserve.
 //
+// cuStreamWaitValue32_v2 / cuStreamWriteValue32_v2 (and _ptsz) on pinned host memory: a wait
+// its word does not yet satisfy holds the stream's later work until it does, a write stores its
+// word once the work before it has ended (stream_order.h says how, and what is approximated);
+// neither blocks the calling thread. Synchronisations then poll (kPollNs) until the held work
+// has a time, and queries answer CUDA_ERROR_NOT_READY meanwhile.
+//
 // Capture: between cuStreamBeginCapture_v2 and cuStreamEndCapture, cuMemAllocAsync /
 // cuMemFreeAsync and kernel launches on the stream become nodes of the captured graph and run
 // nothing; event records and waits on a capturing stream are accepted and not recorded.
@@ -47,7 +53,12 @@ CUresult synchronize_stream(CUstream stream, DefaultStream zero) {
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
   if (capturing(stream_state)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  s.unlock_until(queue.completes_at());
+  // Looked up again after each poll: the stream may have been destroyed meanwhile (its work is
+  // then no longer waited for).
+  s.wait_until([&] {
+    StreamQueue again;
+    return StreamQueue::resolve(*s, stream, zero, &again) ? 0 : again.completes_at(*s);
+  });
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }
@@ -57,7 +68,7 @@ CUresult query_stream(CUstream stream, DefaultStream zero) {
   if (CUresult rc = s.require_init()) return rc;
   StreamQueue queue;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue)) return rc;
-  return queue.completes_at() > monotonic_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  return queue.completes_at(*s) > monotonic_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
@@ -109,7 +120,7 @@ CUresult record_event(CUevent event, CUstream stream, unsigned int flags, Defaul
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
   if (capturing(stream_state)) return CUDA_SUCCESS;
   event->recorded = true;
-  event->completes_at = enqueue_marker(queue);
+  event->completion = enqueue_record(*s, queue);
   return CUDA_SUCCESS;
 }
 
@@ -122,7 +133,35 @@ CUresult wait_event(CUstream stream, CUevent event, unsigned int flags, DefaultS
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
   // Waiting for an event never recorded is waiting for nothing, as on the real driver.
-  if (!capturing(stream_state) && event->recorded) enqueue_marker(queue, event->completes_at);
+  if (!capturing(stream_state) && event->recorded) enqueue_event_wait(*s, queue, event->completion);
+  return CUDA_SUCCESS;
+}
+
+// cuStreamWaitValue32_v2 and cuStreamWriteValue32_v2: on pinned host memory only, whose
+// "device" address is its host address (unified addressing); the word must be 4-byte aligned.
+CUresult value_operation(CUstream stream, CUdeviceptr address, cuuint32_t value,
+                         unsigned int flags, bool wait, DefaultStream zero) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (wait) {
+    const unsigned int condition = flags & ~CU_STREAM_WAIT_VALUE_FLUSH;
+    if (condition > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+  } else if ((flags & ~CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto* word = reinterpret_cast<std::uint32_t*>(address);
+  if (address % alignof(std::uint32_t) != 0 || !s->is_host_range(word, sizeof *word)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  StreamQueue queue;
+  CUstream_st* stream_state = nullptr;
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  if (capturing(stream_state)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (wait) {
+    enqueue_value_wait(*s, queue, word, value, flags & ~CU_STREAM_WAIT_VALUE_FLUSH);
+  } else {
+    enqueue_value_write(*s, queue, word, value);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -133,10 +172,10 @@ CUresult elapsed_time(float* milliseconds, CUevent start, CUevent end) {
   if (!s->events.contains(start) || !s->events.contains(end)) return CUDA_ERROR_INVALID_HANDLE;
   if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
   if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-  if (std::max(start->completes_at, end->completes_at) > monotonic_ns()) {
+  if (std::max(start->completes_at(), end->completes_at()) > monotonic_ns()) {
     return CUDA_ERROR_NOT_READY;
   }
-  *milliseconds = static_cast<float>(end->completes_at - start->completes_at) / 1e6f;
+  *milliseconds = static_cast<float>(end->completes_at() - start->completes_at()) / 1e6f;
   return CUDA_SUCCESS;
 }
 
@@ -157,6 +196,8 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) {
   if (CUresult rc = s.require_init()) return rc;
   if (!s->streams.contains(stream)) return CUDA_ERROR_INVALID_HANDLE;
   if (stream->capture != nullptr) s->graphs.remove(stream->capture);
+  // Work held behind a wait still runs once the wait passes, as on a GPU.
+  if (stream->lane.blocked()) stream->ctx->orphans.push_back(std::move(stream->lane));
   s->streams.remove(stream);
   return CUDA_SUCCESS;
 }
@@ -183,6 +224,26 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int 
 
 CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags) {
   return wait_event(stream, event, flags, DefaultStream::kPerThread);
+}
+
+CUresult CUDAAPI cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr address, cuuint32_t value,
+                                        unsigned int flags) {
+  return value_operation(stream, address, value, flags, true, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr address,
+                                             cuuint32_t value, unsigned int flags) {
+  return value_operation(stream, address, value, flags, true, DefaultStream::kPerThread);
+}
+
+CUresult CUDAAPI cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr address, cuuint32_t value,
+                                         unsigned int flags) {
+  return value_operation(stream, address, value, flags, false, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr address,
+                                              cuuint32_t value, unsigned int flags) {
+  return value_operation(stream, address, value, flags, false, DefaultStream::kPerThread);
 }
 
 CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
@@ -256,7 +317,7 @@ CUresult CUDAAPI cuEventQuery(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
-  if (event->completes_at <= monotonic_ns()) return CUDA_SUCCESS;
+  if (event->completes_at() <= monotonic_ns()) return CUDA_SUCCESS;
   s->streams.for_each([](CUstream_st& st) {
     if (st.capture != nullptr) st.capture_invalidated = true;
   });
@@ -267,7 +328,9 @@ CUresult CUDAAPI cuEventSynchronize(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
-  s.unlock_until(event->completes_at);
+  // The record waited for, even if the event is re-recorded or destroyed meanwhile.
+  const Completion completion = event->completion;
+  s.wait_until([&] { return completion ? *completion : 0; });
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

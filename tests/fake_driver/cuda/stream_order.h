@@ -15,6 +15,40 @@
 // Every tail only grows, so "the latest of the context's blocking streams" is one number kept up
 // to date at each enqueue rather than a scan of the streams.
 //
+// Waits on memory words (cuStreamWaitValue32_v2, on pinned host memory): such a wait cannot be
+// placed on the timeline when it is enqueued, since nobody knows when the word will be written.
+// A wait that its word does not satisfy at once blocks the stream: it and everything queued
+// after it on that stream (kernels with their durations, event records, writes of words, waits
+// on words and on events) are kept, in order, in the stream's Lane::deferred instead of being
+// placed. make_progress() (on every entry into the driver, every kPollNs in a thread waiting in
+// a synchronisation, and in a background progress thread while anything is pending) looks at
+// the words again; once a wait is satisfied, the operations after it are placed starting then,
+// kernels through DeviceTimeline::place_kernel so that they interleave with other processes',
+// until the next wait that does not pass. What is modelled while a stream is blocked:
+//   - every stream kind (created, legacy, per-thread, also after cuStreamDestroy) can block;
+//   - the blocked stream's work ends at kNever: cuStreamQuery says CUDA_ERROR_NOT_READY, events
+//     recorded behind it are not complete (their time is set when the record is placed),
+//     cuStreamSynchronize / cuEventSynchronize / cuCtxSynchronize poll until it is placed and
+//     then sleep until its simulated end; a wait on such an event (cuStreamWaitEvent) blocks the
+//     waiting stream in turn until the event's time is known;
+//   - querying or synchronising the legacy stream also waits for blocked blocking streams of
+//     its context, and cuCtxSynchronize for every blocked stream of the context;
+//   - a write of a word (cuStreamWriteValue32_v2) is stored once the work before it on its
+//     stream has ended (its simulated end), never before, by whichever of the above runs first
+//     after that time (at most about kPollNs late while the progress thread runs).
+// What is not modelled (approximations):
+//   - implicit ordering across streams with held work: new work on the legacy stream does not
+//     wait for work held on a blocking stream, nor new work on a blocking stream for work held
+//     on the legacy stream (each waits only for the other's placed work); only explicit event
+//     waits carry a block from one stream to another;
+//   - a wait is evaluated when make_progress looks at it, not exactly when the stream reaches
+//     it: a word satisfied once lets the wait pass even if it changes again before the work
+//     before the wait has ended (harmless for the monotonic words CUDA code uses);
+//   - a word freed while a wait on it is pending satisfies the wait; a write to freed memory is
+//     dropped;
+//   - cuGraphLaunch behind a wait is held like one kernel of the graph's kernel time; copies,
+//     sets and stream-ordered allocations still take no time and do not wait for the stream.
+//
 // Callers hold the Session; a StreamQueue is valid until the lock is released.
 #pragma once
 
@@ -35,27 +69,52 @@ class StreamQueue {
   static CUresult resolve(DriverState& state, CUstream stream, DefaultStream zero,
                           StreamQueue* queue, CUstream_st** stream_state = nullptr);
 
+  // The queue of a lane already resolved once (make_progress).
+  static StreamQueue of(Lane& lane);
+
   CUctx_st* context() const { return ctx_; }
-  // The earliest time new work on the stream may start, by stream order alone.
+  // Whether work on the stream is held behind a wait: new work then joins it.
+  bool blocked() const { return lane_->blocked(); }
+  // The earliest time new work on the stream may start, by stream order alone (placed work).
   std::int64_t ready() const;
-  // When everything queued so far on the stream ends.
-  std::int64_t completes_at() const;
-  // Work ending at end_ns was queued on the stream.
+  // When everything queued so far on the stream ends; kNever while any of it is held (for the
+  // legacy stream: also while a blocking stream of the context holds work).
+  std::int64_t completes_at(DriverState& state) const;
+  // Work ending at end_ns was placed on the stream.
   void advance(std::int64_t end_ns);
+  // Holds op behind the stream's held work.
+  void defer(DriverState& state, DeferredOp op);
 
  private:
-  enum class Kind { kLegacy, kBlocking, kNonBlocking };
   CUctx_st* ctx_ = nullptr;
-  Kind kind_ = Kind::kLegacy;
-  std::int64_t* tail_ = nullptr;
+  Lane* lane_ = nullptr;
 };
 
 // Queues a kernel of duration_ns: it starts once the stream is ready, the device is free and
-// not before now; returns its end and counts its time for the process.
+// not before now; returns its end and counts its time for the process. On a blocked stream it is
+// held (its time counted when it is placed) and kNever is returned.
 std::int64_t enqueue_kernel(DriverState& state, StreamQueue& queue, std::int64_t duration_ns);
 
-// Queues a marker that takes no device time (an event record, a wait on an event) and ends once
-// the stream is ready and after_ns has passed; returns when it ends, not before now.
+// Queues a marker that takes no device time and ends once the stream is ready and after_ns has
+// passed; returns when it ends, not before now. Only for a stream that is not blocked.
 std::int64_t enqueue_marker(StreamQueue& queue, std::int64_t after_ns = 0);
+
+// An event record: the completion of the work queued before it (kNever until known).
+Completion enqueue_record(DriverState& state, StreamQueue& queue);
+
+// cuStreamWaitEvent: later work waits for the record's completion.
+void enqueue_event_wait(DriverState& state, StreamQueue& queue, const Completion& completion);
+
+// cuStreamWaitValue32: later work waits until *word satisfies condition against value.
+// word is host memory of the process (DriverState::is_host_range).
+void enqueue_value_wait(DriverState& state, StreamQueue& queue, std::uint32_t* word,
+                        std::uint32_t value, unsigned int condition);
+
+// cuStreamWriteValue32: value is stored in *word once the work before it has ended.
+void enqueue_value_write(DriverState& state, StreamQueue& queue, std::uint32_t* word,
+                         std::uint32_t value);
+
+// When everything queued on the context's streams ends (kNever while any of it is held).
+std::int64_t context_completes_at(DriverState& state, const CUctx_st* ctx);
 
 }  // namespace fake_cuda
