@@ -522,7 +522,12 @@ bool pass(bool& revoked, bool& throttled) {
       if (!quiet && s.dirty.exchange(0, std::memory_order_acq_rel) && !record(s, key))
         s.dirty.store(1, std::memory_order_release);
       const int64_t done_before = s.done_ns;
+      const int64_t enq = s.enq_ns.load(std::memory_order_acquire);  // before the records are looked at
       const bool outstanding = quiet ? s.count > 0 : retire(s);
+      // Nothing outstanding and nothing new: all that was launched here is done (a record
+      // covers a little more than the estimate read before it, so done_ns alone would lag
+      // behind, and the bound would count work that is not there).
+      if (!quiet && !outstanding && !s.dirty.load(std::memory_order_acquire)) s.done_ns = std::max(s.done_ns, enq);
       Look& look = looks[device];
       if (s.done_ns != done_before) look.progressed = true;
       if (g_gate_words == nullptr) {
@@ -918,7 +923,7 @@ void wait_for_room(int device) {
 bool park(int device, int gpu, CUstream stream) {
   if (!g_running.load(std::memory_order_relaxed) || g_park_cap_ns == 0 ||
       static_cast<unsigned>(device) >= static_cast<unsigned>(kMaxDevices) ||
-      !g_others.load(std::memory_order_relaxed) || g_stop.load(std::memory_order_relaxed) ||
+      !g_higher.load(std::memory_order_relaxed) || g_stop.load(std::memory_order_relaxed) ||
       stream == CU_STREAM_PER_THREAD || g_captures.load(std::memory_order_relaxed) != 0)
     return false;
   if (g_gate_state.load(std::memory_order_acquire) != kGateReady) {
