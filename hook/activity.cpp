@@ -635,6 +635,10 @@ bool pass(bool& revoked, bool& throttled) {
       retire_estimates(dev, d, completed);
       const int64_t queued = dev.queued();
       deep = too_deep(dev, launched - completed, queued);
+      // A launch waiting for room while the token is elsewhere goes on to be parked.
+      if (deep && g_higher.load(std::memory_order_relaxed) && g_park_cap_ns > 0 &&
+          g_gate_state.load(std::memory_order_acquire) == kGateReady && !client::holding(gpu))
+        deep = false;
     } else {
       dev.learnt = dev.retired = completed;
       dev.learnt_at = 0;
@@ -940,6 +944,7 @@ bool park(int device, int gpu, CUstream stream) {
   }
   Slot* s = slot_of(device, stream);
   if (s == nullptr) return false;
+  for (;;) {
   const bool hold = client::token_try(gpu);
   // One thread at a time decides and puts a gate on a stream (rarely contended: threads
   // seldom launch on one stream at once), so that no launch that must wait slips past.
@@ -952,7 +957,15 @@ bool park(int device, int gpu, CUstream stream) {
   // elsewhere; with the token, the launch goes as without parking (bounded on the CPU).
   if (!closed && hold) {
     s->inserting.store(0, std::memory_order_release);
-    return false;
+    // Room now: the launch goes (token_try took the token's fast path). Else it waits for
+    // room on the CPU, as without parking, but then looks again: the token may have gone
+    // meanwhile (the monitor then lets it go at once), and the launch is then parked rather
+    // than left waiting for the token.
+    if (!too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
+                  dev.queued()))
+      return true;
+    wait_for_room(device);
+    continue;
   }
   const bool gate = closed ? enq - s->gate_at[gates % kGates].load(std::memory_order_relaxed) >= segment_ns() &&
                                  gates - gate_word(*s).load(std::memory_order_relaxed) < kGates - 1
@@ -974,6 +987,7 @@ bool park(int device, int gpu, CUstream stream) {
   }
   s->inserting.store(0, std::memory_order_release);
   return ok;
+  }
 }
 
 void begin_capture(CUstream stream) {
