@@ -406,17 +406,15 @@ int64_t bound_ns() { return g_higher.load(std::memory_order_relaxed) ? g_preempt
 int64_t segment_ns() { return bound_ns() / 2; }
 
 // Parking's own cap: launches wait on the CPU only past this much held back or in flight.
-bool over_cap(const Device& dev, uint64_t in_flight, int64_t queued) {
-  return in_flight >= kRing / 2 || queued >= g_park_cap_ns;
+bool over_cap(const Device& dev) {
+  return dev.launched.load(std::memory_order_acquire) - dev.completed.load(std::memory_order_acquire) >= kRing / 2 ||
+         dev.queued() >= g_park_cap_ns;
 }
 
 // Lets launching threads waiting at the parking cap go once the work in flight is below it.
 void release_cap(Device& dev) {
   if (!dev.cap.load(std::memory_order_acquire)) return;
-  if (dev.busy.load(std::memory_order_acquire) &&
-      over_cap(dev, dev.launched.load(std::memory_order_acquire) - dev.completed.load(std::memory_order_acquire),
-               dev.queued()))
-    return;
+  if (dev.busy.load(std::memory_order_acquire) && over_cap(dev)) return;
   dev.cap.store(0, std::memory_order_release);
   dev.cap.notify_all();
 }
@@ -935,8 +933,7 @@ bool park(int device, int gpu, CUstream stream) {
     if (g_gate_state.load(std::memory_order_acquire) != kGateReady) return false;
   }
   Device& dev = g_devices[device];
-  if (over_cap(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
-               dev.queued())) {
+  if (over_cap(dev)) {
     dev.cap.store(1, std::memory_order_release);
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);

@@ -57,3 +57,36 @@ class FakeDriverTest : public ::testing::Test {
     return fake_cuda_device_used_by(dev, charge);
   }
 };
+
+// For tests of simulated execution: the primary context current, a module whose functions
+// "spin_<N>us" run for N us, and one-line launches and markers.
+class KernelTimeTest : public FakeDriverTest {
+ protected:
+  void SetUp() override {
+    FakeDriverTest::SetUp();
+    ctx_ = UsePrimary();
+    static const char image[] = "any bytes";
+    ASSERT_EQ(cuModuleLoadData(&module_, image), CUDA_SUCCESS);
+  }
+
+  CUfunction Kernel(const char* name) {
+    CUfunction f = nullptr;
+    EXPECT_EQ(cuModuleGetFunction(&f, module_, name), CUDA_SUCCESS);
+    return f;
+  }
+
+  static CUresult Launch(CUfunction f, CUstream stream) {
+    return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
+  }
+
+  // An event recorded on stream now: it completes when the work queued before it does.
+  static CUevent Marker(CUstream stream) {
+    CUevent event = nullptr;
+    EXPECT_EQ(cuEventCreate(&event, 0), CUDA_SUCCESS);
+    EXPECT_EQ(cuEventRecord(event, stream), CUDA_SUCCESS);
+    return event;
+  }
+
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+};

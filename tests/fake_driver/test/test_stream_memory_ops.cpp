@@ -20,36 +20,16 @@ using fake_cuda::monotonic_ns;
 constexpr long long kMs = 1'000'000;
 constexpr long long kPatience = 5'000 * kMs;
 
-class StreamMemoryOps : public FakeDriverTest {
+class StreamMemoryOps : public KernelTimeTest {
  protected:
   void SetUp() override {
-    FakeDriverTest::SetUp();
-    UsePrimary();
-    static const char image[] = "any bytes";
-    ASSERT_EQ(cuModuleLoadData(&module_, image), CUDA_SUCCESS);
+    KernelTimeTest::SetUp();
     ASSERT_EQ(cuStreamCreate(&stream_, 0), CUDA_SUCCESS);
     void* host = nullptr;
     ASSERT_EQ(cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
               CUDA_SUCCESS);
     words_ = static_cast<std::uint32_t*>(host);
     ASSERT_EQ(cuMemHostGetDevicePointer_v2(&dwords_, host, 0), CUDA_SUCCESS);
-  }
-
-  CUfunction Kernel(const char* name) {
-    CUfunction f = nullptr;
-    EXPECT_EQ(cuModuleGetFunction(&f, module_, name), CUDA_SUCCESS);
-    return f;
-  }
-
-  static CUresult Launch(CUfunction f, CUstream stream) {
-    return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
-  }
-
-  static CUevent Record(CUstream stream) {
-    CUevent event = nullptr;
-    EXPECT_EQ(cuEventCreate(&event, 0), CUDA_SUCCESS);
-    EXPECT_EQ(cuEventRecord(event, stream), CUDA_SUCCESS);
-    return event;
   }
 
   // Word i as the GPU sees it, and as another thread or process stores it.
@@ -69,7 +49,6 @@ class StreamMemoryOps : public FakeDriverTest {
     return false;
   }
 
-  CUmodule module_ = nullptr;
   CUstream stream_ = nullptr;
   std::uint32_t* words_ = nullptr;
   CUdeviceptr dwords_ = 0;
@@ -113,7 +92,7 @@ TEST_F(StreamMemoryOps, HostAllocNeedsACurrentContext) {
 TEST_F(StreamMemoryOps, AKernelBehindAClosedWaitRunsOnlyOnceAnotherThreadOpensTheWord) {
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
   ASSERT_EQ(Launch(Kernel("spin_20000us"), stream_), CUDA_SUCCESS);
-  CUevent done = Record(stream_);
+  CUevent done = Marker(stream_);
   // Nothing blocked the launching thread: the word is still closed.
   EXPECT_EQ(Load(), 0u);
 
@@ -155,7 +134,7 @@ TEST_F(StreamMemoryOps, StreamSynchronizeOnABlockedStreamReturnsOnceAnotherThrea
 
 TEST_F(StreamMemoryOps, EventAndContextSynchronizeWaitForTheWordToo) {
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 1, CU_STREAM_WAIT_VALUE_EQ), CUDA_SUCCESS);
-  CUevent done = Record(stream_);
+  CUevent done = Marker(stream_);
   std::thread opener([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     Store(1);
@@ -218,12 +197,12 @@ TEST_F(StreamMemoryOps, GeqComparesCyclically) {
   Store(5);
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 0xfffffffbu, CU_STREAM_WAIT_VALUE_GEQ),
             CUDA_SUCCESS);
-  EXPECT_TRUE(CompletesSoon(Record(stream_)));
+  EXPECT_TRUE(CompletesSoon(Marker(stream_)));
 
   // 0xfffffff0 is "before" 0x10: closed until the word wraps past it.
   Store(0xfffffff0u);
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 0x10, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
-  CUevent done = Record(stream_);
+  CUevent done = Marker(stream_);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(cuEventQuery(done), CUDA_ERROR_NOT_READY);
   Store(0xffffffffu);
@@ -247,7 +226,7 @@ TEST_F(StreamMemoryOps, EqAndAndNorConditions) {
     SCOPED_TRACE(c.condition);
     Store(c.closed);
     ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), c.value, c.condition), CUDA_SUCCESS);
-    CUevent done = Record(stream_);
+    CUevent done = Marker(stream_);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     EXPECT_EQ(cuEventQuery(done), CUDA_ERROR_NOT_READY);
     EXPECT_EQ(cuStreamQuery(stream_), CUDA_ERROR_NOT_READY);
@@ -260,10 +239,10 @@ TEST_F(StreamMemoryOps, AWaitOnAnEventHeldBehindAWaitHoldsTheOtherStream) {
   CUstream other = nullptr;
   ASSERT_EQ(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
-  CUevent gate = Record(stream_);
+  CUevent gate = Marker(stream_);
   ASSERT_EQ(cuStreamWaitEvent(other, gate, 0), CUDA_SUCCESS);
   ASSERT_EQ(Launch(Kernel("spin_1000us"), other), CUDA_SUCCESS);
-  CUevent done = Record(other);
+  CUevent done = Marker(other);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(cuStreamQuery(other), CUDA_ERROR_NOT_READY);
   EXPECT_EQ(cuEventQuery(done), CUDA_ERROR_NOT_READY);

@@ -16,37 +16,14 @@ using fake_cuda::monotonic_ns;
 
 constexpr long long kMs = 1'000'000;
 
-class Timeline : public FakeDriverTest {
+class Timeline : public KernelTimeTest {
  protected:
   void SetUp() override {
-    FakeDriverTest::SetUp();
-    ctx_ = UsePrimary();
-    static const char image[] = "any bytes";
-    ASSERT_EQ(cuModuleLoadData(&module_, image), CUDA_SUCCESS);
+    KernelTimeTest::SetUp();
     ASSERT_EQ(cuStreamCreate(&blocking_, 0), CUDA_SUCCESS);
     ASSERT_EQ(cuStreamCreate(&non_blocking_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   }
 
-  CUfunction Kernel(const char* name) {
-    CUfunction f = nullptr;
-    EXPECT_EQ(cuModuleGetFunction(&f, module_, name), CUDA_SUCCESS);
-    return f;
-  }
-
-  static CUresult Launch(CUfunction f, CUstream stream) {
-    return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
-  }
-
-  // An event recorded on stream now: it completes when the work queued before it does.
-  static CUevent Marker(CUstream stream) {
-    CUevent event = nullptr;
-    EXPECT_EQ(cuEventCreate(&event, 0), CUDA_SUCCESS);
-    EXPECT_EQ(cuEventRecord(event, stream), CUDA_SUCCESS);
-    return event;
-  }
-
-  CUcontext ctx_ = nullptr;
-  CUmodule module_ = nullptr;
   CUstream blocking_ = nullptr;
   CUstream non_blocking_ = nullptr;
 };
