@@ -43,14 +43,14 @@ bool running();
 // here, not after acquiring, means no launch is forwarded after a revocation it slept
 // through.
 void wait_for_room(int device);
-// Instead of wait_for_room and token_acquire, where it applies (beside other tenants, the
-// gate words set up, no capture in progress, not a per-thread default stream): holds the
-// launch back on the GPU when it must not run yet, behind a gate (cuStreamWaitValue32 on a
-// word in pinned memory) that the monitor opens when the tenant has the token and the work
-// let run is within the bound; the launching thread goes on. Waits on the CPU only past
-// CUSLICE_PARK_QUEUED of work in flight; and while the tenant has the token, for room, as
-// wait_for_room. True: launch now. False: it does not apply (or the gate could not be put):
-// use wait_for_room and token_acquire.
+// Instead of wait_for_room and token_acquire, where it applies (below a higher-priority
+// tenant, the gate words set up, no capture in progress, not a per-thread default stream):
+// holds the launch back on the GPU when it must not run yet (the token is elsewhere, or the
+// work let run fills the bound), behind a gate (cuStreamWaitValue32 on a word in pinned
+// memory) that the monitor opens when the tenant has the token and there is room; the
+// launching thread goes on. Waits on the CPU only past CUSLICE_PARK_QUEUED of work in flight.
+// True: launch now. False: it does not apply (or the gate could not be put): use
+// wait_for_room and token_acquire.
 bool park(int device, int gpu, CUstream stream);
 // After the token was acquired, before the launch is forwarded: takes a ticket, so the device
 // is not drained until launched(). Pass what it returns to launched(); device -1: the launch
