@@ -41,6 +41,7 @@ DURATIONS = {  # start-up: seen natively on the H100, 2026-11-22 (many_64: a gue
     "svc_alone":       (10.5, 10.5, 13),
     "train_alone":     (6,    5,    20),
     "svc_train":       (10.5, 10.5, 20),
+    "idle_train":      (6,    5,    20),
     "svc_gemm":        (10.5, 10.5, 15),
     "probe_alone":     (4,    3,    4),
     "probe_gemm":      (6,    5,    4),
@@ -81,6 +82,10 @@ def trials(opts):
         Trial("train_alone", ["priority"], [T("trainer", priority="low")], [W("tr", "trainer", "trainer")]),
         Trial("svc_train", ["priority", "cpu"], [T("service", priority="high"), T("trainer", priority="low")],
               [W("svc", "service", "service"), W("tr", "trainer", "trainer")]),
+        # The trainer beside a registered service that is idle (a request every 2 s): what the
+        # bound below a higher-priority tenant costs with no preemption to pay for.
+        Trial("idle_train", ["priority"], [T("service", priority="high"), T("trainer", priority="low")],
+              [W("svc", "service", "service", ["--interval", "2"]), W("tr", "trainer", "trainer")]),
         Trial("svc_gemm", ["adversarial", "cpu"], [T("service", priority="high"), T("bulk", priority="low")],
               [W("svc", "service", "service"), gemm("g", "bulk")]),
         Trial("probe_alone", ["handoff"], [T("probe", priority="high")], [W("p", "probe", "probe")]),
@@ -536,6 +541,9 @@ def build_rows(records, modes):
     add("service + trainer", "trainer kept (vs alone)", kept, target=kept_target,
         check=(lambda v: v >= 1 - b_cus - 0.02) if b_cus is not None else None,
         native_note=ISSUE_NATIVE["kept_train"], fmt="{:.3f}")
+    add("idle service + trainer", "trainer kept (vs alone)",
+        lambda mo: (lambda alone: M.m("idle_train", mo, lambda r: rate_rep(r, "tr", 1.0 / alone)) if alone else None)(
+            M.value("train_alone", mo, lambda r: rate_rep(r, "tr"))), fmt="{:.3f}")
 
     tk = solo_ms()
     add("service + GEMM loop", "p99 latency ms", svc("svc_gemm", 99), fmt="{:.3f}")
