@@ -9,6 +9,11 @@
 # CUSLICE_MEMORY_LIMIT=70GiB. Writes $OUT/bench.log (every run's lines) and $OUT/bench.md
 # (the table: medians over rounds, min–max, hooked/native ratio).
 # Environment: CUSLICE_HOOK=path (default: what tests/gpu/run.sh builds), CUDA_ARCH (sm_90).
+# With CUSLICE_BUNDLE=dir (scripts/gpu-bundle.sh's .gpu-carry) two more configurations run,
+# under that bundle's daemon and hook: "scheduled" (the process in a tenant of its own, so
+# every launch takes the token's fast path and the monitor tracks it) and "below" (the
+# process in a low-priority tenant while an idle process of a high-priority tenant is
+# registered: the bounded, parking launch path).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -43,12 +48,42 @@ one() {  # one ROUND BINARY CONFIG
   echo "RUN $1 $2 $3" >>"$log"
   if [ "$3" = hooked ]; then
     LD_PRELOAD=$hook CUSLICE_MEMORY_LIMIT=70GiB "$exe" >>"$log" 2>&1
+  elif [ "$3" = scheduled ] || [ "$3" = below ]; then
+    scheduled "$exe" "$3" >>"$log" 2>&1
   else
     env -u LD_PRELOAD -u CUSLICE_MEMORY_LIMIT "$exe" >>"$log" 2>&1
   fi || echo "!! round $1 $2 $3 failed (rc $?)" | tee -a "$log"
 }
+bundle=${CUSLICE_BUNDLE:-}
+sock=/tmp/cuslice-overhead.sock
+if [ -n "$bundle" ]; then
+  cfg=$build/bench/overhead.yaml
+  printf 'tenants:\n  - {name: solo}\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"
+  "$bundle/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-overhead \
+    >>"$OUT/scheduler.log" 2>&1 &
+  daemon=$!
+  trap 'kill $daemon ${idle_hi:-} 2>/dev/null' EXIT
+  for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+  [ -S "$sock" ] || { echo "the scheduler did not start (see $OUT/scheduler.log)"; exit 1; }
+fi
+scheduled() {  # scheduled|below BINARY: under the bundle's daemon
+  local exe=$1 tenant=solo
+  if [ "$2" = below ]; then
+    tenant=lo
+    # An idle, registered process of the higher-priority tenant (cuInit registers it).
+    LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=hi \
+      python3 -c 'import ctypes, time; ctypes.CDLL(None).cuInit(0); time.sleep(3600)' &
+    idle_hi=$!
+    sleep 2
+  fi
+  LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=$tenant "$exe"
+  local rc=$?
+  if [ -n "${idle_hi:-}" ]; then kill "$idle_hi"; wait "$idle_hi" 2>/dev/null; idle_hi=; fi
+  return $rc
+}
 for r in $(seq 1 "$rounds"); do
   if (( r % 2 )); then order="hooked native"; else order="native hooked"; fi
+  [ -n "$bundle" ] && order="$order scheduled below"
   for bin in launch_alloc launch_alloc_ptds; do
     for cfg in $order; do one "$r" "$bin" "$cfg"; done
   done

@@ -2,10 +2,11 @@
 
     python3 summarize.py RUNS_FILE MARKDOWN_OUT
 
-RUNS_FILE holds lines `RUN <round> <binary> <hooked|native>` followed by that run's
-`BENCH <name> <median> <min> <max> ns/op` lines. For each measurement and configuration the
-table gives the median over rounds of the per-run medians, the min–max of those per-run
-medians, and hooked/native as the ratio of the two medians.
+RUNS_FILE holds lines `RUN <round> <binary> <config>` (config: native, hooked, or with
+CUSLICE_BUNDLE also scheduled and below) followed by that run's `BENCH <name> <median> <min>
+<max> ns/op` lines. For each measurement and configuration other than native the table gives
+the median over rounds of the per-run medians, the min–max of those per-run medians, and
+config/native as the ratio of the two medians.
 """
 import statistics
 import sys
@@ -24,19 +25,23 @@ def main(runs_file, md_out):
         elif f[0] == "BENCH" and cur:
             per[(cur[0], f[1], cur[1])].append(float(f[2]))
     keys = sorted({(b, n) for (b, n, _) in per}, key=lambda k: (k[0], k[1]))
-    rows = ["| binary | measurement | native median (min–max) | hooked median (min–max) | hooked/native | runs |",
-            "|---|---|---|---|---|---|"]
+    order = ["hooked", "scheduled", "below"]
+    configs = sorted({c for (_, _, c) in per if c != "native"}, key=lambda c: (order.index(c) if c in order else 9, c))
+    rows = ["| binary | measurement | config | native median (min–max) | config median (min–max) | config/native | runs |",
+            "|---|---|---|---|---|---|---|"]
 
     def fmt(v):
         return f"{v / 1000:.2f} µs" if v >= 1000 else f"{v:.0f} ns"
 
     for b, n in keys:
-        nat, hk = per.get((b, n, "native"), []), per.get((b, n, "hooked"), [])
-        if not nat or not hk:
-            continue
-        mn, mh = statistics.median(nat), statistics.median(hk)
-        rows.append(f"| {b} | {n} | {fmt(mn)} ({fmt(min(nat))}–{fmt(max(nat))}) | "
-                    f"{fmt(mh)} ({fmt(min(hk))}–{fmt(max(hk))}) | {mh / mn:.2f} | {len(nat)}+{len(hk)} |")
+        nat = per.get((b, n, "native"), [])
+        for c in configs:
+            hk = per.get((b, n, c), [])
+            if not nat or not hk:
+                continue
+            mn, mh = statistics.median(nat), statistics.median(hk)
+            rows.append(f"| {b} | {n} | {c} | {fmt(mn)} ({fmt(min(nat))}–{fmt(max(nat))}) | "
+                        f"{fmt(mh)} ({fmt(min(hk))}–{fmt(max(hk))}) | {mh / mn:.2f} | {len(nat)}+{len(hk)} |")
     md = "\n".join(rows)
     with open(md_out, "w") as f:
         f.write(md + "\n")
