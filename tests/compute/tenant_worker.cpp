@@ -25,7 +25,8 @@
 // time counted by the fake driver for the kernels counted), "wall_ns" (start-at to the last
 // counted completion), "late_ns" (how late after start-at the work began: start-up that took
 // too long makes the window shorter), "max_batch_ns" (the longest launch-to-completion of a
-// batch or request),
+// batch or request), "max_launch_us" (spin mode: the longest a launch call took, past a 0.5 s
+// warm-up: how long the hook held the launching thread),
 // and in request mode "requests", "p50_us", "p99_us", "max_us"}. Exit status 0; 2 when a CUDA
 // call fails (the JSON then has "error" and the call's result).
 #include <cuda.h>
@@ -127,6 +128,7 @@ struct Tally {
   std::int64_t max_batch_ns = 0;
   std::vector<std::int64_t> latencies_ns;  // request mode
   std::int64_t max_queue_ns = 0;           // spin mode with shorts
+  std::int64_t max_launch_ns = 0;          // spin mode
 };
 
 CUstream make_stream(const std::string& kind) {
@@ -165,12 +167,20 @@ void sample_queue(const Options& o, Tally& tally) {
   tally.max_queue_ns = std::max<std::int64_t>(tally.max_queue_ns, q);
 }
 
+// A launch, timed past the warm-up (how long the hook kept the thread).
+void timed_launch(const Options& o, CUfunction kernel, CUstream stream, Tally& tally) {
+  const std::int64_t before = now_ns();
+  launch(kernel, stream);
+  if (before >= o.start_at + 500'000'000 && before <= o.end_at)
+    tally.max_launch_ns = std::max(tally.max_launch_ns, now_ns() - before);
+}
+
 void run_spin(const Options& o, CUfunction kernel, CUfunction short_kernel, CUstream stream, Tally& tally) {
   while (now_ns() < o.end_at) {
     const std::int64_t submitted = now_ns();
     const unsigned long long busy_before = fake_cuda_busy_ns();
     for (long k = 0; k < o.sync_every; ++k) {
-      launch(kernel, stream);
+      timed_launch(o, kernel, stream, tally);
       if (short_kernel != nullptr) sample_queue(o, tally);
     }
     for (long k = 0; k < o.shorts; ++k) {
@@ -244,6 +254,7 @@ int main(int argc, char** argv) {
               tally.last_completion > 0 ? tally.last_completion - o.start_at : 0, late_ns,
               tally.max_batch_ns);
   if (o.shorts > 0) std::printf(", \"max_queue_us\": %.1f", static_cast<double>(tally.max_queue_ns) / 1000.0);
+  if (o.mode == "spin") std::printf(", \"max_launch_us\": %.1f", static_cast<double>(tally.max_launch_ns) / 1000.0);
   if (o.mode == "request") {
     std::printf(", \"requests\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"max_us\": %.1f",
                 tally.latencies_ns.size(), percentile_us(tally.latencies_ns, 0.50),
