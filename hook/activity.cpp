@@ -25,10 +25,11 @@ constexpr int kSlots = 256;         // streams tracked at once (a process uses f
 constexpr int kEventsPerSlot = 8;   // records in flight per stream
 constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
 constexpr int64_t kDrainPollNs = 10'000;      // ... and this soon while revoked: others wait
-// ... and this soon while a higher-priority tenant is registered: the queue bound is then a
-// few kernels, and the launching thread waits for the monitor to see one complete, so the
-// monitor must see it at once or the GPU idles. (With the timer slack at 1 ns: the default
-// 50 us slack would make every one of these polls 50 us late.)
+// ... and this soon while a higher-priority tenant is registered and work is held back behind
+// gates (the GPU reaches the next gate within a segment), or, without parking, launches wait
+// on the CPU for a bound of a few kernels and the monitor must see each complete at once or
+// the GPU idles. (With the timer slack at 1 ns: the default 50 us slack would make every one
+// of these polls 50 us late.)
 constexpr int64_t kTightPollNs = 10'000;
 // ... and this soon while a launching thread waits for room: it launches as soon as the
 // monitor sees a launch complete.
@@ -505,9 +506,10 @@ void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   dev.mean_ns.store(static_cast<uint32_t>(std::clamp(mean, 1.0, 4e9)), std::memory_order_relaxed);
 }
 
-// One pass over every tracked stream. Returns true while any device is busy; *revoked: a
-// busy device's token was taken back (its drain is awaited: look again soon).
-bool pass(bool& revoked, bool& throttled) {
+// One pass over every tracked stream. Returns true while any device is busy; revoked: a
+// busy device's token was taken back (its drain is awaited: look again soon); throttled: a
+// launch waits for room on the CPU; held: work is held back behind a gate.
+bool pass(bool& revoked, bool& throttled, bool& held) {
   const int64_t now = now_ns();
   bool any_busy = false;
   Look looks[kMaxDevices];
@@ -661,7 +663,7 @@ bool pass(bool& revoked, bool& throttled) {
     }
     if (deep) throttled = true;
     release_cap(dev);
-    if (look.parked) throttled = true;  // held back work is let run in steps: look again soon
+    if (look.parked) held = true;  // held back work is let run in steps: look again soon
     // Keep the token through a short pause, unless a lower-priority tenant waits for it.
     const int64_t grace = pending || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
     if (pending || now - (dev.drained_since ? dev.drained_since : now) < grace) {
@@ -733,14 +735,16 @@ void* monitor(void*) {
       g_higher.store(n.higher, std::memory_order_relaxed);
       next_neighbours = now_ns() + kNeighboursNs;
     }
-    bool revoked = false, throttled = false;
-    const bool busy = pass(revoked, throttled);
+    bool revoked = false, throttled = false, held = false;
+    const bool busy = pass(revoked, throttled, held);
     client::maintain();
     // Busy: look again soon (very soon while revoked). Idle: sleep until a launch makes a
     // device busy, and re-check the scheduler connection now and then.
-    const int64_t busy_poll = throttled ? kThrottledPollNs
-                              : g_higher.load(std::memory_order_relaxed) ? kTightPollNs
-                                                                         : kBusyPollNs;
+    // Parking, nothing held back: no thread waits for room and nothing is to be let run, so
+    // the monitor looks as seldom as without a higher-priority tenant (each look is several
+    // driver calls, which compete with the launching thread for the context).
+    const bool tight = held || (g_higher.load(std::memory_order_relaxed) && !parking());
+    const int64_t busy_poll = throttled ? kThrottledPollNs : tight ? kTightPollNs : kBusyPollNs;
     futex_wait(&g_wake, wake, revoked ? std::min(kDrainPollNs, busy_poll) : busy ? busy_poll : kIdleWaitNs);
   }
   return nullptr;
