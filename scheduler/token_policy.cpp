@@ -20,10 +20,16 @@ void TokenPolicy::reconfigure(const PolicyParams& params, std::vector<TenantPara
 void TokenPolicy::charge(uint32_t tenant, Nanos gpu_time, Nanos now) {
   if (tenant >= tenants_.size() || gpu_time <= Nanos{0}) return;
   Account& a = accounts_[tenant];
+  if (a.learning) a.drained += gpu_time;
   a.pass += static_cast<double>(gpu_time.count()) / std::max(tenants_[tenant].share, 1e-6);
   if (tenants_[tenant].limit < 1.0) {
-    a.window.emplace_back(now, gpu_time);
     a.window_sum += gpu_time;
+    if (!a.window.empty() && a.window.back().to >= now) {
+      a.window.back().amount += gpu_time;  // a second report at the same step
+      return;
+    }
+    const Nanos from = std::max(now - gpu_time, a.window.empty() ? now - gpu_time : a.window.back().to);
+    a.window.push_back({from, now, gpu_time});
   }
 }
 
@@ -31,6 +37,7 @@ void TokenPolicy::adopt(uint32_t tenant, Nanos now) {
   if (tenant >= tenants_.size() || tenant == holder_) return;
   holder_ = tenant;
   granted_at_ = now;
+  granted(tenant);
   draining_ = kNoHolder;
   if (lender_ == tenant) lender_ = kNoHolder;
 }
@@ -43,17 +50,87 @@ TokenPolicy::Nanos TokenPolicy::slice() const {
   return std::min(params_.quantum, std::max(params_.min_slice, fair));
 }
 
-void TokenPolicy::expire_window(Account& a, Nanos now) const {
-  while (!a.window.empty() && a.window.front().first <= now - params_.limit_window) {
-    a.window_sum -= a.window.front().second;
+namespace {
+// The part of `c` used before `edge`, with its time spread evenly over [from, to].
+TokenPolicy::Nanos before(TokenPolicy::Nanos edge, TokenPolicy::Nanos from, TokenPolicy::Nanos to,
+                          TokenPolicy::Nanos amount) {
+  if (edge <= from) return TokenPolicy::Nanos{0};
+  if (edge >= to) return amount;
+  return TokenPolicy::Nanos(static_cast<int64_t>(static_cast<double>(amount.count()) *
+                                                 static_cast<double>((edge - from).count()) /
+                                                 static_cast<double>((to - from).count())));
+}
+}  // namespace
+
+TokenPolicy::Nanos TokenPolicy::allowed(uint32_t t) const {
+  return Nanos(static_cast<int64_t>(tenants_[t].limit * static_cast<double>(params_.limit_window.count())));
+}
+
+TokenPolicy::Nanos TokenPolicy::margin(uint32_t t) const {
+  // The reports read at one step can lag the GPU by a poll, so time in the window is placed
+  // to within a millisecond or two: without a margin, the edge passing such a gap capped a
+  // tenant that had just resumed, and each resumption cost it a hand-over (29.4% for 30%).
+  return std::min<Nanos>(std::chrono::milliseconds(5), allowed(t) / 10);
+}
+
+TokenPolicy::Nanos TokenPolicy::cap_at(uint32_t t) const {
+  // A tenant that always has work runs one slice a window: capped at X, its queued work (d)
+  // still runs, and it resumes when the window's edge has passed enough of that slice for
+  // the time within to be X - margin (m). That is X + d of GPU time every W + d + m: the limit
+  // L on average needs X = L*W - (1 - L)*d + L*m. Capped at L*W, a 30% limit with 32 ms
+  // queued gave 32%. The L*m is left out, so that no window holds more than L*W when d is
+  // small: on average that costs L*m/W (0.15 points of a 30% limit over 1 s).
+  const double lower = (1.0 - tenants_[t].limit) * static_cast<double>(accounts_[t].overshoot.count());
+  return allowed(t) - std::min(Nanos(static_cast<int64_t>(lower)), allowed(t) / 2);
+}
+
+void TokenPolicy::expire_window(uint32_t t, Nanos now) {
+  Account& a = accounts_[t];
+  const Nanos edge = now - params_.limit_window;
+  while (!a.window.empty() && a.window.front().to <= edge) {
+    a.window_sum -= a.window.front().amount;
     a.window.pop_front();
   }
+  a.front_expired = a.window.empty() ? Nanos{0}
+                                     : before(edge, a.window.front().from, a.window.front().to, a.window.front().amount);
+  if (tenants_[t].limit >= 1.0)
+    a.capped = false;
+  else
+    a.capped = used(a) >= cap_at(t) - (a.capped ? margin(t) : Nanos{0});
+}
+
+void TokenPolicy::granted(uint32_t t) {
+  Account& a = accounts_[t];
+  if (!a.learning) return;
+  a.learning = false;
+  a.overshoot = a.overshoot == Nanos{0} ? a.drained : (a.overshoot + a.drained) / 2;
 }
 
 bool TokenPolicy::capped(uint32_t t) const {
   if (t >= tenants_.size()) return false;
-  const double allowed = tenants_[t].limit * static_cast<double>(params_.limit_window.count());
-  return tenants_[t].limit < 1.0 && static_cast<double>(accounts_[t].window_sum.count()) >= allowed;
+  return accounts_[t].capped;
+}
+
+TokenPolicy::Nanos TokenPolicy::uncapped_at(uint32_t t) const {
+  const Account& a = accounts_[t];
+  // Oldest first, the GPU time that must leave the window; the wake is when the last of it has.
+  Nanos excess = used(a) - (cap_at(t) - margin(t));
+  Nanos expired = a.front_expired;
+  for (const Charge& c : a.window) {
+    const Nanos left = c.amount - expired;
+    if (left > excess) {
+      // Within this charge: the edge must pass `expired + excess` of it, plus a little so that
+      // what remains is strictly below the limit.
+      Nanos edge = c.from;
+      const Nanos span = c.to - c.from;
+      const double part = static_cast<double>((expired + excess).count()) / static_cast<double>(c.amount.count());
+      edge += Nanos(static_cast<int64_t>(part * static_cast<double>(span.count())));
+      return edge + params_.limit_window + std::chrono::microseconds(1);
+    }
+    excess -= left;
+    expired = Nanos{0};
+  }
+  return a.window.empty() ? Nanos{0} : a.window.back().to + params_.limit_window;
 }
 
 bool TokenPolicy::eligible(uint32_t t, const std::vector<TenantActivity>& activity) const {
@@ -92,8 +169,8 @@ TokenPolicy::Nanos TokenPolicy::idle_wake(const std::vector<TenantActivity>& act
   Nanos wake = kNever;
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
     if (t == holder_ || !tenants_[t].present || !activity[t].demand || !capped(t)) continue;
-    // A capped tenant with demand becomes eligible when its oldest time leaves the window.
-    wake = std::min(wake, accounts_[t].window.front().first + params_.limit_window);
+    // A capped tenant with demand becomes eligible when enough old time has left the window.
+    wake = std::min(wake, uncapped_at(t));
   }
   return wake;
 }
@@ -108,16 +185,16 @@ TokenPolicy::Nanos TokenPolicy::holder_wake(Nanos now, const std::vector<TenantA
   }
   const TenantParams& h = tenants_[holder_];
   if (h.limit < 1.0) {
-    // The earliest the holder could reach its cap, if it ran without pause from now.
-    const double left = h.limit * static_cast<double>(params_.limit_window.count()) -
-                        static_cast<double>(accounts_[holder_].window_sum.count());
-    wake = std::min(wake, now + std::max(params_.drain_poll, Nanos(static_cast<int64_t>(left))));
+    // The earliest the holder could reach its cap, if it ran without pause from now; and at
+    // least every quantum, so that its reports are read (and placed in time) in small parts.
+    const Nanos left = cap_at(holder_) - used(accounts_[holder_]);
+    wake = std::min(wake, now + std::clamp(left, params_.drain_poll, std::max(params_.drain_poll, params_.quantum)));
   }
   return wake;
 }
 
 TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActivity>& activity) {
-  for (Account& a : accounts_) expire_window(a, now);
+  for (uint32_t t = 0; t < accounts_.size(); ++t) expire_window(t, now);
   update_competition(activity, now);
 
   if (draining_ != kNoHolder) {
@@ -148,6 +225,10 @@ TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActiv
       keep = true;
     }
     if (keep) return {h, holder_wake(now, activity)};
+    if (capped(h) && tenants_[h].present) {
+      accounts_[h].learning = true;
+      accounts_[h].drained = Nanos{0};
+    }
     lender_ = lends ? h : kNoHolder;
     holder_ = kNoHolder;
     if (activity[h].queued && params_.drain_timeout > Nanos{0}) {
@@ -162,6 +243,7 @@ TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActiv
   if (best == lender_) lender_ = kNoHolder;
   holder_ = best;
   granted_at_ = now;
+  granted(best);
   return {best, holder_wake(now, activity)};
 }
 

@@ -14,8 +14,9 @@
 //      divided by their number, at least `min_slice`. A tenant that comes back from idle starts at the lowest pass of
 //      the tenants already competing, so idleness is not banked.
 //   3. A limit caps GPU time over a sliding window even when the tenant is alone: once its
-//      GPU time within the last `limit_window` reaches limit x window, it loses the token
-//      until old time leaves the window.
+//      GPU time within the last `limit_window` reaches limit x window, less what its queue
+//      will still run (learnt), it loses the token until old time leaves the window, with a
+//      margin (docs/scheduler.md, rule 3).
 //   4. Work-conserving: a holder without demand keeps the token only while nobody else is
 //      eligible, so others never wait for an idle tenant's slice to end. What it gives up
 //      early is lent, not lost: when it has demand again and is the most deserving (lowest
@@ -95,15 +96,41 @@ class TokenPolicy {
   bool capped(uint32_t tenant) const;
 
  private:
+  // GPU time reported at one step, spread evenly over the span it can have been used in:
+  // back from the step by its own length, but not before the previous report (several
+  // streams can use more GPU time than wall time). The daemon reads the hooks' reports only
+  // when it steps, often once at the end of a long slice: stamping all of it at the read
+  // kept a whole slice in the window until a window after its end (a 30% limit gave 23%).
+  struct Charge {
+    Nanos from{0}, to{0};
+    Nanos amount{0};
+  };
   struct Account {
     double pass = 0;  // GPU time / share, in nanoseconds
     bool competing = false;
-    std::deque<std::pair<Nanos, Nanos>> window;  // (when reported, GPU time), oldest first
-    Nanos window_sum{0};
-    Nanos idle_since{0};  // when it last stopped competing
+    std::deque<Charge> window;  // oldest first, not overlapping
+    Nanos window_sum{0};        // of the charges in `window`
+    Nanos front_expired{0};     // the part of the oldest charge already out of the window
+    Nanos idle_since{0};        // when it last stopped competing
+    bool capped = false;        // reached its limit, and not yet back below it by the margin
+    // A capped holder's queued work still runs after it loses the token, and is charged then:
+    // the GPU time reported from that loss to its next grant (learnt, see cap_at()).
+    Nanos overshoot{0};
+    bool learning = false;
+    Nanos drained{0};
   };
 
-  void expire_window(Account& a, Nanos now) const;
+  // GPU time within the window, as of the last expire_window().
+  static Nanos used(const Account& a) { return a.window_sum - a.front_expired; }
+  Nanos allowed(uint32_t t) const;
+  // How far below cap_at() a capped tenant must fall before it runs again.
+  Nanos margin(uint32_t t) const;
+  // GPU time within the window at which a tenant is capped.
+  Nanos cap_at(uint32_t t) const;
+  void expire_window(uint32_t t, Nanos now);
+  void granted(uint32_t t);
+  // When a capped tenant's GPU time within the window falls below its limit, if it runs no more.
+  Nanos uncapped_at(uint32_t t) const;
   // The slice length now: quantum, or round / tenants competing when that is shorter.
   Nanos slice() const;
   bool eligible(uint32_t t, const std::vector<TenantActivity>& activity) const;
