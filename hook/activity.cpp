@@ -182,6 +182,14 @@ std::mutex g_monitor;  // the monitor's pass vs. capture start and stream destru
 int64_t g_max_queued_ns = 500'000;
 int64_t g_preempt_queued_ns = 250'000;  // the bound while a higher-priority tenant exists
 int64_t g_park_cap_ns = 20'000'000;     // CUSLICE_PARK_QUEUED; 0: no parking
+
+// What the monitor and the slow paths did, logged at exit at debug level: where a launch's
+// cost below a higher-priority tenant goes (driver calls of the monitor's, gates, waits).
+struct Counts {
+  uint64_t passes = 0, tight_polls = 0, records = 0, queries = 0;  // the monitor's, under g_monitor
+  std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0};
+};
+Counts g_counts;
 // The gate words: one per stream slot, in pinned host memory the GPU reads (set up at the
 // first launch that needs one; kGateUnavailable: launches wait on the CPU instead).
 enum : int { kGateUnset, kGateSettingUp, kGateReady, kGateUnavailable };
@@ -271,6 +279,7 @@ bool record(Slot& s, uintptr_t key) {
   const int64_t enq = s.enq_ns.load(std::memory_order_acquire);
   const uint32_t gates = s.gates.load(std::memory_order_acquire);
   if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
+  g_counts.records++;
   s.launches_at[at] = launched;
   s.rec_enq[at] = enq;
   s.rec_gates[at] = gates;
@@ -284,6 +293,7 @@ bool retire(Slot& s) {
   while (s.count > 0) {
     if (s.ctx != nullptr) g_drv.ctx_set(s.ctx);
     const CUresult r = g_drv.event_query(s.events[s.head]);
+    g_counts.queries++;
     if (r == CUDA_ERROR_NOT_READY) return true;
     // Completed, or the stream went away under it: either way nothing waits there.
     std::atomic<uint64_t>& completed = g_devices[s.device.load(std::memory_order_relaxed)].completed;
@@ -519,6 +529,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
   for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
   {
     std::lock_guard<std::mutex> lock(g_monitor);
+    g_counts.passes++;
     // While a capture is in progress the monitor calls the driver for nothing: recording on
     // the legacy stream would join a global capture, and on the H100 even a cuEventQuery of a
     // pending record, from this relaxed-mode thread, invalidated PyTorch's captures
@@ -745,6 +756,7 @@ void* monitor(void*) {
     // driver calls, which compete with the launching thread for the context).
     const bool tight = held || (g_higher.load(std::memory_order_relaxed) && !parking());
     const int64_t busy_poll = throttled ? kThrottledPollNs : tight ? kTightPollNs : kBusyPollNs;
+    if (busy && busy_poll != kBusyPollNs) g_counts.tight_polls++;
     futex_wait(&g_wake, wake, revoked ? std::min(kDrainPollNs, busy_poll) : busy ? busy_poll : kIdleWaitNs);
   }
   return nullptr;
@@ -757,6 +769,19 @@ void stop_at_exit() {
   g_wake.fetch_add(1, std::memory_order_release);
   futex_wake_all(&g_wake);
   std::lock_guard<std::mutex> lock(g_monitor);
+  if (log::enabled(log::Level::kDebug)) {
+    uint64_t launched = 0;
+    for (const Device& d : g_devices) launched += d.launched.load(std::memory_order_relaxed);
+    CUSLICE_LOG(kDebug,
+                "at exit: %llu launches; monitor: %llu passes (%llu at the short poll), %llu records, %llu queries; "
+                "launches held back %llu, gates %llu, waits at the parking cap %llu, on the CPU for room %llu",
+                static_cast<unsigned long long>(launched), static_cast<unsigned long long>(g_counts.passes),
+                static_cast<unsigned long long>(g_counts.tight_polls), static_cast<unsigned long long>(g_counts.records),
+                static_cast<unsigned long long>(g_counts.queries),
+                static_cast<unsigned long long>(g_counts.held.load()), static_cast<unsigned long long>(g_counts.gates.load()),
+                static_cast<unsigned long long>(g_counts.cap_waits.load()),
+                static_cast<unsigned long long>(g_counts.cpu_waits.load()));
+  }
   // Held back work must run, or tearing the contexts down would wait for it forever.
   for (Slot& s : g_slots) open_all(s);
   for (Device& d : g_devices) {
@@ -939,8 +964,10 @@ void wait_for_room(int device) {
   Device& dev = g_devices[device];
   if (g_others.load(std::memory_order_relaxed) &&
       too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
-               dev.queued()))
+               dev.queued())) {
+    g_counts.cpu_waits.fetch_add(1, std::memory_order_relaxed);
     raise_throttle(dev);
+  }
   wait_throttle(dev);
 }
 
@@ -956,6 +983,7 @@ bool park(int device, int gpu, CUstream stream) {
   }
   Device& dev = g_devices[device];
   if (over_cap(dev)) {
+    g_counts.cap_waits.fetch_add(1, std::memory_order_relaxed);
     dev.cap.store(1, std::memory_order_release);
     g_wake.fetch_add(1, std::memory_order_release);
     futex_wake_all(&g_wake);
@@ -981,6 +1009,7 @@ bool park(int device, int gpu, CUstream stream) {
     s->inserting.store(0, std::memory_order_release);
     return true;
   }
+  g_counts.held.fetch_add(1, std::memory_order_relaxed);
   // Else held back: behind the closed gate already there (a new one when its segment is full,
   // so that the monitor lets work run in bounded steps), or behind a new one.
   const bool gate = closed ? enq - s->gate_at[gates % kGates].load(std::memory_order_relaxed) >= segment_ns() &&
@@ -997,6 +1026,7 @@ bool park(int device, int gpu, CUstream stream) {
         g_drv.wait_value(stream, word, k, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS) {
       s->gate_at[k % kGates].store(enq, std::memory_order_relaxed);
       s->gates.store(k, std::memory_order_release);
+      g_counts.gates.fetch_add(1, std::memory_order_relaxed);
     } else if (!closed) {
       ok = false;  // not held back: this launch waits on the CPU
     }
