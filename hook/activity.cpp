@@ -258,12 +258,26 @@ Slot* find_or_add(uintptr_t key, bool add) {
 // default streams).
 bool is_default(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
 
+// The context current on the monitor thread (under g_monitor): set only when it changes, as a
+// process mostly has one, and each set is a driver call competing with the launching thread.
+CUcontext g_monitor_ctx = nullptr;
+
+bool use_ctx(CUcontext ctx) {
+  if (ctx == nullptr || ctx == g_monitor_ctx) return true;
+  if (g_drv.ctx_set(ctx) != CUDA_SUCCESS) {
+    g_monitor_ctx = nullptr;
+    return false;
+  }
+  g_monitor_ctx = ctx;
+  return true;
+}
+
 // Records an event after the work queued on the slot's stream. Monitor thread, under
 // g_monitor, never while a capture is in progress. False: nothing recorded, try again later
 // (the ring is full: its oldest record has not finished).
 bool record(Slot& s, uintptr_t key) {
   if (s.count == kEventsPerSlot) return false;
-  if (s.ctx != nullptr && g_drv.ctx_set(s.ctx) != CUDA_SUCCESS) return true;  // context gone
+  if (!use_ctx(s.ctx)) return true;  // context gone
   const bool legacy = key & 1;
   CUstream stream = legacy ? CU_STREAM_LEGACY : reinterpret_cast<CUstream>(key);
   if (!legacy) {
@@ -291,7 +305,7 @@ bool record(Slot& s, uintptr_t key) {
 // they cover); true while some record is outstanding.
 bool retire(Slot& s) {
   while (s.count > 0) {
-    if (s.ctx != nullptr) g_drv.ctx_set(s.ctx);
+    use_ctx(s.ctx);
     const CUresult r = g_drv.event_query(s.events[s.head]);
     g_counts.queries++;
     if (r == CUDA_ERROR_NOT_READY) return true;
@@ -1074,6 +1088,8 @@ void forget_context(CUcontext ctx) {
   for (Slot& s : g_slots)
     if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) >= 0 && s.ctx == ctx)
       release_slot(s);
+  // A new context may come at the same address: set it again then.
+  if (g_monitor_ctx == ctx) g_monitor_ctx = nullptr;
 }
 
 void forget_device(int device) {
@@ -1082,6 +1098,7 @@ void forget_device(int device) {
   for (Slot& s : g_slots)
     if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) == device)
       release_slot(s);
+  g_monitor_ctx = nullptr;  // the primary context is reset: set it again
 }
 
 void after_fork_child() {
@@ -1089,6 +1106,7 @@ void after_fork_child() {
   g_running.store(false, std::memory_order_relaxed);
   g_gate_words = nullptr;  // the parent's pinned memory: no CUDA here until the child's own
   g_gate_state.store(kGateUnset, std::memory_order_relaxed);
+  g_monitor_ctx = nullptr;  // a new monitor thread has no context current
   for (Slot& s : g_slots) {
     s.gates.store(0, std::memory_order_relaxed);
     s.inserting.store(0, std::memory_order_relaxed);
