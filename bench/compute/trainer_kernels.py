@@ -2,13 +2,15 @@
 duration: how long a request of the high-priority service may wait behind the one kernel
 that is running when it arrives (the hook preempts only between kernels).
 
-    python3 bench/compute/trainer_kernels.py [--steps 5] [--batch 64]
+    python3 bench/compute/trainer_kernels.py [--steps 5] [--batch 64] [--dump kernels.json]
 
 Prints the count of kernels per step, GPU time per step, and the share of the GPU time spent
 in kernels longer than each threshold (so the chance that a request arriving at a random
-moment finds such a kernel running), with the longest kernels by name."""
+moment finds such a kernel running), with the longest kernels by name. --dump writes every
+kernel's duration, for bench/compute/preemption_bound.py."""
 import argparse
 import collections
+import json
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +22,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--dump", default="", help="write the kernel durations (us) to this JSON file")
     a = p.parse_args()
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50(weights=None).cuda().train()
@@ -49,6 +52,9 @@ def main():
             us = e.device_time  # microseconds
             durs.append(us)
             longest[e.name[:70]] = max(longest[e.name[:70]], us)
+    if a.dump:
+        with open(a.dump, "w") as f:
+            json.dump({"steps": a.steps, "batch": a.batch, "durations_us": durs}, f)
     durs.sort()
     total = sum(durs)
     print(f"kernels per step {len(durs) / a.steps:.0f}, GPU ms per step {total / a.steps / 1000:.2f}, "
