@@ -120,7 +120,7 @@ TokenPolicy::Nanos TokenPolicy::uncapped_at(uint32_t t) const {
     const Nanos left = c.amount - expired;
     if (left > excess) {
       // Within this charge: the edge must pass `expired + excess` of it, plus a little so that
-      // what remains is strictly below the limit.
+      // what remains is below the level it resumes at (cap_at() - margin()).
       Nanos edge = c.from;
       const Nanos span = c.to - c.from;
       const double part = static_cast<double>((expired + excess).count()) / static_cast<double>(c.amount.count());

@@ -129,7 +129,8 @@ class TokenPolicy {
   Nanos cap_at(uint32_t t) const;
   void expire_window(uint32_t t, Nanos now);
   void granted(uint32_t t);
-  // When a capped tenant's GPU time within the window falls below its limit, if it runs no more.
+  // When a capped tenant's GPU time within the window falls below cap_at() - margin(), if it
+  // runs no more.
   Nanos uncapped_at(uint32_t t) const;
   // The slice length now: quantum, or round / tenants competing when that is shorter.
   Nanos slice() const;
