@@ -185,9 +185,11 @@ int64_t g_park_cap_ns = 20'000'000;     // CUSLICE_PARK_QUEUED; 0: no parking
 
 // What the monitor and the slow paths did, logged at exit at debug level: where a launch's
 // cost below a higher-priority tenant goes (driver calls of the monitor's, gates, waits).
+// The monitor's counts and the launching threads' are on separate cache lines, so that the
+// monitor's writes do not take the line from a thread about to hold a launch back.
 struct Counts {
-  uint64_t passes = 0, tight_polls = 0, records = 0, queries = 0;  // the monitor's, under g_monitor
-  std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0};
+  alignas(64) uint64_t passes = 0, tight_polls = 0, records = 0, queries = 0;  // under g_monitor
+  alignas(64) std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0};
 };
 Counts g_counts;
 // The gate words: one per stream slot, in pinned host memory the GPU reads (set up at the
