@@ -28,7 +28,8 @@ void TokenPolicy::charge(uint32_t tenant, Nanos gpu_time, Nanos now) {
       a.window.back().amount += gpu_time;  // a second report at the same step
       return;
     }
-    const Nanos from = std::max(now - gpu_time, a.window.empty() ? now - gpu_time : a.window.back().to);
+    Nanos from = now - gpu_time;
+    if (!a.window.empty()) from = std::max(from, a.window.back().to);
     a.window.push_back({from, now, gpu_time});
   }
 }

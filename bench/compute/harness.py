@@ -508,7 +508,9 @@ def build_rows(records, modes):
     # under a cap the GPU idles most of the time, and its clocks are higher in the slices
     # than in a solo run held at the power limit, so throughput can exceed the time share.
     add("limit 30%", "GPU time, % of wall (the daemon's count)",
-        lambda mo: M.m("limit_30", mo, lambda r: (100.0 * r["status_window"]["tenants"]["capped"]["gpu_seconds"], []))
+        lambda mo: M.m("limit_30", mo, lambda r: (
+            100.0 * r["status_window"]["tenants"]["capped"]["gpu_seconds"]
+            if "capped" in (r.get("status_window") or {}).get("tenants", {}) else None, []))
         if mo == "cuslice" else None, fmt="{:.1f}")
 
     # priority: inference service beside a trainer

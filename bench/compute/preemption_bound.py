@@ -15,12 +15,12 @@ wait, drawn independently. Prints the p50/p99 of that latency and its ratio to p
 import argparse
 import bisect
 import json
+import os
 import random
+import sys
 
-
-def percentile(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q / 100 * len(xs)))]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import percentile  # noqa: E402
 
 
 def main():
