@@ -1,5 +1,7 @@
 #include "driver_state.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <iterator>
 
@@ -77,8 +79,7 @@ void DriverState::reset() {
   graph_execs.clear();
   graph_pools = {};
   allocations.clear();
-  for (const auto& [block, bytes] : host_allocations) std::free(reinterpret_cast<void*>(block));
-  host_allocations.clear();
+  while (!host_allocations.empty()) drop_host_block(host_allocations.begin());
   // Held work is dropped with the streams; a running progress thread finds nothing and ends.
   maybe_blocked = false;
   timed_writes.clear();
@@ -128,8 +129,13 @@ bool DriverState::is_host_range(const void* p, std::size_t bytes) const {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   auto after = host_allocations.upper_bound(address);
   if (after == host_allocations.begin()) return false;
-  const auto& [base, size] = *std::prev(after);
-  return address - base < size && bytes <= base + size - address;
+  const auto& [base, block] = *std::prev(after);
+  return address - base < block.bytes && bytes <= base + block.bytes - address;
+}
+
+void DriverState::drop_host_block(std::map<std::uintptr_t, HostBlock>::iterator block) {
+  if (block->second.mapped != 0) munmap(reinterpret_cast<void*>(block->first), block->second.mapped);
+  host_allocations.erase(block);
 }
 
 Allocation* DriverState::find_allocation(CUdeviceptr ptr) {
@@ -219,6 +225,13 @@ void DriverState::deactivate(CUctx_st* ctx) {
   events.remove_if([&](const CUevent_st& event) { return event.ctx == ctx; });
   functions.remove_if([&](const CUfunc_st& function) { return function.module->ctx == ctx; });
   modules.remove_if([&](const CUmod_st& module) { return module.ctx == ctx; });
+  // Its pinned host memory: unmapped, so that a use after the context is gone faults as it can
+  // on a GPU host; writes still to come there are dropped (store_due_writes checks the range).
+  for (auto block = host_allocations.begin(); block != host_allocations.end();) {
+    auto next = std::next(block);
+    if (block->second.owner == ctx) drop_host_block(block);
+    block = next;
+  }
   ledger.release(ctx->device, FAKE_CUDA_CHARGE_MODULE, ctx->module_bytes);
   ctx->module_bytes = 0;
   ledger.release(ctx->device, FAKE_CUDA_CHARGE_CONTEXT, knobs.context_bytes);

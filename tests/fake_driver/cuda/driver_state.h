@@ -302,10 +302,20 @@ struct DriverState {
   // when the device lacks the memory. release_allocation gives back what it charged.
   bool charge_allocation(Allocation& allocation);
   void release_allocation(const Allocation& allocation);
-  // Pinned host memory (cuMemAllocHost_v2, cuMemHostAlloc): base address -> bytes.
-  std::map<std::uintptr_t, std::size_t> host_allocations;
-  // Whether [p, p + bytes) lies in one pinned host allocation.
+  // Pinned host memory, by base address: allocated (cuMemAllocHost_v2, cuMemHostAlloc: our own
+  // pages, unmapped when freed) or registered (cuMemHostRegister_v2: the caller's memory). Either
+  // belongs to the context current when it was made, and goes with it, as on the real driver
+  // (PORTABLE only lets other contexts use it).
+  struct HostBlock {
+    std::size_t bytes = 0;
+    std::size_t mapped = 0;  // allocated: the pages mapped (0: registered)
+    CUctx_st* owner = nullptr;
+  };
+  std::map<std::uintptr_t, HostBlock> host_allocations;
+  // Whether [p, p + bytes) lies in one pinned host allocation or registration.
   bool is_host_range(const void* p, std::size_t bytes) const;
+  // Unmaps an allocated block (a registered one is the caller's) and forgets it.
+  void drop_host_block(std::map<std::uintptr_t, HostBlock>::iterator block);
 
   // Waits on memory words (stream_order.h): set when a stream may be blocked (cleared by
   // make_progress once none is), the writes reached at a time still to come, and whether the

@@ -4,8 +4,12 @@
 //
 // A device allocation of 2 MiB or more takes its size rounded up to 2 MiB of device memory;
 // smaller ones share 2 MiB pages (DriverState::charge_allocation), as on the real driver.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "driver_state.h"
 #include "mem_pools.h"
@@ -109,9 +113,10 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   return CUDA_SUCCESS;
 }
 
-// Pinned host memory (cuMemAllocHost_v2 is cuMemHostAlloc with no flags): ordinary heap memory
-// here, zero-filled and 64-byte aligned, and no device pays for it. With unified addressing
-// every such block is mapped, at its host address, whatever the flags.
+// Pinned host memory (cuMemAllocHost_v2 is cuMemHostAlloc with no flags): pages of our own,
+// zero-filled, and no device pays for them. With unified addressing every such block is mapped,
+// at its host address, whatever the flags. The block belongs to the current context and is
+// unmapped with it (DriverState::deactivate).
 CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
@@ -120,11 +125,11 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   if (pp == nullptr || bytes == 0 || (flags & ~kFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = s->current_context(&ctx)) return rc;
-  const std::size_t rounded = round_up(bytes, 64);
-  void* block = std::aligned_alloc(64, rounded);
-  if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::memset(block, 0, rounded);
-  s->host_allocations.emplace(reinterpret_cast<std::uintptr_t>(block), bytes);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t mapped = round_up(bytes, page);
+  void* block = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (block == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  s->host_allocations.emplace(reinterpret_cast<std::uintptr_t>(block), DriverState::HostBlock{bytes, mapped, ctx});
   *pp = block;
   return CUDA_SUCCESS;
 }
@@ -134,10 +139,37 @@ CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytes) { return cuMemHostAl
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  if (s->host_allocations.erase(reinterpret_cast<std::uintptr_t>(p)) == 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  std::free(p);
+  auto block = s->host_allocations.find(reinterpret_cast<std::uintptr_t>(p));
+  if (block == s->host_allocations.end() || block->second.mapped == 0) return CUDA_ERROR_INVALID_VALUE;
+  s->drop_host_block(block);
+  return CUDA_SUCCESS;
+}
+
+// The caller's memory, pinned for the current context (and usable from every context with
+// PORTABLE); it stays the caller's, unpinned when the context goes.
+CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  constexpr unsigned int kFlags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                                  CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+  if (p == nullptr || bytes == 0 || (flags & ~kFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = s->current_context(&ctx)) return rc;
+  const auto base = reinterpret_cast<std::uintptr_t>(p);
+  // Overlapping a block already pinned (the real driver refuses any overlap).
+  auto after = s->host_allocations.lower_bound(base + bytes);
+  if (after != s->host_allocations.begin() && std::prev(after)->first + std::prev(after)->second.bytes > base)
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  s->host_allocations.emplace(base, DriverState::HostBlock{bytes, 0, ctx});
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  auto block = s->host_allocations.find(reinterpret_cast<std::uintptr_t>(p));
+  if (block == s->host_allocations.end() || block->second.mapped != 0) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  s->host_allocations.erase(block);
   return CUDA_SUCCESS;
 }
 

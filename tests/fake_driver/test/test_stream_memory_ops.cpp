@@ -89,6 +89,45 @@ TEST_F(StreamMemoryOps, HostAllocNeedsACurrentContext) {
   EXPECT_EQ(cuMemHostAlloc(&p, 64, 0), CUDA_ERROR_INVALID_CONTEXT);
 }
 
+// Pinned host memory belongs to the context it was made in, PORTABLE or not: it goes with a
+// primary context's reset, as on the real driver (cuCtxDestroy frees cuMemAllocHost memory).
+TEST_F(StreamMemoryOps, HostAllocGoesWithItsContext) {
+  void* p = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+  ASSERT_EQ(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+  ctx_ = UsePrimary();
+  CUdeviceptr d = 0;
+  EXPECT_EQ(cuMemHostGetDevicePointer_v2(&d, p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(p), CUDA_ERROR_INVALID_VALUE);
+}
+
+// Registered memory is the caller's: pinned while its context lives, and usable by stream
+// memory operations at its own address; the registration (not the memory) goes with the context.
+TEST_F(StreamMemoryOps, RegisteredMemoryIsMappedUntilUnregisteredOrItsContextGoes) {
+  alignas(64) static std::uint32_t words[16];
+  ASSERT_EQ(cuMemHostRegister_v2(words, sizeof words, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostRegister_v2(&words[4], 4, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer_v2(&d, &words[3], 0), CUDA_SUCCESS);
+  EXPECT_EQ(d, reinterpret_cast<CUdeviceptr>(&words[3]));
+  ASSERT_EQ(cuStreamWriteValue32_v2(stream_, d, 7, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  EXPECT_EQ(std::atomic_ref<std::uint32_t>(words[3]).load(), 7u);
+  EXPECT_EQ(cuMemFreeHost(words), CUDA_ERROR_INVALID_VALUE);  // not the driver's to free
+  ASSERT_EQ(cuMemHostUnregister(words), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostUnregister(words), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  EXPECT_EQ(cuMemHostGetDevicePointer_v2(&d, words, 0), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_EQ(cuMemHostRegister_v2(words, sizeof words, CU_MEMHOSTREGISTER_PORTABLE), CUDA_SUCCESS);
+  ASSERT_EQ(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+  ctx_ = UsePrimary();
+  EXPECT_EQ(cuMemHostGetDevicePointer_v2(&d, words, 0), CUDA_ERROR_INVALID_VALUE);
+  words[0] = 1;  // still the caller's memory
+  ASSERT_EQ(cuMemHostRegister_v2(words, sizeof words, CU_MEMHOSTREGISTER_PORTABLE), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemHostUnregister(words), CUDA_SUCCESS);
+}
+
 TEST_F(StreamMemoryOps, AKernelBehindAClosedWaitRunsOnlyOnceAnotherThreadOpensTheWord) {
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
   ASSERT_EQ(Launch(Kernel("spin_20000us"), stream_), CUDA_SUCCESS);
