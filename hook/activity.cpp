@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -192,12 +193,20 @@ struct Counts {
   alignas(64) std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0};
 };
 Counts g_counts;
-// The gate words: one per stream slot, in pinned host memory the GPU reads (set up at the
-// first launch that needs one; kGateUnavailable: launches wait on the CPU instead).
+// The gate words: per stream slot, in host memory the GPU reads (set up at the first launch
+// that needs one; kGateUnavailable: launches wait on the CPU instead). The memory is the hook's
+// own and never freed, pinned (registered) in the context current at set-up: pinned memory
+// goes with the context it was pinned in, and an application may destroy that context (or
+// reset a primary one: cudaDeviceReset) and go on, or release it before exit. The words must
+// stay readable by the monitor and the launching threads whatever the application does; only
+// the registration goes, and is made again in the next context that parks (kGateUnset).
 enum : int { kGateUnset, kGateSettingUp, kGateReady, kGateUnavailable };
 std::atomic<int> g_gate_state{kGateUnset};
 std::atomic<uint32_t>* g_gate_words = nullptr;
 CUdeviceptr g_gate_dptr = 0;
+constexpr size_t kGateWordsBytes = sizeof(std::atomic<uint32_t>) * kSlots * 2;
+CUcontext g_gate_ctx = nullptr;  // the context the words are registered in
+int g_gate_device = -1;          // ... and its device
 
 using EventCreate = CUresult (*)(CUevent*, unsigned int);
 using EventRecord = CUresult (*)(CUevent, CUstream);
@@ -209,7 +218,7 @@ using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
 using ExchangeMode = CUresult (*)(CUstreamCaptureMode*);
 using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-using HostAlloc = CUresult (*)(void**, size_t, unsigned int);
+using HostRegister = CUresult (*)(void*, size_t, unsigned int);
 using HostDevicePointer = CUresult (*)(CUdeviceptr*, void*, unsigned int);
 
 struct Driver {
@@ -223,7 +232,7 @@ struct Driver {
   ExchangeMode exchange_mode;
   WaitValue wait_value;
   WriteValue write_value;
-  HostAlloc host_alloc;
+  HostRegister host_register;
   HostDevicePointer host_device_pointer;
 } g_drv;
 
@@ -236,6 +245,14 @@ bool gate_closed(uint32_t word, uint32_t k) { return static_cast<int32_t>(word -
 // Opens every gate on the slot's stream.
 void open_all(Slot& s) {
   if (g_gate_words != nullptr) gate_word(s).store(s.gates.load(std::memory_order_acquire), std::memory_order_release);
+}
+
+// The context the gate words are registered in is about to go (under g_monitor): work held
+// back anywhere runs, and the next launch to park registers them again in its own context.
+void retire_gates() {
+  if (g_gate_state.load(std::memory_order_acquire) != kGateReady) return;
+  for (Slot& s : g_slots) open_all(s);
+  g_gate_state.store(kGateUnset, std::memory_order_release);
 }
 
 size_t hash_key(uintptr_t k) { return static_cast<size_t>((k >> 4) * 0x9E3779B97F4A7C15ull >> 56); }
@@ -819,7 +836,7 @@ void start() {
                    cuda_function<IsCapturing>("cuStreamIsCapturing"),
                    cuda_function<ExchangeMode>("cuThreadExchangeStreamCaptureMode"),
                    cuda_function<WaitValue>("cuStreamWaitValue32_v2"),
-                   cuda_function<WriteValue>("cuStreamWriteValue32_v2"), cuda_function<HostAlloc>("cuMemHostAlloc"),
+                   cuda_function<WriteValue>("cuStreamWriteValue32_v2"), cuda_function<HostRegister>("cuMemHostRegister_v2"),
                    cuda_function<HostDevicePointer>("cuMemHostGetDevicePointer_v2")};
     if (!g_drv.event_create || !g_drv.event_record || !g_drv.event_query || !g_drv.ctx_set ||
         !g_drv.ctx_get || !g_drv.is_capturing) {
@@ -829,7 +846,7 @@ void start() {
     g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
     g_preempt_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
     g_park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
-    if (!g_drv.wait_value || !g_drv.write_value || !g_drv.host_alloc || !g_drv.host_device_pointer) g_park_cap_ns = 0;
+    if (!g_drv.wait_value || !g_drv.write_value || !g_drv.host_register || !g_drv.host_device_pointer) g_park_cap_ns = 0;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -885,21 +902,36 @@ void mark(int device, CUstream stream, uint32_t est) {
   if (est != 0) s->enq_ns.fetch_add(est, std::memory_order_seq_cst);
 }
 
-// Sets up the gate words (once; from a launching thread, whose context is current).
-void setup_gates() {
+// Sets up the gate words (from a launching thread, whose context is current): maps them the
+// first time, and registers them in this context while no live context has them registered.
+void setup_gates(int device) {
   int expected = kGateUnset;
   if (!g_gate_state.compare_exchange_strong(expected, kGateSettingUp, std::memory_order_acq_rel)) return;
-  void* words = nullptr;
+  if (g_gate_words == nullptr) {
+    void* words = mmap(nullptr, kGateWordsBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (words == MAP_FAILED) {
+      g_gate_state.store(kGateUnavailable, std::memory_order_release);
+      return;
+    }
+    g_gate_words = static_cast<std::atomic<uint32_t>*>(words);  // zero-filled
+  }
+  CUcontext ctx = nullptr;
+  g_drv.ctx_get(&ctx);
+  const CUresult rc =
+      g_drv.host_register(g_gate_words, kGateWordsBytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
   CUdeviceptr dptr = 0;
-  const size_t bytes = sizeof(std::atomic<uint32_t>) * kSlots * 2;
-  if (g_drv.host_alloc(&words, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS ||
-      g_drv.host_device_pointer(&dptr, words, 0) != CUDA_SUCCESS) {
-    CUSLICE_LOG(kDebug, "no pinned memory for the GPU-side gates: launches wait on the CPU");
+  // Already registered: the context that registered them is alive after all (the primary
+  // context of a device was reset, and they were registered in another context of it).
+  if ((rc != CUDA_SUCCESS && rc != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) ||
+      g_drv.host_device_pointer(&dptr, g_gate_words, 0) != CUDA_SUCCESS) {
+    CUSLICE_LOG(kDebug, "host memory cannot be pinned for the GPU-side gates: launches wait on the CPU");
     g_gate_state.store(kGateUnavailable, std::memory_order_release);
     return;
   }
-  g_gate_words = static_cast<std::atomic<uint32_t>*>(words);
-  for (int i = 0; i < 2 * kSlots; ++i) new (&g_gate_words[i]) std::atomic<uint32_t>(0);
+  if (rc == CUDA_SUCCESS) {
+    g_gate_ctx = ctx;
+    g_gate_device = device;
+  }
   g_gate_dptr = dptr;
   g_gate_state.store(kGateReady, std::memory_order_release);
 }
@@ -994,7 +1026,7 @@ bool park(int device, int gpu, CUstream stream) {
       stream == CU_STREAM_PER_THREAD || g_captures.load(std::memory_order_relaxed) != 0)
     return false;
   if (g_gate_state.load(std::memory_order_acquire) != kGateReady) {
-    setup_gates();
+    setup_gates(device);
     if (g_gate_state.load(std::memory_order_acquire) != kGateReady) return false;
   }
   Device& dev = g_devices[device];
@@ -1092,6 +1124,10 @@ void forget_context(CUcontext ctx) {
       release_slot(s);
   // A new context may come at the same address: set it again then.
   if (g_monitor_ctx == ctx) g_monitor_ctx = nullptr;
+  if (ctx == g_gate_ctx) {
+    retire_gates();
+    g_gate_ctx = nullptr;
+  }
 }
 
 void forget_device(int device) {
@@ -1101,13 +1137,20 @@ void forget_device(int device) {
     if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) == device)
       release_slot(s);
   g_monitor_ctx = nullptr;  // the primary context is reset: set it again
+  // The words may be registered in it (if not, in another context of the device, registering
+  // again finds them still registered).
+  if (device == g_gate_device) retire_gates();
 }
 
 void after_fork_child() {
   // The child has no monitor thread and none of the parent's queued work.
   g_running.store(false, std::memory_order_relaxed);
-  g_gate_words = nullptr;  // the parent's pinned memory: no CUDA here until the child's own
+  // The parent's pinned words may not be mapped here (the driver keeps pinned memory out of
+  // children): the child maps its own at its first park.
+  g_gate_words = nullptr;
   g_gate_state.store(kGateUnset, std::memory_order_relaxed);
+  g_gate_ctx = nullptr;
+  g_gate_device = -1;
   g_monitor_ctx = nullptr;  // a new monitor thread has no context current
   for (Slot& s : g_slots) {
     s.gates.store(0, std::memory_order_relaxed);

@@ -146,7 +146,8 @@ class Scenario:
         """Runs the workers over one common window and returns their reports, in order.
 
         workers: dicts with tenant, mode (spin | request), kernel_us, and sync_every or
-        period_ms; optional short_us and shorts (spin: mixed kernel lengths), env. during(processes, start_ns, end_ns) runs while they work.
+        period_ms; optional short_us and shorts (spin: mixed kernel lengths), resets (spin: primary context
+        resets through the window), env. during(processes, start_ns, end_ns) runs while they work.
         The start delay covers process start and registration with the daemon.
         """
         start = now_ns() + int(start_delay_s * 1e9)
@@ -161,6 +162,8 @@ class Scenario:
                 argv += ["--period-ms", str(w["period_ms"])]
             if "shorts" in w:
                 argv += ["--short-us", str(w["short_us"]), "--shorts", str(w["shorts"])]
+            if "resets" in w:
+                argv += ["--resets", str(w["resets"])]
             processes.append(subprocess.Popen(argv, env=self.worker_env(w["tenant"], w.get("env")),
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))

@@ -4,7 +4,7 @@
 //
 //   tenant_worker --mode spin    --kernel-us N --sync-every K --start-at NS --end-at NS
 //   tenant_worker --mode request --kernel-us N --period-ms P  --start-at NS --end-at NS
-//                 [--stream created|non-blocking|legacy|per-thread]
+//                 [--stream created|non-blocking|legacy|per-thread] [--resets N]
 //
 // Both modes: cuInit, the primary context, a module, the function "spin_<N>us" (which the fake
 // runs for N us), a stream; then sleep until --start-at (CLOCK_MONOTONIC ns, so that several
@@ -18,6 +18,9 @@
 //            submission (before the launch call, which is where the hook may wait for the
 //            token) to completion (the synchronisation's return). A request that finds the
 //            previous one still running past its slot starts at once; missed slots are skipped.
+// --resets N (spin): N times, evenly through the window, reset the primary context
+// (cuDevicePrimaryCtxReset_v2, as cudaDeviceReset does), then set up again and go on:
+// everything the hook made in the old context is gone.
 // Only work that completed before --end-at is counted, so workers started together measure
 // the same window, whatever the last batch did.
 //
@@ -70,6 +73,7 @@ struct Options {
   std::string stream = "created";
   long short_us = 0;
   long shorts = 0;
+  long resets = 0;
 };
 
 [[noreturn]] void usage(const char* problem) {
@@ -92,10 +96,11 @@ Options parse(int argc, char** argv) {
     else if (flag == "--stream") o.stream = value;
     else if (flag == "--short-us") o.short_us = std::atol(value);
     else if (flag == "--shorts") o.shorts = std::atol(value);
+    else if (flag == "--resets") o.resets = std::atol(value);
     else usage(("unknown flag " + flag).c_str());
   }
   if (o.mode != "spin" && o.mode != "request") usage("--mode is spin or request");
-  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0 || o.short_us < 0 || o.shorts < 0)
+  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0 || o.short_us < 0 || o.shorts < 0 || o.resets < 0)
     usage("values must be > 0");
   if ((o.short_us > 0) != (o.shorts > 0)) usage("--short-us and --shorts go together");
   if (o.end_at <= o.start_at) usage("--end-at must follow --start-at");
@@ -179,8 +184,9 @@ void timed_launch(const Options& o, CUfunction kernel, CUstream stream, Tally& t
     tally.max_launch_ns = std::max(tally.max_launch_ns, now_ns() - before);
 }
 
-void run_spin(const Options& o, CUfunction kernel, CUfunction short_kernel, CUstream stream, Tally& tally) {
-  while (now_ns() < o.end_at) {
+void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunction short_kernel, CUstream stream,
+              Tally& tally) {
+  while (now_ns() < until) {
     const std::int64_t submitted = now_ns();
     const unsigned long long busy_before = fake_cuda_busy_ns();
     for (long k = 0; k < o.sync_every; ++k) {
@@ -223,32 +229,51 @@ double percentile_us(std::vector<std::int64_t> samples, double q) {
   return static_cast<double>(samples[rank - 1]) / 1000.0;
 }
 
-}  // namespace
+// What the work runs with, set up in the current context.
+struct Work {
+  CUfunction kernel = nullptr;
+  CUfunction short_kernel = nullptr;
+  CUstream stream = nullptr;
+};
 
-int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  CHECK(cuInit(0));
+Work set_up(const Options& o) {
+  Work w;
   CUcontext ctx = nullptr;
   CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
   CHECK(cuCtxSetCurrent(ctx));
   CUmodule module = nullptr;
   static const char image[] = "tenant_worker";
   CHECK(cuModuleLoadData(&module, image));
-  CUfunction kernel = nullptr;
   const std::string name = "spin_" + std::to_string(o.kernel_us) + "us";
-  CHECK(cuModuleGetFunction(&kernel, module, name.c_str()));
-  CUfunction short_kernel = nullptr;
+  CHECK(cuModuleGetFunction(&w.kernel, module, name.c_str()));
   if (o.shorts > 0)
-    CHECK(cuModuleGetFunction(&short_kernel, module, ("spin_" + std::to_string(o.short_us) + "us").c_str()));
-  CUstream stream = make_stream(o.stream);
+    CHECK(cuModuleGetFunction(&w.short_kernel, module, ("spin_" + std::to_string(o.short_us) + "us").c_str()));
+  w.stream = make_stream(o.stream);
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  CHECK(cuInit(0));
+  Work w = set_up(o);
 
   sleep_until(o.start_at);
   const std::int64_t late_ns = std::max<std::int64_t>(now_ns() - o.start_at, 0);
   Tally tally;
   if (o.mode == "spin") {
-    run_spin(o, kernel, short_kernel, stream, tally);
+    for (long phase = 0; phase <= o.resets; ++phase) {
+      if (phase > 0) {
+        CHECK(cuDevicePrimaryCtxReset_v2(0));
+        CHECK(cuDevicePrimaryCtxRelease_v2(0));  // set_up retains it again
+        w = set_up(o);
+      }
+      run_spin(o, o.start_at + (o.end_at - o.start_at) * (phase + 1) / (o.resets + 1), w.kernel, w.short_kernel,
+               w.stream, tally);
+    }
   } else {
-    run_requests(o, kernel, stream, tally);
+    run_requests(o, w.kernel, w.stream, tally);
   }
 
   std::printf("{\"pid\": %d, \"tenant\": \"%s\", \"mode\": \"%s\", \"kernels\": %llu, "

@@ -185,6 +185,26 @@ def test_a_parked_launch_does_not_stop_the_low_priority_thread():
     assert utilisation(parked) >= 0.9 * utilisation(waited), (parked, waited)
 
 
+def test_a_context_reset_below_a_higher_priority_tenant_is_survived():
+    """The gates' words are pinned host memory; pinned memory goes with the context it was
+    pinned in, and cudaDeviceReset takes the primary context. A batch parked below a busy
+    service resets its primary context twice and goes on: it must neither crash (the monitor
+    and the launching threads touch those words), nor fall back to waiting on the CPU for the
+    service's 40 ms kernels (parking still works in the new context), nor lose device time."""
+    service = {"tenant": "service", "mode": "request", "kernel_us": 40000, "period_ms": 100}
+    batch = {"tenant": "batch", "mode": "spin", "kernel_us": 100, "sync_every": 20}
+    with Scenario(SERVICE_AND_BATCH) as world:
+        _, reset = world.run([service, dict(batch, resets=2)], WINDOW_S)
+        _, plain = valid(world.run([service, batch], WINDOW_S))
+    assert reset["returncode"] == 0, reset
+    valid([reset])
+    print(f"batch below a busy service with 2 primary-context resets: longest launch call "
+          f"{reset['max_launch_us']:.0f} us, device {100 * utilisation(reset):.0f}% "
+          f"(without resets {100 * utilisation(plain):.0f}%)")
+    assert reset["max_launch_us"] < 15_000, reset
+    assert utilisation(reset) >= 0.9 * utilisation(plain), (reset, plain)
+
+
 def test_work_conserving_a_tenant_alone_takes_the_whole_device():
     config = """
 scheduler: {quantum: 20ms}
