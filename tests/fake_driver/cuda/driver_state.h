@@ -16,6 +16,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <cstddef>
 #include <deque>
@@ -323,6 +324,8 @@ struct DriverState {
   bool maybe_blocked = false;
   std::vector<TimedWrite> timed_writes;
   bool progress_thread = false;
+  // Wakes the progress thread when a write or a wait is added: it may sleep until a later time.
+  std::condition_variable progress_wake;
   std::map<CUdeviceptr, std::size_t> va_reservations;
   std::map<CUdeviceptr, VmmMapping> vmm_mappings;
   std::map<CUmemGenericAllocationHandle, VmmHandle> vmm_handles;

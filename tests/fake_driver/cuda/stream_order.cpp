@@ -1,8 +1,11 @@
 #include "stream_order.h"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
+#include <chrono>
+#include <new>
 
 #include "sim_clock.h"
 
@@ -108,28 +111,36 @@ void progress_loop(DriverState& state) {
     // Every kPollNs while a wait may pass at any time; else until the next write is reached.
     std::int64_t next = state.maybe_blocked ? monotonic_ns() + kPollNs : kNever;
     for (const TimedWrite& write : state.timed_writes) next = std::min(next, write.at);
-    lock.unlock();
-    sleep_until_ns(next);
-    lock.lock();
+    // Woken early by a write or wait added meanwhile (it may be due before `next`).
+    state.progress_wake.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
   }
   state.progress_thread = false;
 }
 
 void start_progress_thread(DriverState& state) {
-  if (state.progress_thread) return;
   // A fork must not copy the lock held by the progress thread, which the child lacks: forks wait
   // for the lock, and the child starts its own thread when it needs one.
   static const bool at_fork = [] {
     pthread_atfork([] { driver_state().mutex.lock(); }, [] { driver_state().mutex.unlock(); },
                    [] {
                      driver_state().progress_thread = false;
+                     // The parent's thread may have been waiting on it: none does here.
+                     new (&driver_state().progress_wake) std::condition_variable();
                      driver_state().mutex.unlock();
                    });
     return true;
   }();
   (void)at_fork;
+  if (state.progress_thread) {
+    state.progress_wake.notify_one();
+    return;
+  }
   state.progress_thread = true;
-  std::thread([&state] { progress_loop(state); }).detach();
+  std::thread([&state] {
+    // A write lands when reached, as on a GPU, not up to the default 50 us timer slack late.
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    progress_loop(state);
+  }).detach();
 }
 
 }  // namespace
@@ -155,6 +166,9 @@ void make_progress(DriverState& state) {
     state.created_contexts.for_each(drop_drained);
   }
   store_due_writes(state);
+  // Writes placed just now (held work let run) land when reached even if no one calls the
+  // driver until then: the progress thread may have ended while nothing was pending.
+  if (!state.timed_writes.empty() || state.maybe_blocked) start_progress_thread(state);
 }
 
 CUresult StreamQueue::resolve(DriverState& state, CUstream stream, DefaultStream zero,

@@ -21,7 +21,8 @@
 // after it on that stream (kernels with their durations, event records, writes of words, waits
 // on words and on events) are kept, in order, in the stream's Lane::deferred instead of being
 // placed. make_progress() (on every entry into the driver, every kPollNs in a thread waiting in
-// a synchronisation, and in a background progress thread while anything is pending) looks at
+// a synchronisation, and in a background progress thread, every kPollNs while a stream is
+// blocked and when each write is reached, woken early when work is added) looks at
 // the words again; once a wait is satisfied, the operations after it are placed starting then,
 // kernels through DeviceTimeline::place_kernel so that they interleave with other processes',
 // until the next wait that does not pass. What is modelled while a stream is blocked:
@@ -35,7 +36,7 @@
 //     its context, and cuCtxSynchronize for every blocked stream of the context;
 //   - a write of a word (cuStreamWriteValue32_v2) is stored once the work before it on its
 //     stream has ended (its simulated end), never before, by whichever of the above runs first
-//     after that time (at most about kPollNs late while the progress thread runs).
+//     after that time (by the progress thread, within its timer's precision).
 // What is not modelled (approximations):
 //   - implicit ordering across streams with held work: new work on the legacy stream does not
 //     wait for work held on a blocking stream, nor new work on a blocking stream for work held
