@@ -13,6 +13,7 @@
 
 #include "driver_state.h"
 #include "mem_pools.h"
+#include "stream_order.h"
 
 using namespace fake_cuda;
 
@@ -42,6 +43,28 @@ CUresult check_device_range(CUdeviceptr dptr, std::size_t bytes) {
   CUctx_st* ctx = nullptr;
   if (CUresult rc = s->current_context(&ctx)) return rc;
   return s->is_device_range(dptr, bytes) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// An asynchronous copy to the host (no data moves: device memory has none). To pinned memory it
+// is queued on the stream like any of its work; to pageable memory it completes inside the call,
+// which first waits, holding the driver's lock, for the stream's work before it.
+CUresult copy_to_host_async(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream, DefaultStream zero) {
+  Session s;
+  if (CUresult rc = s.require_init()) return rc;
+  if (dst == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = s->current_context(&ctx)) return rc;
+  if (!s->is_device_range(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  StreamQueue queue;
+  CUstream_st* stream_state = nullptr;
+  if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  if (s->is_host_range(dst, bytes)) return CUDA_SUCCESS;  // queued: nothing to model
+  if (stream_state != nullptr && stream_state->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  s.wait_holding_lock([&] {
+    StreamQueue again;
+    return StreamQueue::resolve(*s, stream, zero, &again) ? 0 : again.completes_at(*s);
+  });
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -194,6 +217,14 @@ CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes)
 CUresult CUDAAPI cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
   if (dst == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
   return check_device_range(src, bytes);
+}
+
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  return copy_to_host_async(dst, src, bytes, stream, DefaultStream::kLegacy);
+}
+
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  return copy_to_host_async(dst, src, bytes, stream, DefaultStream::kPerThread);
 }
 
 }  // extern "C"

@@ -128,6 +128,32 @@ TEST_F(StreamMemoryOps, RegisteredMemoryIsMappedUntilUnregisteredOrItsContextGoe
   ASSERT_EQ(cuMemHostUnregister(words), CUDA_SUCCESS);
 }
 
+// A copy to pageable memory completes inside the call, after the stream's work before it, and
+// holds the driver meanwhile: here the word is opened by another thread with no driver call.
+TEST_F(StreamMemoryOps, ACopyToPageableMemoryWaitsInTheCallForHeldWork) {
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&d, 64), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
+  ASSERT_EQ(Launch(Kernel("spin_20000us"), stream_), CUDA_SUCCESS);
+  std::thread opener([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    Store(1);
+  });
+  const long long before = monotonic_ns();
+  char pageable[64];
+  EXPECT_EQ(cuMemcpyDtoHAsync_v2(pageable, d, sizeof pageable, stream_), CUDA_SUCCESS);
+  const long long took = monotonic_ns() - before;
+  opener.join();
+  EXPECT_GE(took, 30 * kMs + 20 * kMs);
+  EXPECT_LT(took, kPatience);
+  // To pinned memory it is queued: the call returns at once, work before it or not.
+  ASSERT_EQ(Launch(Kernel("spin_20000us"), stream_), CUDA_SUCCESS);
+  const long long queued = monotonic_ns();
+  EXPECT_EQ(cuMemcpyDtoHAsync_v2(words_, d, 4, stream_), CUDA_SUCCESS);
+  EXPECT_LT(monotonic_ns() - queued, 15 * kMs);
+  EXPECT_EQ(cuMemcpyDtoHAsync_v2(pageable, d + 60, 8, stream_), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(StreamMemoryOps, AKernelBehindAClosedWaitRunsOnlyOnceAnotherThreadOpensTheWord) {
   ASSERT_EQ(cuStreamWaitValue32_v2(stream_, Address(), 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
   ASSERT_EQ(Launch(Kernel("spin_20000us"), stream_), CUDA_SUCCESS);
