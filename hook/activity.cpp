@@ -191,6 +191,7 @@ int64_t g_park_cap_ns = 20'000'000;     // CUSLICE_PARK_QUEUED; 0: no parking
 struct Counts {
   alignas(64) uint64_t passes = 0, tight_polls = 0, records = 0, queries = 0;  // under g_monitor
   alignas(64) std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0};
+  alignas(64) std::atomic<uint64_t> unstuck{0};  // the watchdog's (see watchdog())
 };
 Counts g_counts;
 // The gate words: per stream slot, in host memory the GPU reads (set up at the first launch
@@ -207,6 +208,9 @@ CUdeviceptr g_gate_dptr = 0;
 constexpr size_t kGateWordsBytes = sizeof(std::atomic<uint32_t>) * kSlots * 2;
 CUcontext g_gate_ctx = nullptr;  // the context the words are registered in
 int g_gate_device = -1;          // ... and its device
+// When the monitor's current pass began (0: none under way), for the watchdog.
+std::atomic<int64_t> g_pass_began{0};
+std::atomic<bool> g_watchdog_started{false};
 
 using EventCreate = CUresult (*)(CUevent*, unsigned int);
 using EventRecord = CUresult (*)(CUevent, CUstream);
@@ -562,6 +566,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
   for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
   {
     std::lock_guard<std::mutex> lock(g_monitor);
+    g_pass_began.store(now, std::memory_order_release);
     g_counts.passes++;
     // While a capture is in progress the monitor calls the driver for nothing: recording on
     // the legacy stream would join a global capture, and on the H100 even a cuEventQuery of a
@@ -630,6 +635,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
         if (!look.parked) client::token_unpark(gpu);
       }
     }
+    g_pass_began.store(0, std::memory_order_release);
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     Device& dev = g_devices[d];
@@ -795,6 +801,59 @@ void* monitor(void*) {
   return nullptr;
 }
 
+// A pass this long is stuck in the driver: the monitor's records and queries wait for a lock
+// that an application thread holds while it waits, inside the driver, for work of its own
+// held back behind a gate (seen on the H100: a cudaMemcpyAsync to pageable memory behind held
+// launches hung the process for good, the monitor blocked in the driver). Only the monitor
+// opens gates, so nothing would ever move again.
+constexpr int64_t kStuckNs = 10'000'000;
+
+// The watchdog: while a pass is stuck, lets all held back work run (a store to each gate word:
+// no driver call, no lock), so the GPU reaches what the application waits for, its call
+// returns and the monitor goes on. Started with the gate words; wakes every few ms, does
+// nothing else. The bound on queued work is lost only while the monitor is stuck.
+void* watchdog(void*) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  const timespec tick{0, 5'000'000};
+  int64_t logged = 0;
+  while (!g_stop.load(std::memory_order_acquire)) {
+    nanosleep(&tick, nullptr);
+    const int64_t began = g_pass_began.load(std::memory_order_acquire);
+    if (began == 0 || now_ns() - began < kStuckNs || g_gate_words == nullptr) continue;
+    bool opened = false;
+    for (Slot& s : g_slots) {
+      if (s.key.load(std::memory_order_acquire) == 0) continue;
+      if (gate_closed(gate_word(s).load(std::memory_order_acquire), s.gates.load(std::memory_order_acquire))) {
+        open_all(s);
+        opened = true;
+      }
+    }
+    if (!opened) continue;
+    g_counts.unstuck.fetch_add(1, std::memory_order_relaxed);
+    if (began != logged) {
+      logged = began;
+      CUSLICE_LOG(kDebug, "the monitor has been in the driver for %lld ms: let all held back work run",
+                  static_cast<long long>((now_ns() - began) / 1'000'000));
+    }
+  }
+  return nullptr;
+}
+
+void start_watchdog() {
+  if (g_watchdog_started.exchange(true, std::memory_order_acq_rel)) return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, &watchdog, nullptr) == 0)
+    pthread_setname_np(t, "cuslice-watch");
+  else
+    CUSLICE_LOG(kWarn, "cannot start the monitor's watchdog: a launch held back may wait for a blocked monitor");
+  pthread_attr_destroy(&attr);
+}
+
 void stop_at_exit() {
   // The driver is torn down at exit: the monitor must not be inside it then, and no
   // launching thread may stay throttled by a monitor that is gone.
@@ -807,13 +866,15 @@ void stop_at_exit() {
     for (const Device& d : g_devices) launched += d.launched.load(std::memory_order_relaxed);
     CUSLICE_LOG(kDebug,
                 "at exit: %llu launches; monitor: %llu passes (%llu at the short poll), %llu records, %llu queries; "
-                "launches held back %llu, gates %llu, waits at the parking cap %llu, on the CPU for room %llu",
+                "launches held back %llu, gates %llu, waits at the parking cap %llu, on the CPU for room %llu; "
+                "gates opened by the watchdog %llu",
                 static_cast<unsigned long long>(launched), static_cast<unsigned long long>(g_counts.passes),
                 static_cast<unsigned long long>(g_counts.tight_polls), static_cast<unsigned long long>(g_counts.records),
                 static_cast<unsigned long long>(g_counts.queries),
                 static_cast<unsigned long long>(g_counts.held.load()), static_cast<unsigned long long>(g_counts.gates.load()),
                 static_cast<unsigned long long>(g_counts.cap_waits.load()),
-                static_cast<unsigned long long>(g_counts.cpu_waits.load()));
+                static_cast<unsigned long long>(g_counts.cpu_waits.load()),
+                static_cast<unsigned long long>(g_counts.unstuck.load()));
   }
   // Held back work must run, or tearing the contexts down would wait for it forever.
   for (Slot& s : g_slots) open_all(s);
@@ -933,6 +994,7 @@ void setup_gates(int device) {
     g_gate_device = device;
   }
   g_gate_dptr = dptr;
+  start_watchdog();
   g_gate_state.store(kGateReady, std::memory_order_release);
 }
 
@@ -1151,6 +1213,8 @@ void after_fork_child() {
   g_gate_state.store(kGateUnset, std::memory_order_relaxed);
   g_gate_ctx = nullptr;
   g_gate_device = -1;
+  g_watchdog_started.store(false, std::memory_order_relaxed);  // threads do not survive a fork
+  g_pass_began.store(0, std::memory_order_relaxed);
   g_monitor_ctx = nullptr;  // a new monitor thread has no context current
   for (Slot& s : g_slots) {
     s.gates.store(0, std::memory_order_relaxed);

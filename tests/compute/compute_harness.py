@@ -147,7 +147,7 @@ class Scenario:
 
         workers: dicts with tenant, mode (spin | request), kernel_us, and sync_every or
         period_ms; optional short_us and shorts (spin: mixed kernel lengths), resets (spin: primary context
-        resets through the window), env. during(processes, start_ns, end_ns) runs while they work.
+        resets through the window), copy_back (spin: a copy to pageable memory ends each batch), env. during(processes, start_ns, end_ns) runs while they work.
         The start delay covers process start and registration with the daemon.
         """
         start = now_ns() + int(start_delay_s * 1e9)
@@ -164,6 +164,8 @@ class Scenario:
                 argv += ["--short-us", str(w["short_us"]), "--shorts", str(w["shorts"])]
             if "resets" in w:
                 argv += ["--resets", str(w["resets"])]
+            if w.get("copy_back"):
+                argv += ["--copy-back", "1"]
             processes.append(subprocess.Popen(argv, env=self.worker_env(w["tenant"], w.get("env")),
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))
@@ -171,7 +173,12 @@ class Scenario:
             during(processes, start, end)
         reports = []
         for w, p in zip(workers, processes):
-            out, err = p.communicate(timeout=duration_s + start_delay_s + 30)
+            try:
+                out, err = p.communicate(timeout=duration_s + start_delay_s + 30)
+            except subprocess.TimeoutExpired:
+                for q in processes:  # a hung worker must not outlive the test
+                    q.kill()
+                raise
             lines = out.strip().splitlines()
             report = json.loads(lines[-1]) if lines else {}
             report.update({"returncode": p.returncode, "stderr": err, "tenant": w["tenant"]})

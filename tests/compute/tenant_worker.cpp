@@ -4,7 +4,7 @@
 //
 //   tenant_worker --mode spin    --kernel-us N --sync-every K --start-at NS --end-at NS
 //   tenant_worker --mode request --kernel-us N --period-ms P  --start-at NS --end-at NS
-//                 [--stream created|non-blocking|legacy|per-thread] [--resets N]
+//                 [--stream created|non-blocking|legacy|per-thread] [--resets N] [--copy-back 1]
 //
 // Both modes: cuInit, the primary context, a module, the function "spin_<N>us" (which the fake
 // runs for N us), a stream; then sleep until --start-at (CLOCK_MONOTONIC ns, so that several
@@ -18,6 +18,8 @@
 //            submission (before the launch call, which is where the hook may wait for the
 //            token) to completion (the synchronisation's return). A request that finds the
 //            previous one still running past its slot starts at once; missed slots are skipped.
+// --copy-back 1 (spin): each batch ends with a copy of a result to pageable host memory
+// (cuMemcpyDtoHAsync_v2), which waits inside the driver for the batch, then the synchronisation.
 // --resets N (spin): N times, evenly through the window, reset the primary context
 // (cuDevicePrimaryCtxReset_v2, as cudaDeviceReset does), then set up again and go on:
 // everything the hook made in the old context is gone.
@@ -74,6 +76,7 @@ struct Options {
   long short_us = 0;
   long shorts = 0;
   long resets = 0;
+  long copy_back = 0;
 };
 
 [[noreturn]] void usage(const char* problem) {
@@ -97,6 +100,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--short-us") o.short_us = std::atol(value);
     else if (flag == "--shorts") o.shorts = std::atol(value);
     else if (flag == "--resets") o.resets = std::atol(value);
+    else if (flag == "--copy-back") o.copy_back = std::atol(value);
     else usage(("unknown flag " + flag).c_str());
   }
   if (o.mode != "spin" && o.mode != "request") usage("--mode is spin or request");
@@ -185,7 +189,7 @@ void timed_launch(const Options& o, CUfunction kernel, CUstream stream, Tally& t
 }
 
 void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunction short_kernel, CUstream stream,
-              Tally& tally) {
+              CUdeviceptr result, Tally& tally) {
   while (now_ns() < until) {
     const std::int64_t submitted = now_ns();
     const unsigned long long busy_before = fake_cuda_busy_ns();
@@ -196,6 +200,10 @@ void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunctio
     for (long k = 0; k < o.shorts; ++k) {
       launch(short_kernel, stream);
       sample_queue(o, tally);
+    }
+    if (result != 0) {
+      int pageable = 0;
+      CHECK(cuMemcpyDtoHAsync_v2(&pageable, result, sizeof pageable, stream));
     }
     CHECK(cuStreamSynchronize(stream));
     count(tally, o, submitted, now_ns(), static_cast<unsigned long long>(o.sync_every + o.shorts),
@@ -234,6 +242,7 @@ struct Work {
   CUfunction kernel = nullptr;
   CUfunction short_kernel = nullptr;
   CUstream stream = nullptr;
+  CUdeviceptr result = 0;  // --copy-back
 };
 
 Work set_up(const Options& o) {
@@ -249,6 +258,7 @@ Work set_up(const Options& o) {
   if (o.shorts > 0)
     CHECK(cuModuleGetFunction(&w.short_kernel, module, ("spin_" + std::to_string(o.short_us) + "us").c_str()));
   w.stream = make_stream(o.stream);
+  if (o.copy_back) CHECK(cuMemAlloc_v2(&w.result, sizeof(int)));
   return w;
 }
 
@@ -270,7 +280,7 @@ int main(int argc, char** argv) {
         w = set_up(o);
       }
       run_spin(o, o.start_at + (o.end_at - o.start_at) * (phase + 1) / (o.resets + 1), w.kernel, w.short_kernel,
-               w.stream, tally);
+               w.stream, w.result, tally);
     }
   } else {
     run_requests(o, w.kernel, w.stream, tally);

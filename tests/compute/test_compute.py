@@ -205,6 +205,24 @@ def test_a_context_reset_below_a_higher_priority_tenant_is_survived():
     assert utilisation(reset) >= 0.9 * utilisation(plain), (reset, plain)
 
 
+def test_a_call_that_waits_in_the_driver_for_held_work_does_not_hang():
+    """A copy to pageable memory waits, inside the driver and holding its lock, for the work
+    before it, which the hook may hold back behind a gate; the monitor, which alone opens
+    gates, then blocks in the driver at its next record or query. On the H100 such a copy hung
+    the process for good, 2 runs in 7. The watchdog opens the gates while the monitor is stuck.
+    A batch below a busy service (so its work is held back often and long) ends each batch with
+    such a copy: it must finish, and get device time."""
+    service = {"tenant": "service", "mode": "request", "kernel_us": 40000, "period_ms": 100}
+    batch = {"tenant": "batch", "mode": "spin", "kernel_us": 100, "sync_every": 20, "copy_back": True,
+             "env": {"CUSLICE_LOG_LEVEL": "debug"}}
+    with Scenario(SERVICE_AND_BATCH) as world:
+        _, copied = valid(world.run([service, batch], WINDOW_S))
+    unstuck = [line for line in copied["stderr"].splitlines() if "let all held back work run" in line]
+    print(f"batch ending each batch with a pageable copy below a busy service: {copied['kernels']} kernels, "
+          f"device {100 * utilisation(copied):.0f}%, the watchdog stepped in {len(unstuck)} times")
+    assert utilisation(copied) >= 0.2, copied
+
+
 def test_work_conserving_a_tenant_alone_takes_the_whole_device():
     config = """
 scheduler: {quantum: 20ms}
