@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# cudaDeviceReset below a higher-priority tenant, on a real GPU: context_reset.cu runs in a
+# low-priority tenant while an idle process of a high-priority tenant is registered (so its
+# launches take the parking path, whose gate words are pinned host memory), resets its device
+# between phases and at the end, and exits. It must finish with status 0, every kernel run.
+#
+#   bash tests/gpu/context_reset.sh [BUNDLE ...]    # bundles from scripts/gpu-bundle.sh;
+#                                                   # default .gpu-carry
+#
+# Each bundle's daemon and hook run it in turn; one line per bundle: its commit, the exit
+# status, and the hook's exit counters (gates put, launches held back). Exit status: 0 when
+# every bundle passed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/context-reset}
+mkdir -p "$OUT"
+build=$(mktemp -d)
+nvcc -O2 -arch="${CUDA_ARCH:-sm_90}" -o "$build/context_reset" "$here/context_reset.cu" || { echo "nvcc failed"; exit 1; }
+[ $# -gt 0 ] || set -- .gpu-carry
+status=0
+for bundle in "$@"; do
+  bundle=$(cd "$bundle" && pwd)
+  sock=$build/cuslice.sock
+  cfg=$build/reset.yaml
+  printf 'tenants:\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"
+  "$bundle/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-reset-test \
+    >>"$OUT/scheduler.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+  LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=hi \
+    python3 -c 'import ctypes, time; ctypes.CDLL(None).cuInit(0); time.sleep(3600)' &
+  idle_hi=$!
+  sleep 2
+  log=$OUT/$(basename "$bundle").log
+  LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=lo CUSLICE_LOG_LEVEL=debug \
+    "$build/context_reset" >"$log" 2>&1
+  rc=$?
+  kill "$idle_hi" "$daemon" 2>/dev/null
+  wait "$idle_hi" "$daemon" 2>/dev/null
+  rm -f "$sock"
+  commit=$(sed -n 's/^commit: //p' "$bundle/BUNDLE_INFO" | cut -c1-7)
+  counts=$(grep -o 'launches held back [0-9]*, gates [0-9]*' "$log" | tail -1)
+  echo "$commit: exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}"
+  [ "$rc" -eq 0 ] && grep -q '^ok$' "$log" || status=1
+done
+rm -rf "$build"
+exit $status
