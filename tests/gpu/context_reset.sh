@@ -4,21 +4,31 @@
 # launches take the parking path, whose gate words are pinned host memory), resets its device
 # between phases and at the end, and exits. It must finish with status 0, every kernel run.
 #
-#   bash tests/gpu/context_reset.sh [BUNDLE ...]    # bundles from scripts/gpu-bundle.sh;
-#                                                   # default .gpu-carry
+#   bash tests/gpu/context_reset.sh [--runs N] [--phases P] [BUNDLE ...]
+#       bundles from scripts/gpu-bundle.sh (default .gpu-carry); N runs each (default 1), of P
+#       phases (default 3)
 #
-# Each bundle's daemon and hook run it in turn; one line per bundle: its commit, the exit
-# status, and the hook's exit counters (gates put, launches held back). Exit status: 0 when
-# every bundle passed.
+# Each bundle's daemon and hook run it in turn; one line per run: the bundle's commit, the
+# exit status (124: hung, killed after 30 s; the state of its threads is printed), and the
+# hook's exit counters. Exit status: 0 when every run passed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/context-reset}
 mkdir -p "$OUT"
 build=$(mktemp -d)
 nvcc -O2 -arch="${CUDA_ARCH:-sm_90}" -o "$build/context_reset" "$here/context_reset.cu" || { echo "nvcc failed"; exit 1; }
+runs=1
+phases=3
+while [ $# -gt 0 ]; do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --phases) phases=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 [ $# -gt 0 ] || set -- .gpu-carry
 status=0
-for bundle in "$@"; do
+for bundle in "$@"; do for run in $(seq "$runs"); do
   bundle=$(cd "$bundle" && pwd)
   sock=$build/cuslice.sock
   cfg=$build/reset.yaml
@@ -31,17 +41,28 @@ for bundle in "$@"; do
     python3 -c 'import ctypes, time; ctypes.CDLL(None).cuInit(0); time.sleep(3600)' &
   idle_hi=$!
   sleep 2
-  log=$OUT/$(basename "$bundle").log
+  log=$OUT/$(basename "$bundle")-$run.log
   LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=lo CUSLICE_LOG_LEVEL=debug \
-    "$build/context_reset" >"$log" 2>&1
-  rc=$?
+    "$build/context_reset" "$phases" >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "hung; its threads:"
+    for t in /proc/$pid/task/*; do echo "  $(cat "$t/comm") wchan=$(cat "$t/wchan") syscall=$(cut -d' ' -f1 "$t/syscall")"; done
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null
+    rc=124
+  else
+    wait "$pid"
+    rc=$?
+  fi
   kill "$idle_hi" "$daemon" 2>/dev/null
   wait "$idle_hi" "$daemon" 2>/dev/null
   rm -f "$sock"
   commit=$(sed -n 's/^commit: //p' "$bundle/BUNDLE_INFO" | cut -c1-7)
-  counts=$(grep -o 'launches held back [0-9]*, gates [0-9]*' "$log" | tail -1)
-  echo "$commit: exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}"
+  counts=$(grep -o 'launches held back [0-9]*, gates [0-9]*.*' "$log" | tail -1)
+  echo "$commit run $run: exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}"
   [ "$rc" -eq 0 ] && grep -q '^ok$' "$log" || status=1
-done
+done; done
 rm -rf "$build"
 exit $status
