@@ -403,30 +403,20 @@ class Session {
   // make_progress) says when the work ends: kNever while it is held behind a wait, which is then
   // looked at again every kPollNs; once it is a time, the wait sleeps until then and returns.
   // Handles looked up before may be stale after: deadline() must look them up again.
-  // The same, holding the lock throughout (the process's other threads' calls wait), as the
-  // real driver appears to for a copy to pageable memory: it stages the copy itself, inside the
-  // call, once the stream's work before it has ended (on the H100 a cudaMemcpyAsync to pageable
-  // memory behind launches the hook held back left another thread blocked in the driver).
+  // hold_lock: the same, holding the lock throughout (the process's other threads' calls wait),
+  // as the real driver appears to for a copy to pageable memory: it stages the copy itself,
+  // inside the call, once the stream's work before it has ended (on the H100 a cudaMemcpyAsync
+  // to pageable memory behind launches the hook held back left another thread blocked in the
+  // driver).
   template <class Deadline>
-  void wait_holding_lock(Deadline deadline) {
+  void wait_until(Deadline deadline, bool hold_lock = false) {
     for (;;) {
       const std::int64_t end = deadline();
       const std::int64_t now = monotonic_now();
       if (end <= now) return;
+      if (!hold_lock) lock_.unlock();
       sleep_until(end == kNever ? now + kPollNs : end);
-      make_progress(state_);
-    }
-  }
-
-  template <class Deadline>
-  void wait_until(Deadline deadline) {
-    for (;;) {
-      const std::int64_t end = deadline();
-      const std::int64_t now = monotonic_now();
-      if (end <= now) return;
-      lock_.unlock();
-      sleep_until(end == kNever ? now + kPollNs : end);
-      lock_.lock();
+      if (!hold_lock) lock_.lock();
       make_progress(state_);
       if (end != kNever) return;
     }

@@ -60,10 +60,12 @@ CUresult copy_to_host_async(void* dst, CUdeviceptr src, std::size_t bytes, CUstr
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
   if (s->is_host_range(dst, bytes)) return CUDA_SUCCESS;  // queued: nothing to model
   if (stream_state != nullptr && stream_state->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  s.wait_holding_lock([&] {
-    StreamQueue again;
-    return StreamQueue::resolve(*s, stream, zero, &again) ? 0 : again.completes_at(*s);
-  });
+  s.wait_until(
+      [&] {
+        StreamQueue again;
+        return StreamQueue::resolve(*s, stream, zero, &again) ? 0 : again.completes_at(*s);
+      },
+      /*hold_lock=*/true);
   return CUDA_SUCCESS;
 }
 
