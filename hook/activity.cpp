@@ -268,6 +268,10 @@ std::atomic<uint32_t>& gate_word(const Slot& s) { return g_gate_words[&s - g_slo
 std::atomic<uint32_t>& reached_word(const Slot& s) { return g_gate_words[kSlots + (&s - g_slots)]; }
 // ... and a third: the last mark the GPU reached (written by the GPU after the work before it).
 std::atomic<uint32_t>& mark_word(const Slot& s) { return g_gate_words[2 * kSlots + (&s - g_slots)]; }
+// A word's address as the GPU sees it, for the stream memory operations.
+CUdeviceptr gpu_address(const std::atomic<uint32_t>& word) {
+  return g_gate_dptr + static_cast<CUdeviceptr>(&word - g_gate_words) * sizeof(uint32_t);
+}
 // Gate k is still closed: the word has not reached it (cyclic, as the GPU compares).
 bool gate_closed(uint32_t word, uint32_t k) { return static_cast<int32_t>(word - k) < 0; }
 // Opens every gate on the slot's stream.
@@ -1066,8 +1070,7 @@ void setup_gates(int device) {
 // writes it. A mark that cannot be put is skipped: the monitor's records still tell.
 void put_mark(Slot& s, CUstream stream, const Device& dev, int64_t enq) {
   const uint32_t k = s.marks.load(std::memory_order_relaxed) + 1;
-  const CUdeviceptr word = g_gate_dptr + static_cast<CUdeviceptr>(2 * kSlots + (&s - g_slots)) * sizeof(uint32_t);
-  if (g_drv.write_value(stream, word, k, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) return;
+  if (g_drv.write_value(stream, gpu_address(mark_word(s)), k, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) return;
   Slot::Mark& m = s.mark_ring[k % kMarks];
   m.enq.store(enq, std::memory_order_relaxed);
   m.launched.store(dev.launched.load(std::memory_order_acquire), std::memory_order_relaxed);
@@ -1208,12 +1211,10 @@ bool park(int device, int gpu, CUstream stream) {
   bool ok = true;
   if (gate) {
     const uint32_t k = gates + 1;
-    const CUdeviceptr word = g_gate_dptr + static_cast<CUdeviceptr>(s - g_slots) * sizeof(uint32_t);
-    const CUdeviceptr reached = word + kSlots * sizeof(uint32_t);
     // The GPU says when it reaches the gate, so the monitor sees the work before it complete
     // with no event (records are coarser than segments).
-    if (g_drv.write_value(stream, reached, k, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
-        g_drv.wait_value(stream, word, k, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS) {
+    if (g_drv.write_value(stream, gpu_address(reached_word(*s)), k, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
+        g_drv.wait_value(stream, gpu_address(gate_word(*s)), k, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS) {
       s->gate_at[k % kGates].store(enq, std::memory_order_relaxed);
       s->gate_launched[k % kGates].store(dev.launched.load(std::memory_order_acquire), std::memory_order_relaxed);
       s->gates.store(k, std::memory_order_release);
