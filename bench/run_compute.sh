@@ -5,6 +5,7 @@
 # cuslice (cuslice-scheduler + LD_PRELOAD=libcuslice.so), alternately, in one call.
 #
 #   bash bench/run_compute.sh [--only GROUP[,GROUP]] [--native-only] [--quick] [--reps N] ...
+#       [--modes native,cuslice,mps,mps-cuslice]   (mps*: under a private MPS daemon)
 #       groups: shares efficiency limit priority adversarial handoff cpu many
 #       (python3 bench/compute/harness.py --help for every option)
 #
@@ -31,6 +32,8 @@ bundle=$root/.gpu-carry
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   [ "${args[$i]}" = --bundle ] && bundle=${args[$((i + 1))]:-}
+  # --modes without a hooked mode needs no bundle.
+  [ "${args[$i]}" = --modes ] && [[ "${args[$((i + 1))]:-}" != *cuslice* ]] && native_only=1
 done
 if [ "$native_only" = 0 ]; then
   if [ ! -x "$bundle/bin/cuslice-scheduler" ]; then

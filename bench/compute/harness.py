@@ -24,7 +24,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
 SOCKET = "/tmp/cuslice-bench.sock"
 SHM_NAME = "/cuslice-bench"
-MODES = ("native", "cuslice")
+# native: nothing in between; cuslice: the daemon and the hook; mps / mps-cuslice: the same,
+# each run under a private MPS control daemon, low-priority tenants' processes at MPS client
+# priority BELOW_NORMAL (what MPS itself offers for priority: the hardware schedules the other
+# clients' blocks first, inside their kernels too).
+MODES = ("native", "cuslice", "mps", "mps-cuslice")
+
+
+def hooked(mode):
+    return mode.endswith("cuslice")
+
+
+def under_mps(mode):
+    return mode.startswith("mps")
 GROUPS = ("shares", "efficiency", "limit", "priority", "adversarial", "handoff", "cpu", "many")
 ISSUE_NATIVE = {  # what issue 3 quotes for native, for the reader of the table
     "efficiency": "0.96", "p99x_train": "2.25", "kept_train": "0.85", "p99x_gemm": "2.0",
@@ -282,11 +294,54 @@ def status_delta(a, b, seconds):
         return None
 
 
-def worker_env(mode, tenant, opts):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUSLICE_")}
+class Mps:
+    """A private MPS control daemon for one run (its own pipe and log folders), stopped after."""
+
+    def __init__(self, workdir, log):
+        self.log = log
+        self.pipe, self.logdir = os.path.join(workdir, "mps-pipe"), os.path.join(workdir, "mps-log")
+        os.makedirs(self.pipe)
+        os.makedirs(self.logdir)
+        self.env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=self.pipe, CUDA_MPS_LOG_DIRECTORY=self.logdir)
+        r = subprocess.run(["nvidia-cuda-mps-control", "-d"], env=self.env, capture_output=True, text=True,
+                           timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError(f"nvidia-cuda-mps-control -d exited with {r.returncode}: {r.stdout}{r.stderr}")
+
+    def client_env(self, priority):
+        env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe, "CUDA_MPS_LOG_DIRECTORY": self.logdir}
+        env["CUDA_MPS_CLIENT_PRIORITY"] = "1" if priority == "low" else "0"
+        return env
+
+    def stop(self):
+        pidfile = os.path.join(self.pipe, "nvidia-cuda-mps-control.pid")
+        try:
+            with open(pidfile) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            pid = None
+        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=self.env, capture_output=True,
+                       text=True, timeout=20)
+        deadline = time.monotonic() + 20
+        while pid and time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+        for name in ("control.log", "server.log"):
+            text = tail_file(os.path.join(self.logdir, name), 30)
+            if text.strip():
+                self.log.section(f"MPS {name}", text)
+
+
+def worker_env(mode, tenant, opts, priority=None, mps=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUSLICE_") and not k.startswith("CUDA_MPS_")}
     pre = [p for p in env.get("LD_PRELOAD", "").split(":") if p and "libcuslice" not in p]
     env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    if mode == "cuslice":
+    if mps:
+        env.update(mps.client_env(priority))
+    if hooked(mode):
         pre.insert(0, os.path.join(opts.bundle, "lib", "libcuslice.so"))
         env.update(CUSLICE_SOCKET=SOCKET, CUSLICE_TENANT=tenant)
         # The hook's own settings, when the caller sets them (variants of one bundle).
@@ -305,17 +360,21 @@ def run_trial(trial, mode, rep, duration, opts, log):
     workdir = os.path.join(opts.tmp, f"{trial.name}-{mode}-{rep}")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
-    daemon, procs, warnings = None, [], []
+    daemon, mps, procs, warnings = None, None, [], []
     t_begin = time.monotonic()
+    prio = {t.name: t.priority for t in trial.tenants}
     try:
-        if mode == "cuslice":
+        if under_mps(mode):
+            mps = Mps(workdir, log)
+        if hooked(mode):
             daemon = Daemon(opts, trial, workdir, log)
         for w in trial.workers:
             cmd = [opts.python, WORKER, w.kind, "--id", w.id, "--sync", workdir,
                    "--duration", str(duration)] + w.args + (["--fake"] if opts.fake else [])
             out = open(os.path.join(workdir, f"log.{w.id}"), "w")
             procs.append((w, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, env=worker_env(mode, w.tenant, opts))))
+                                              stdin=subprocess.DEVNULL,
+                                              env=worker_env(mode, w.tenant, opts, prio.get(w.tenant), mps))))
         ready_timeout = 120 if len(procs) > 8 else 60
         deadline = time.monotonic() + ready_timeout
         while True:
@@ -384,6 +443,8 @@ def run_trial(trial, mode, rep, duration, opts, log):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        if mps:
+            mps.stop()
         if daemon:
             rec["daemon"] = daemon.stop()
             if rec.get("status_window"):
@@ -452,6 +513,14 @@ class Metrics:
     def value(self, trial, mode, fn):
         c = self.m(trial, mode, fn)
         return c[0] if c else None
+
+    def any_value(self, trial, fn):
+        """The first mode's value that has one, cuslice first: for targets derived from a run."""
+        for mode in ("cuslice", "mps-cuslice", "mps", "native"):
+            v = self.value(trial, mode, fn)
+            if v is not None:
+                return v
+        return None
 
 
 def build_rows(records, modes):
@@ -546,7 +615,7 @@ def build_rows(records, modes):
         if not alone:
             return None
         return M.m("svc_train", mo, lambda r: rate_rep(r, "tr", 1.0 / alone))
-    b_cus = busy("cuslice")
+    b_cus = next((b for b in (busy(m) for m in ("cuslice", "mps-cuslice", "mps", "native")) if b is not None), None)
     kept_target = f"≥ 1 − busy − 0.02 = {1 - b_cus - 0.02:.3f}" if b_cus is not None else "≥ 1 − service busy − 0.02"
     add("service + trainer", "trainer kept (vs alone)", kept, target=kept_target,
         check=(lambda v: v >= 1 - b_cus - 0.02) if b_cus is not None else None,
@@ -558,7 +627,7 @@ def build_rows(records, modes):
     tk = solo_ms()
     add("service + GEMM loop", "p99 latency ms", svc("svc_gemm", 99), fmt="{:.3f}")
     bound_x = None
-    a_cus = M.value("svc_alone", "cuslice", lambda r: lat_rep(r, "svc", 99))
+    a_cus = M.any_value("svc_alone", lambda r: lat_rep(r, "svc", 99))
     if tk and a_cus:
         bound_x = (a_cus + tk) / a_cus
     add("service + GEMM loop", "p99 / p99 alone", p99x("svc_gemm"),
@@ -573,7 +642,7 @@ def build_rows(records, modes):
     # handoff: a high-priority tiny kernel while a low-priority GEMM loop holds the GPU
     for trial, label in (("probe_alone", "probe alone"), ("probe_gemm", "handoff: probe + GEMM loop")):
         add(label, "p50 submit→done ms", lambda mo, t=trial: M.m(t, mo, lambda r: lat_rep(r, "p", 50)), fmt="{:.3f}")
-        p_alone = M.value("probe_alone", "cuslice", lambda r: lat_rep(r, "p", 99))
+        p_alone = M.any_value("probe_alone", lambda r: lat_rep(r, "p", 99))
         if trial == "probe_gemm" and tk and p_alone is not None:
             bound = p_alone + tk
             add(label, "p99 submit→done ms", lambda mo, t=trial: M.m(t, mo, lambda r: lat_rep(r, "p", 99)),
@@ -644,19 +713,28 @@ def fmt_cell(c, fmt):
 
 
 def table(rows, modes):
-    out = ["| scenario | metric | native median (spread) | cuslice median (spread) | cuslice/native | target | met? |",
-           "|---|---|---|---|---|---|---|"]
+    shown = [m for m in MODES if m in modes]
+    others = [m for m in shown if m != "native"]
+    out = ["| scenario | metric | " + " | ".join(f"{m} median (spread)" for m in shown) + " | "
+           + "".join(f"{m}/native | " for m in others) + "target | met? |",
+           "|---|---|" + "---|" * (len(shown) + len(others)) + "---|---|"]
     for r in rows:
-        n, c = r["cells"]["native"], r["cells"]["cuslice"]
-        ns = fmt_cell(n, r["fmt"]) or ("not run" if "native" not in modes else "n/a")
-        if r["native_note"] and n:
-            ns += f" [issue: {r['native_note']}]"
-        cs = fmt_cell(c, r["fmt"]) or ("not run" if "cuslice" not in modes else "—")
-        ratio = f"{c[0] / n[0]:.3f}" if (n and c and n[0]) else "—"
-        met = "—"
-        if r["check"] and c:
-            met = "yes" if r["check"](c[0]) else "**no**"
-        out.append(f"| {r['scenario']} | {r['metric']} | {ns} | {cs} | {ratio} | {r['target']} | {met} |")
+        n = r["cells"]["native"]
+        cols = []
+        for m in shown:
+            c = r["cells"][m]
+            txt = fmt_cell(c, r["fmt"]) or "—"
+            if m == "native" and r["native_note"] and c:
+                txt += f" [issue: {r['native_note']}]"
+            cols.append(txt)
+        ratios = [f"{r['cells'][m][0] / n[0]:.3f}" if (n and r["cells"][m] and n[0]) else "—" for m in others]
+        met = []
+        for m in others:
+            if r["check"] and r["cells"][m]:
+                ok = r["check"](r["cells"][m][0])
+                met.append(("yes" if ok else "**no**") + (f" ({m})" if len(others) > 1 else ""))
+        out.append(f"| {r['scenario']} | {r['metric']} | " + " | ".join(cols) + " | "
+                   + "".join(f"{x} | " for x in ratios) + f"{r['target']} | {', '.join(met) or '—'} |")
     return "\n".join(out)
 
 
@@ -718,6 +796,8 @@ def parse():
     p.add_argument("--only", default="", help=f"comma-separated groups: {', '.join(GROUPS)} (or trial names)")
     p.add_argument("--native-only", action="store_true")
     p.add_argument("--cuslice-only", action="store_true")
+    p.add_argument("--modes", default="", help=f"comma-separated, in place of the two above: {', '.join(MODES)} "
+                   "(mps*: each run under a private MPS daemon, low-priority tenants at client priority 1)")
     p.add_argument("--quick", action="store_true", help="shorter measurements")
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--bundle", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), ".gpu-carry"))
@@ -742,14 +822,21 @@ def main():
         for t in all_trials:
             print(f"{t.name:18s} groups: {', '.join(sorted(t.groups))}")
         return 0
-    modes = ["native"] if opts.native_only else ["cuslice"] if opts.cuslice_only else list(MODES)
+    if opts.modes:
+        modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
+        bad = [m for m in modes if m not in MODES]
+        if bad:
+            print(f"unknown --modes: {', '.join(bad)}; modes: {', '.join(MODES)}", file=sys.stderr)
+            return 2
+    else:
+        modes = ["native"] if opts.native_only else ["cuslice"] if opts.cuslice_only else ["native", "cuslice"]
     want = {x.strip() for x in opts.only.split(",") if x.strip()}
     unknown = want - set(GROUPS) - {t.name for t in all_trials}
     if unknown:
         print(f"unknown --only names: {', '.join(sorted(unknown))}; groups: {', '.join(GROUPS)}", file=sys.stderr)
         return 2
     selected = [t for t in all_trials if not want or t.groups & want or t.name in want]
-    if "cuslice" in modes:
+    if any(hooked(m) for m in modes):
         exe = os.path.join(opts.bundle, "bin", "cuslice-scheduler")
         hook = os.path.join(opts.bundle, "lib", "libcuslice.so")
         if not (os.path.exists(exe) and os.path.exists(hook)):
@@ -772,7 +859,7 @@ def main():
         duration = dur_quick if opts.quick else dur_default
         for rep in range(opts.reps):
             order = list(MODES) if (idx + rep) % 2 == 0 else list(reversed(MODES))
-            order = [m for m in order if m in modes and (m != "native" or trial.native)]
+            order = [m for m in order if m in modes and (hooked(m) or trial.native)]
             # Both modes of a repetition or neither: a half-measured comparison is no use.
             if time.monotonic() - t_start + len(order) * (startup + duration + 3) > budget:
                 skipped += [f"{trial.name}/{m}/{rep}" for m in order]
