@@ -38,6 +38,8 @@ def parse():
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--interval", type=float, default=0.010)
     p.add_argument("--poll", choices=["spin", "sleep", "sync"], default="")
+    p.add_argument("--side", type=int, default=0,
+                   help="gemm: after each GEMM, this many small kernels on a second stream")
     p.add_argument("--max-wait", type=float, default=300.0, help="give up if no go by then")
     p.add_argument("--fake", action="store_true")
     return p.parse_args()
@@ -163,9 +165,17 @@ def run_gemm(ctx):
     A = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     B = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     C = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream() if a.side else None
+    y = torch.zeros(1 << 20, device="cuda")
 
     def work():
         torch.matmul(A, B, out=C)
+        if side is not None:
+            # Work of its own on a second stream, as an application with a copy or
+            # communication stream has: it runs beside the GEMMs, not after them.
+            with torch.cuda.stream(side):
+                for _ in range(a.side):
+                    y.add_(1)
 
     for _ in range(5):
         work()
@@ -176,7 +186,7 @@ def run_gemm(ctx):
     e1.record()
     e1.synchronize()
     info = gpu_info(torch)
-    info.update(gemm_ms=e0.elapsed_time(e1) / 10, size=n, depth=depth)
+    info.update(gemm_ms=e0.elapsed_time(e1) / 10, size=n, depth=depth, side=a.side)
     background(ctx, torch, work, depth, a.poll or "sleep", 1, 3, info)
 
 
