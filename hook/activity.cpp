@@ -121,19 +121,6 @@ struct Slot {
   uint32_t rec_gates[kEventsPerSlot] = {};
   uint32_t marks_seen = 0;
   uint32_t marks_last_pass = 0;
-  // Monitor only: the device's launch count that records, marks and gates seen reached on
-  // this stream cover. They cover this stream's launches only: the GPU runs other streams'
-  // work beside or after it (a stream with nothing ahead of its first gate reaches it at once).
-  uint64_t done_through = 0;
-  // Monitor only, learning kernel times (learn()): the stream's launches below
-  // `learnt_through` are accounted for; the last of them was taken to complete at `learnt_at`,
-  // with the device's disturbance count then at `learnt_epoch`.
-  uint64_t learnt_through = 0;
-  int64_t learnt_at = 0;
-  uint64_t learnt_epoch = 0;
-  // Bumped when the slot is let go: launches of the stream that had it are then no longer
-  // waited for by their slot (see Launch::stream).
-  std::atomic<uint32_t> generation{0};
 };
 
 struct alignas(64) Device {
@@ -169,18 +156,13 @@ struct alignas(64) Device {
   int64_t in_flight_ns = 0;
   int64_t last_look = 0;
   bool had_in_flight = false;
-  // Learning kernel times (per stream, learn()): counts the passes at which the time launches
-  // took was not theirs alone (the token was elsewhere, or the rest waited for it behind a
-  // gate); a stream's launches that completed across one are not learnt from.
-  uint64_t disturbances = 0;
+  // Learning kernel times: launches up to `learnt` are accounted for; the last of them was
+  // seen complete at `learnt_at`. Disturbed: the token was elsewhere meanwhile, so the time
+  // the launches since took is partly another tenant's.
+  uint64_t learnt = 0;
+  int64_t learnt_at = 0;
+  bool disturbed = false;
   uint64_t retired = 0;  // launches whose estimate is off added_ns - retired_ns
-  // Monitor only: the highest launch count a record, mark or gate has covered on any stream;
-  // `completed` rises towards it as far as every launch's own stream has been seen done. A
-  // launch that stays not done while later ones on other streams are (`stuck_at`, since
-  // `stuck_since`) is let pass after kStuckLaunchNs: it may wait for them.
-  uint64_t covered = 0;
-  uint64_t stuck_at = 0;
-  int64_t stuck_since = 0;
   int64_t last_stuck_log = 0;
   int64_t tracked_since = 0;  // busy without a drain since
   int64_t stalled_since = 0;  // held back work, the token, and nothing completing since
@@ -205,9 +187,6 @@ struct KernelTime {
 struct Launch {
   std::atomic<uint32_t> kernel{0};
   std::atomic<uint32_t> est_ns{0};
-  // The stream launched on: its slot's index + 1 in the low bits, the slot's generation above
-  // (0: not known, the table was full).
-  std::atomic<uint32_t> stream{0};
   std::atomic<int64_t> at{0};
   std::atomic<uint64_t> seq{0};
 };
@@ -235,7 +214,6 @@ struct Counts {
   alignas(64) uint64_t passes = 0, tight_polls = 0, records = 0, queries = 0;  // under g_monitor
   alignas(64) std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0}, marks{0};
   alignas(64) std::atomic<uint64_t> unstuck{0};  // the watchdog's (see watchdog())
-  std::atomic<uint64_t> stuck_passed{0};          // monitor: see pass_stuck_launch()
 };
 Counts g_counts;
 // The gate words: per stream slot, in host memory the GPU reads (set up at the first launch
@@ -374,70 +352,12 @@ bool record(Slot& s, uintptr_t key) {
   return true;
 }
 
-// Launch::stream of a launch on the slot's stream.
-constexpr uint32_t kStreamIndexBits = 9;  // kSlots + 1 values
-static_assert(kSlots < (1 << kStreamIndexBits));
-uint32_t stream_tag(const Slot& s) {
-  return s.generation.load(std::memory_order_relaxed) << kStreamIndexBits | static_cast<uint32_t>(&s - g_slots + 1);
-}
-
-// Raises the device's completed-launch count as far as every launch below it is known done: by
-// what was seen on its own stream, or, where its stream is not known or gone, by what was seen
-// on any (`covered`). Monitor only.
-void advance_completed(int device) {
-  Device& dev = g_devices[device];
-  const uint64_t from = dev.completed.load(std::memory_order_relaxed);
-  uint64_t i = from;
-  if (dev.covered > i + kRing) i = dev.covered - kRing;  // older entries are overwritten
-  for (; i < dev.covered; ++i) {
-    const Launch& l = g_ring[device][i % kRing];
-    if (l.seq.load(std::memory_order_acquire) != i + 1) continue;
-    const uint32_t tag = l.stream.load(std::memory_order_relaxed);
-    const uint32_t index = tag & ((1u << kStreamIndexBits) - 1);
-    if (index == 0) continue;
-    const Slot& s = g_slots[index - 1];
-    if (tag >> kStreamIndexBits != (s.generation.load(std::memory_order_relaxed) & (UINT32_MAX >> kStreamIndexBits)))
-      continue;  // its stream is gone
-    if (s.done_through <= i) break;
+// Raises the device's completed-launch count to `to` (records, marks and gates seen reached).
+void raise_completed(int device, uint64_t to) {
+  std::atomic<uint64_t>& completed = g_devices[device].completed;
+  uint64_t cur = completed.load(std::memory_order_relaxed);
+  while (to > cur && !completed.compare_exchange_weak(cur, to, std::memory_order_release)) {
   }
-  uint64_t cur = from;
-  while (i > cur && !dev.completed.compare_exchange_weak(cur, i, std::memory_order_release)) {
-  }
-}
-
-// A launch not seen done for this long while later launches on other streams were is taken
-// for one that waits for them (a kernel spinning on a flag another stream's kernel sets): the
-// count of completed launches moves past it, as far as any stream was seen done.
-constexpr int64_t kStuckLaunchNs = 20'000'000;
-
-void pass_stuck_launch(int device, int64_t now) {
-  Device& dev = g_devices[device];
-  const uint64_t completed = dev.completed.load(std::memory_order_relaxed);
-  if (completed >= dev.covered) {
-    dev.stuck_since = 0;
-    return;
-  }
-  if (dev.stuck_since == 0 || dev.stuck_at != completed) {
-    dev.stuck_at = completed;
-    dev.stuck_since = now;
-    return;
-  }
-  if (now - dev.stuck_since < kStuckLaunchNs) return;
-  uint64_t cur = completed;
-  while (dev.covered > cur && !dev.completed.compare_exchange_weak(cur, dev.covered, std::memory_order_release)) {
-  }
-  dev.stuck_since = 0;
-  g_counts.stuck_passed.fetch_add(1, std::memory_order_relaxed);
-}
-
-// The slot's stream has done the launches the device had counted when `to` was read (a record,
-// mark or gate seen reached, or nothing outstanding on it).
-void raise_completed(int device, Slot& s, uint64_t to) {
-  if (to <= s.done_through) return;
-  s.done_through = to;
-  Device& dev = g_devices[device];
-  dev.covered = std::max(dev.covered, to);
-  advance_completed(device);
 }
 
 // Drops the records that completed (raising the device's completed-launch count to what
@@ -449,7 +369,7 @@ bool retire(Slot& s) {
     g_counts.queries++;
     if (r == CUDA_ERROR_NOT_READY) return true;
     // Completed, or the stream went away under it: either way nothing waits there.
-    raise_completed(s.device.load(std::memory_order_relaxed), s, s.launches_at[s.head]);
+    raise_completed(s.device.load(std::memory_order_relaxed), s.launches_at[s.head]);
     s.done_ns = std::max(s.done_ns, s.rec_enq[s.head]);
     s.head = (s.head + 1) % kEventsPerSlot;
     s.count--;
@@ -473,11 +393,6 @@ void release_slot(Slot& s) {
   }
   s.head = s.count = 0;
   s.ctx = nullptr;
-  // Its launches are no longer waited for by it (the stream is gone; the next one may be on
-  // another device, counted apart).
-  s.generation.fetch_add(1, std::memory_order_relaxed);
-  s.done_through = s.learnt_through = 0;
-  s.learnt_at = 0;
   s.device.store(-1, std::memory_order_relaxed);
   s.dirty.store(0, std::memory_order_relaxed);
   s.key.store(0, std::memory_order_release);
@@ -503,66 +418,45 @@ uint32_t estimate(uint32_t kernel, const Device& dev) {
   return learnt != 0 ? learnt : dev.mean_ns.load(std::memory_order_relaxed);
 }
 
-// Learns from the launches each stream completed since the last look: together they took from
-// when the first could start (the stream's previous ones complete, or its submission if
-// later) to now, shared among them in proportion to their current estimates. Per stream: the
-// GPU runs streams side by side, so launches of several streams completed together did not
-// run one after the other, and any split of their time between them would fit. Estimates
-// that are right are a fixed point of this; a wrong one moves towards the truth whenever its
-// kernel completes alone or beside kernels measured well. Completion is seen late, by up to a
-// poll, so the previous ones are taken to have completed at the look before they were seen
-// complete (`looked`): both ends err towards a longer time, and a kernel is overestimated by up
-// to two polls, never under: an underestimated long kernel would let a second one queue behind
-// it. Not across a disturbance: the time is then partly another tenant's.
-void learn(Device& dev, int device, int64_t now, int64_t looked) {
+// Learns from the launches completed since the last look: together they took from when the
+// first could start (the previous ones complete, or its submission if later) to now, shared
+// among them in proportion to their current estimates. Estimates that are right are a fixed
+// point of this; a wrong one moves towards the truth whenever its kernel completes alone or
+// beside kernels measured well. Completion is seen late, by up to a poll, so the previous
+// ones are taken to have completed at the look before they were seen complete (`looked`):
+// both ends err towards a longer time, and a kernel is overestimated by up to two polls,
+// never under: an underestimated long kernel would let a second one queue behind it. Not
+// while the token was elsewhere: the time is then partly another tenant's.
+void learn(Device& dev, int device, int64_t now, int64_t looked, uint64_t completed) {
+  if (completed <= dev.learnt) return;
+  const uint64_t n = completed - dev.learnt;
   Launch* ring = g_ring[device];
-  for (Slot& s : g_slots) {
-    if (s.key.load(std::memory_order_relaxed) == 0 || s.device.load(std::memory_order_relaxed) != device ||
-        s.done_through <= s.learnt_through)
-      continue;
-    const uint64_t to = s.done_through;
-    const uint32_t tag = stream_tag(s);
-    const auto mine = [&](uint64_t i) {
-      return ring[i % kRing].seq.load(std::memory_order_acquire) == i + 1 &&
-             ring[i % kRing].stream.load(std::memory_order_relaxed) == tag;
+  const auto mine = [&](uint64_t i) { return ring[i % kRing].seq.load(std::memory_order_acquire) == i + 1; };
+  if (n <= kRing && !dev.disturbed && dev.learnt_at != 0 && mine(dev.learnt)) {
+    const int64_t start = std::max(dev.learnt_at, ring[dev.learnt % kRing].at.load(std::memory_order_relaxed));
+    const double took = static_cast<double>(now - start);
+    // Shared by the estimates the launches were made with: fixed while the loop updates the
+    // table (a kernel launched n times in the batch moves n times).
+    const auto made_with = [&](uint64_t i) -> double {
+      return mine(i) ? ring[i % kRing].est_ns.load(std::memory_order_relaxed) : dev.mean_ns.load(std::memory_order_relaxed);
     };
-    if (to - s.learnt_through <= kRing && s.learnt_at != 0 && s.learnt_epoch == dev.disturbances) {
-      uint64_t first = s.learnt_through;
-      while (first < to && !mine(first)) ++first;
-      double total = 0;
-      for (uint64_t i = first; i < to; ++i)
-        if (mine(i)) total += ring[i % kRing].est_ns.load(std::memory_order_relaxed);
-      if (first < to && total > 0) {
-        const int64_t start = std::max(s.learnt_at, ring[first % kRing].at.load(std::memory_order_relaxed));
-        const double took = static_cast<double>(now - start);
-        // Shared by the estimates the launches were made with: fixed while the loop updates
-        // the table (a kernel launched n times in the batch moves n times).
-        for (uint64_t i = first; took > 0 && i < to; ++i) {
-          if (!mine(i)) continue;
-          const uint32_t kernel = ring[i % kRing].kernel.load(std::memory_order_relaxed);
-          if (kernel == 0) continue;
-          std::atomic<uint32_t>& ns = g_kernels[kernel - 1].ns;
-          const double share = took * ring[i % kRing].est_ns.load(std::memory_order_relaxed) / total;
-          const double old = ns.load(std::memory_order_relaxed);
-          const double next = old == 0 ? share : old + (share - old) / 8;
-          ns.store(static_cast<uint32_t>(std::clamp(next, 1.0, 4e9)), std::memory_order_relaxed);
-        }
+    double total = 0;
+    for (uint64_t i = dev.learnt; i < completed; ++i) total += made_with(i);
+    if (took > 0 && total > 0) {
+      for (uint64_t i = dev.learnt; i < completed; ++i) {
+        const uint32_t kernel = mine(i) ? ring[i % kRing].kernel.load(std::memory_order_relaxed) : 0;
+        if (kernel == 0) continue;
+        std::atomic<uint32_t>& ns = g_kernels[kernel - 1].ns;
+        const double share = took * made_with(i) / total;
+        const double old = ns.load(std::memory_order_relaxed);
+        const double next = old == 0 ? share : old + (share - old) / 8;
+        ns.store(static_cast<uint32_t>(std::clamp(next, 1.0, 4e9)), std::memory_order_relaxed);
       }
     }
-    s.learnt_through = to;
-    s.learnt_at = looked != 0 ? looked : now;
-    s.learnt_epoch = dev.disturbances;
   }
-}
-
-// Nothing is bounded (no ring entries): nothing to learn from until it is again, and the
-// streams' last completions are no baseline then.
-void forget_learning(int device) {
-  for (Slot& s : g_slots) {
-    if (s.key.load(std::memory_order_relaxed) == 0 || s.device.load(std::memory_order_relaxed) != device) continue;
-    s.learnt_through = s.done_through;
-    s.learnt_at = 0;
-  }
+  dev.learnt = completed;
+  dev.learnt_at = looked != 0 ? looked : now;
+  dev.disturbed = false;
 }
 
 // Takes the estimates of the launches completed since the last pass off the queued time. A
@@ -735,10 +629,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
       // Nothing outstanding and nothing new: all that was launched here is done (a record
       // covers a little more than the estimate read before it, so done_ns alone would lag
       // behind, and the bound would count work that is not there).
-      if (!quiet && !outstanding && !s.dirty.load(std::memory_order_acquire)) {
-        s.done_ns = std::max(s.done_ns, enq);
-        raise_completed(device, s, launched_before[device]);
-      }
+      if (!quiet && !outstanding && !s.dirty.load(std::memory_order_acquire)) s.done_ns = std::max(s.done_ns, enq);
       Look& look = looks[device];
       if (s.done_ns != done_before) look.progressed = true;
       if (g_gate_words == nullptr) {
@@ -754,7 +645,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
         if (at > s.done_ns) {
           s.done_ns = at;
           look.progressed = true;
-          raise_completed(device, s, s.gate_launched[reached % kGates].load(std::memory_order_relaxed));
+          raise_completed(device, s.gate_launched[reached % kGates].load(std::memory_order_relaxed));
         }
       }
       // Marks the GPU reached: the work before each is done.
@@ -774,7 +665,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
           s.done_ns = at;
           look.progressed = true;
         }
-        raise_completed(device, s, m.launched.load(std::memory_order_relaxed));
+        raise_completed(device, m.launched.load(std::memory_order_relaxed));
       }
       if (marking) look.marking = true;
       const bool closed = gate_closed(word, gates);
@@ -790,7 +681,6 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
       if (closed && runnable > 0) look.pending = true;
       if (closed) look.parked = parked_any = true;
     }
-    for (int d = 0; d < kMaxDevices; ++d) pass_stuck_launch(d, now);
     // Held back work runs while the tenant holds the token: as the bound allows, or all of it
     // when the bound cannot be kept (a capture holds off the records) or the process exits.
     if (parked_any) {
@@ -842,7 +732,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
         client::token_release(gpu);
       }
       dev.drained_since = 0;
-      dev.disturbances++;  // the time until the gates open is not the kernels'
+      dev.disturbed = true;  // the time until the gates open is not the kernels'
       any_busy = revoked = true;  // look again soon: the token may come back any moment
       // A thread bounded on the CPU goes on to wait for the token instead.
       if (dev.throttle.load(std::memory_order_relaxed)) {
@@ -868,8 +758,8 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
     dev.had_in_flight = launched != completed;
     bool deep = false;
     if (g_others.load(std::memory_order_relaxed)) {
-      if (dev.had_in_flight && !client::holding(gpu)) dev.disturbances++;
-      learn(dev, d, now, looked);
+      if (dev.had_in_flight && !client::holding(gpu)) dev.disturbed = true;
+      learn(dev, d, now, looked, completed);
       retire_estimates(dev, d, completed);
       const int64_t queued = dev.queued();
       deep = too_deep(dev, launched - completed, queued);
@@ -877,8 +767,8 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
       // stream) waits for the token, not for room: the queue drains meanwhile anyway.
       if (deep && parking() && !client::holding(gpu)) deep = false;
     } else {
-      dev.retired = completed;
-      forget_learning(d);
+      dev.learnt = dev.retired = completed;
+      dev.learnt_at = 0;
     }
     if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
       dev.throttle.store(deep, std::memory_order_release);
@@ -1043,7 +933,7 @@ void stop_at_exit() {
     CUSLICE_LOG(kDebug,
                 "at exit: %llu launches; monitor: %llu passes (%llu at the short poll), %llu records, %llu queries; "
                 "launches held back %llu, gates %llu, marks %llu, waits at the parking cap %llu, on the CPU for "
-                "room %llu; gates opened by the watchdog %llu; launches passed as stuck %llu",
+                "room %llu; gates opened by the watchdog %llu",
                 static_cast<unsigned long long>(launched), static_cast<unsigned long long>(g_counts.passes),
                 static_cast<unsigned long long>(g_counts.tight_polls), static_cast<unsigned long long>(g_counts.records),
                 static_cast<unsigned long long>(g_counts.queries),
@@ -1051,8 +941,7 @@ void stop_at_exit() {
                 static_cast<unsigned long long>(g_counts.marks.load()),
                 static_cast<unsigned long long>(g_counts.cap_waits.load()),
                 static_cast<unsigned long long>(g_counts.cpu_waits.load()),
-                static_cast<unsigned long long>(g_counts.unstuck.load()),
-                static_cast<unsigned long long>(g_counts.stuck_passed.load()));
+                static_cast<unsigned long long>(g_counts.unstuck.load()));
   }
   // Held back work must run, or tearing the contexts down would wait for it forever.
   for (Slot& s : g_slots) open_all(s);
@@ -1132,7 +1021,8 @@ Slot* slot_of(int device, CUstream stream) {
 
 // Marks the stream launched on, so that the monitor records after it (and so cannot take the
 // device for drained while the launch is under way), and adds the launch's estimate to it.
-void mark(Slot* s, uint32_t est) {
+void mark(int device, CUstream stream, uint32_t est) {
+  Slot* s = slot_of(device, stream);
   if (s == nullptr) return;
   // Marked before its estimate counts: the monitor, having read the sum with it, must not then
   // find the stream unmarked and take all of the sum for done.
@@ -1231,7 +1121,6 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   // monitor finds it there. (From one thread the ticket is the launch's index; threads
   // launching at once may swap two.)
   const uint64_t index = noted.ticket;
-  Slot* s = slot_of(device, stream);
   uint32_t est = 0;
   if (g_others.load(std::memory_order_relaxed)) {
     // Bounded: remember what this launch is expected to take (alone, nothing is bounded and
@@ -1243,11 +1132,10 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
     Launch& l = g_ring[device][index % kRing];
     l.kernel.store(k, std::memory_order_relaxed);
     l.est_ns.store(est, std::memory_order_relaxed);
-    l.stream.store(s != nullptr ? stream_tag(*s) : 0, std::memory_order_relaxed);
     l.at.store(now_ns(), std::memory_order_relaxed);
     l.seq.store(index + 1, std::memory_order_release);
   }
-  mark(s, est != 0 ? est : kUnknownKernelNs);
+  mark(device, stream, est != 0 ? est : kUnknownKernelNs);
   dev.launched.fetch_add(1, std::memory_order_seq_cst);
   // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
   // when each one completes, not a batch of them: wake it to record after every launch.
@@ -1420,8 +1308,6 @@ void after_fork_child() {
     for (Slot::Mark& m : s.mark_ring) m.seq.store(0, std::memory_order_relaxed);
     s.enq_ns.store(0, std::memory_order_relaxed);
     s.done_ns = 0;
-    s.done_through = s.learnt_through = 0;
-    s.learnt_at = 0;
     s.key.store(0, std::memory_order_relaxed);
     s.dirty.store(0, std::memory_order_relaxed);
     s.count = s.head = 0;
@@ -1439,9 +1325,10 @@ void after_fork_child() {
     d.added_ns.store(0, std::memory_order_relaxed);
     d.retired_ns.store(0, std::memory_order_relaxed);
     d.retired = 0;
-    d.covered = 0;
     d.mean_ns.store(0, std::memory_order_relaxed);
-    d.disturbances = 0;
+    d.learnt = 0;
+    d.learnt_at = 0;
+    d.disturbed = false;
     d.tracking = false;
     d.busy_ns = d.busy_launches = 0;
     d.completed_accounted = 0;

@@ -13,9 +13,7 @@
 //            With --short-us S --shorts M, each batch is K kernels of N us then M of S us (a
 //            trainer of mixed kernel lengths), and the report adds "max_queue_us": the most
 //            device time found queued ahead right after a launch returned, past a 0.5 s
-//            warm-up (what a request arriving then would wait for). --short-stream KIND puts
-//            the short kernels on a second stream of that kind (an application that keeps
-//            work on two streams at once); the batch then waits for both.
+//            warm-up (what a request arriving then would wait for).
 //   request: one kernel every P ms (a latency-sensitive service); for each, the latency from
 //            submission (before the launch call, which is where the hook may wait for the
 //            token) to completion (the synchronisation's return). A request that finds the
@@ -77,7 +75,6 @@ struct Options {
   std::string stream = "created";
   long short_us = 0;
   long shorts = 0;
-  std::string short_stream;  // empty: the shorts go on the main stream
   long resets = 0;
   long copy_back = 0;
 };
@@ -102,7 +99,6 @@ Options parse(int argc, char** argv) {
     else if (flag == "--stream") o.stream = value;
     else if (flag == "--short-us") o.short_us = std::atol(value);
     else if (flag == "--shorts") o.shorts = std::atol(value);
-    else if (flag == "--short-stream") o.short_stream = value;
     else if (flag == "--resets") o.resets = std::atol(value);
     else if (flag == "--copy-back") o.copy_back = std::atol(value);
     else usage(("unknown flag " + flag).c_str());
@@ -111,7 +107,6 @@ Options parse(int argc, char** argv) {
   if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0 || o.short_us < 0 || o.shorts < 0 || o.resets < 0)
     usage("values must be > 0");
   if ((o.short_us > 0) != (o.shorts > 0)) usage("--short-us and --shorts go together");
-  if (!o.short_stream.empty() && o.shorts == 0) usage("--short-stream needs --shorts");
   if (o.end_at <= o.start_at) usage("--end-at must follow --start-at");
   return o;
 }
@@ -194,7 +189,7 @@ void timed_launch(const Options& o, CUfunction kernel, CUstream stream, Tally& t
 }
 
 void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunction short_kernel, CUstream stream,
-              CUstream short_stream, CUdeviceptr result, Tally& tally) {
+              CUdeviceptr result, Tally& tally) {
   while (now_ns() < until) {
     const std::int64_t submitted = now_ns();
     const unsigned long long busy_before = fake_cuda_busy_ns();
@@ -203,7 +198,7 @@ void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunctio
       if (short_kernel != nullptr) sample_queue(o, tally);
     }
     for (long k = 0; k < o.shorts; ++k) {
-      launch(short_kernel, short_stream);
+      launch(short_kernel, stream);
       sample_queue(o, tally);
     }
     if (result != 0) {
@@ -211,7 +206,6 @@ void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunctio
       CHECK(cuMemcpyDtoHAsync_v2(&pageable, result, sizeof pageable, stream));
     }
     CHECK(cuStreamSynchronize(stream));
-    if (short_stream != stream) CHECK(cuStreamSynchronize(short_stream));
     count(tally, o, submitted, now_ns(), static_cast<unsigned long long>(o.sync_every + o.shorts),
           fake_cuda_busy_ns() - busy_before);
   }
@@ -248,8 +242,7 @@ struct Work {
   CUfunction kernel = nullptr;
   CUfunction short_kernel = nullptr;
   CUstream stream = nullptr;
-  CUstream short_stream = nullptr;  // the shorts' stream (the main one without --short-stream)
-  CUdeviceptr result = 0;           // --copy-back
+  CUdeviceptr result = 0;  // --copy-back
 };
 
 Work set_up(const Options& o) {
@@ -265,7 +258,6 @@ Work set_up(const Options& o) {
   if (o.shorts > 0)
     CHECK(cuModuleGetFunction(&w.short_kernel, module, ("spin_" + std::to_string(o.short_us) + "us").c_str()));
   w.stream = make_stream(o.stream);
-  w.short_stream = o.short_stream.empty() ? w.stream : make_stream(o.short_stream);
   if (o.copy_back) CHECK(cuMemAlloc_v2(&w.result, sizeof(int)));
   return w;
 }
@@ -288,7 +280,7 @@ int main(int argc, char** argv) {
         w = set_up(o);
       }
       run_spin(o, o.start_at + (o.end_at - o.start_at) * (phase + 1) / (o.resets + 1), w.kernel, w.short_kernel,
-               w.stream, w.short_stream, w.result, tally);
+               w.stream, w.result, tally);
     }
   } else {
     run_requests(o, w.kernel, w.stream, tally);

@@ -177,27 +177,6 @@ def test_queue_bound_is_time_not_a_count_of_kernels():
     assert utilisation(batch) >= 0.6, batch
 
 
-def test_queue_bound_holds_across_two_streams():
-    """The same trainer with its short kernels on a second stream. A record, mark or gate seen
-    reached on one stream says nothing of the other's work: the GPU runs the shorts' stream
-    beside or before the long kernels (here, before those held behind a gate). Counted as
-    done with it, held long kernels would be learnt as short, and two would then queue."""
-    idle_service = {"tenant": "service", "mode": "request", "kernel_us": 100, "period_ms": 500}
-    trainer = {"tenant": "batch", "mode": "spin", "kernel_us": 3000, "sync_every": 2,
-               "short_us": 10, "shorts": 300, "short_stream": "non-blocking",
-               "env": {"CUSLICE_LOG_LEVEL": "debug"}}
-    with Scenario(SERVICE_AND_BATCH) as world:
-        _, batch = valid(world.run([idle_service, trainer], WINDOW_S))
-    counts = exit_counts(batch)
-    print(f"two-stream trainer below a high-priority tenant: at most {batch['max_queue_us']:.0f} us "
-          f"queued after a launch; got {100 * utilisation(batch):.0f}% of the device; {counts}")
-    assert counts.get("gates", 0) > 0, counts
-    # One long kernel, the bound, and a segment of the other stream's (each stream may have
-    # one let run, so that one waiting for the other's held work cannot stop it).
-    assert 0 < batch["max_queue_us"] <= 3000 + 250 + 125 + 1000, batch
-    assert utilisation(batch) >= 0.6, batch
-
-
 def test_a_parked_launch_does_not_stop_the_low_priority_thread():
     """Below a higher-priority tenant, a launch made while that tenant holds the GPU is held
     back on the GPU behind a gate (parking) and the launching thread goes on; with parking off
