@@ -6,7 +6,7 @@
 #
 #   bash bench/run_compute.sh [--only GROUP[,GROUP]] [--native-only] [--quick] [--reps N] ...
 #       [--modes native,cuslice,mps,mps-cuslice]   (mps*: under a private MPS daemon)
-#       groups: shares efficiency limit priority adversarial handoff cpu many
+#       groups: shares efficiency limit priority adversarial handoff handoff2 cpu many
 #       (python3 bench/compute/harness.py --help for every option)
 #
 # cuslice mode needs the bundle built by scripts/gpu-bundle.sh (default .gpu-carry, or

@@ -693,24 +693,24 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
         Device& dev = g_devices[d];
         if (look.progressed || look.runnable == 0 || dev.stalled_since == 0) dev.stalled_since = now;
         const bool stalled = now - dev.stalled_since >= kGateStallNs;
-        if (stalled) {
+        // Why is not understood yet (docs/hook.md): say where each stream stands.
+        if (stalled && log::enabled(log::Level::kDebug)) {
           CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", d,
                       static_cast<long long>(look.runnable / 1000), static_cast<int>(quiet));
-          if (log::enabled(log::Level::kDebug))
-            for (const Slot& sl : g_slots) {
-              if (sl.key.load(std::memory_order_relaxed) == 0 || sl.device.load(std::memory_order_relaxed) != d) continue;
-              const uint32_t w = gate_word(sl).load(std::memory_order_relaxed);
-              const uint32_t g = sl.gates.load(std::memory_order_relaxed);
-              CUSLICE_LOG(kDebug,
-                          "  stream %#llx: gates %u, open to %u, reached %u, marks %u seen %u, enq %lld us, done %lld us, "
-                          "gate at %lld us, records %d, dirty %u",
-                          static_cast<unsigned long long>(sl.key.load(std::memory_order_relaxed)), g, w,
-                          reached_word(sl).load(std::memory_order_relaxed), sl.marks.load(std::memory_order_relaxed),
-                          sl.marks_seen, static_cast<long long>(sl.enq_ns.load(std::memory_order_relaxed) / 1000),
-                          static_cast<long long>(sl.done_ns / 1000),
-                          static_cast<long long>(sl.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) / 1000),
-                          sl.count, sl.dirty.load(std::memory_order_relaxed));
-            }
+          for (const Slot& sl : g_slots) {
+            if (sl.key.load(std::memory_order_relaxed) == 0 || sl.device.load(std::memory_order_relaxed) != d) continue;
+            const uint32_t w = gate_word(sl).load(std::memory_order_relaxed);
+            const uint32_t g = sl.gates.load(std::memory_order_relaxed);
+            CUSLICE_LOG(kDebug,
+                        "  stream %#llx: gates %u, open to %u, reached %u, marks %u seen %u, enq %lld us, done %lld us, "
+                        "gate at %lld us, records %d, dirty %u",
+                        static_cast<unsigned long long>(sl.key.load(std::memory_order_relaxed)), g, w,
+                        reached_word(sl).load(std::memory_order_relaxed), sl.marks.load(std::memory_order_relaxed),
+                        sl.marks_seen, static_cast<long long>(sl.enq_ns.load(std::memory_order_relaxed) / 1000),
+                        static_cast<long long>(sl.done_ns / 1000),
+                        static_cast<long long>(sl.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) / 1000),
+                        sl.count, sl.dirty.load(std::memory_order_relaxed));
+          }
         }
         if (open_gates(d, look, quiet || stalled || g_stop.load(std::memory_order_acquire))) look.pending = true;
         if (!look.parked) client::token_unpark(gpu);
