@@ -165,7 +165,11 @@ struct alignas(64) Device {
   uint64_t retired = 0;  // launches whose estimate is off added_ns - retired_ns
   int64_t last_stuck_log = 0;
   int64_t tracked_since = 0;  // busy without a drain since
-  int64_t stalled_since = 0;  // held back work, the token, and nothing completing since
+  // Held back work, the token, and nothing completing: for how long, counted over consecutive
+  // passes that found held back work, and only while holding the token (the GPU runs the other
+  // tenant meanwhile). `stall_last`: the last such pass (0: the count is paused or reset).
+  int64_t stalled_ns = 0;
+  int64_t stall_last = 0;
 
   int64_t queued() const {
     const int64_t q = added_ns.load(std::memory_order_acquire) - retired_ns.load(std::memory_order_acquire);
@@ -521,6 +525,9 @@ struct Look {
 // Held back work that has stalled this long, with the token and nothing completing, is let
 // run in full: what is let run may wait for it (a kernel spinning on a flag another stream
 // sets, a wait on an event recorded after a gate) and the bound must not deadlock the app.
+// Counted only over passes that hold the token and find held back work: the clock once ran on
+// while the token was elsewhere and while nothing was held, and every first pass with held
+// work after such a time found it "stalled" and let all of it run (seen on the H100).
 constexpr int64_t kGateStallNs = 20'000'000;
 // What a launch counts for in its stream's segments before any kernel time is known, so that
 // gates still let work run in bounded steps (a guess: many kernels of a training step).
@@ -609,7 +616,6 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
     // pending record, from this relaxed-mode thread, invalidated PyTorch's captures
     // (tests/gpu/capture_stress.sh). A record outstanding then keeps the device busy.
     const bool quiet = g_captures.load(std::memory_order_acquire) != 0;
-    bool parked_any = false;
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
       const int device = s.device.load(std::memory_order_acquire);
@@ -679,42 +685,49 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
       // Work let run before the first closed gate and not seen done may have no record of its
       // own (launched just before the gate, in one poll): the GPU has not reached the gate.
       if (closed && runnable > 0) look.pending = true;
-      if (closed) look.parked = parked_any = true;
+      if (closed) look.parked = true;
     }
     // Held back work runs while the tenant holds the token: as the bound allows, or all of it
     // when the bound cannot be kept (a capture holds off the records) or the process exits.
-    if (parked_any) {
-      for (int d = 0; d < kMaxDevices; ++d) {
-        Look& look = looks[d];
-        if (!look.parked) continue;
-        const int gpu = scheduler_link::gpu(d);
-        if (!g_stop.load(std::memory_order_acquire) && !client::token_try(gpu)) continue;
-        look.parked = false;
-        Device& dev = g_devices[d];
-        if (look.progressed || look.runnable == 0 || dev.stalled_since == 0) dev.stalled_since = now;
-        const bool stalled = now - dev.stalled_since >= kGateStallNs;
-        // Why is not understood yet (docs/hook.md): say where each stream stands.
-        if (stalled && log::enabled(log::Level::kDebug)) {
-          CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", d,
-                      static_cast<long long>(look.runnable / 1000), static_cast<int>(quiet));
-          for (const Slot& sl : g_slots) {
-            if (sl.key.load(std::memory_order_relaxed) == 0 || sl.device.load(std::memory_order_relaxed) != d) continue;
-            const uint32_t w = gate_word(sl).load(std::memory_order_relaxed);
-            const uint32_t g = sl.gates.load(std::memory_order_relaxed);
-            CUSLICE_LOG(kDebug,
-                        "  stream %#llx: gates %u, open to %u, reached %u, marks %u seen %u, enq %lld us, done %lld us, "
-                        "gate at %lld us, records %d, dirty %u",
-                        static_cast<unsigned long long>(sl.key.load(std::memory_order_relaxed)), g, w,
-                        reached_word(sl).load(std::memory_order_relaxed), sl.marks.load(std::memory_order_relaxed),
-                        sl.marks_seen, static_cast<long long>(sl.enq_ns.load(std::memory_order_relaxed) / 1000),
-                        static_cast<long long>(sl.done_ns / 1000),
-                        static_cast<long long>(sl.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) / 1000),
-                        sl.count, sl.dirty.load(std::memory_order_relaxed));
-          }
-        }
-        if (open_gates(d, look, quiet || stalled || g_stop.load(std::memory_order_acquire))) look.pending = true;
-        if (!look.parked) client::token_unpark(gpu);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      Device& dev = g_devices[d];
+      Look& look = looks[d];
+      if (!look.parked) {
+        dev.stalled_ns = dev.stall_last = 0;
+        continue;
       }
+      const int gpu = scheduler_link::gpu(d);
+      if (!g_stop.load(std::memory_order_acquire) && !client::token_try(gpu)) {
+        dev.stall_last = 0;
+        continue;
+      }
+      look.parked = false;
+      if (look.progressed || look.runnable == 0) dev.stalled_ns = 0;
+      else if (dev.stall_last != 0) dev.stalled_ns += now - dev.stall_last;
+      dev.stall_last = now;
+      const bool stalled = dev.stalled_ns >= kGateStallNs;
+      if (stalled) dev.stalled_ns = 0;
+      // Say where each stream stands (docs/hook.md: what a stall looked like on the H100).
+      if (stalled && log::enabled(log::Level::kDebug)) {
+        CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", d,
+                    static_cast<long long>(look.runnable / 1000), static_cast<int>(quiet));
+        for (const Slot& sl : g_slots) {
+          if (sl.key.load(std::memory_order_relaxed) == 0 || sl.device.load(std::memory_order_relaxed) != d) continue;
+          const uint32_t w = gate_word(sl).load(std::memory_order_relaxed);
+          const uint32_t g = sl.gates.load(std::memory_order_relaxed);
+          CUSLICE_LOG(kDebug,
+                      "  stream %#llx: gates %u, open to %u, reached %u, marks %u seen %u, enq %lld us, done %lld us, "
+                      "gate at %lld us, records %d, dirty %u",
+                      static_cast<unsigned long long>(sl.key.load(std::memory_order_relaxed)), g, w,
+                      reached_word(sl).load(std::memory_order_relaxed), sl.marks.load(std::memory_order_relaxed),
+                      sl.marks_seen, static_cast<long long>(sl.enq_ns.load(std::memory_order_relaxed) / 1000),
+                      static_cast<long long>(sl.done_ns / 1000),
+                      static_cast<long long>(sl.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) / 1000),
+                      sl.count, sl.dirty.load(std::memory_order_relaxed));
+        }
+      }
+      if (open_gates(d, look, quiet || stalled || g_stop.load(std::memory_order_acquire))) look.pending = true;
+      if (!look.parked) client::token_unpark(gpu);
     }
     g_pass_began.store(0, std::memory_order_release);
   }
@@ -1352,6 +1365,7 @@ void after_fork_child() {
     d.completed_accounted = 0;
     d.in_flight_ns = 0;
     d.had_in_flight = false;
+    d.stalled_ns = d.stall_last = 0;
   }
   g_captures.store(0, std::memory_order_relaxed);
   for (std::atomic<uintptr_t>& origin : g_capture_origins) origin.store(0, std::memory_order_relaxed);
