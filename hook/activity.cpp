@@ -218,6 +218,7 @@ struct Counts {
   alignas(64) uint64_t passes = 0, tight_polls = 0, records = 0, queries = 0;  // under g_monitor
   alignas(64) std::atomic<uint64_t> gates{0}, held{0}, cap_waits{0}, cpu_waits{0}, marks{0};
   alignas(64) std::atomic<uint64_t> unstuck{0};  // the watchdog's (see watchdog())
+  uint64_t stalls = 0;                            // monitor: held back work let run as stalled
 };
 Counts g_counts;
 // The gate words: per stream slot, in host memory the GPU reads (set up at the first launch
@@ -706,7 +707,10 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
       else if (dev.stall_last != 0) dev.stalled_ns += now - dev.stall_last;
       dev.stall_last = now;
       const bool stalled = dev.stalled_ns >= kGateStallNs;
-      if (stalled) dev.stalled_ns = 0;
+      if (stalled) {
+        dev.stalled_ns = 0;
+        g_counts.stalls++;
+      }
       // Say where each stream stands (docs/hook.md: what a stall looked like on the H100).
       if (stalled && log::enabled(log::Level::kDebug)) {
         CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", d,
@@ -964,7 +968,7 @@ void stop_at_exit() {
     CUSLICE_LOG(kDebug,
                 "at exit: %llu launches; monitor: %llu passes (%llu at the short poll), %llu records, %llu queries; "
                 "launches held back %llu, gates %llu, marks %llu, waits at the parking cap %llu, on the CPU for "
-                "room %llu; gates opened by the watchdog %llu",
+                "room %llu; gates opened by the watchdog %llu; stalls %llu",
                 static_cast<unsigned long long>(launched), static_cast<unsigned long long>(g_counts.passes),
                 static_cast<unsigned long long>(g_counts.tight_polls), static_cast<unsigned long long>(g_counts.records),
                 static_cast<unsigned long long>(g_counts.queries),
@@ -972,7 +976,8 @@ void stop_at_exit() {
                 static_cast<unsigned long long>(g_counts.marks.load()),
                 static_cast<unsigned long long>(g_counts.cap_waits.load()),
                 static_cast<unsigned long long>(g_counts.cpu_waits.load()),
-                static_cast<unsigned long long>(g_counts.unstuck.load()));
+                static_cast<unsigned long long>(g_counts.unstuck.load()),
+                static_cast<unsigned long long>(g_counts.stalls));
   }
   // Held back work must run, or tearing the contexts down would wait for it forever.
   for (Slot& s : g_slots) open_all(s);

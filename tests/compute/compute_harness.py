@@ -147,7 +147,7 @@ class Scenario:
 
         workers: dicts with tenant, mode (spin | request), kernel_us, and sync_every or
         period_ms; optional short_us and shorts (spin: mixed kernel lengths), resets (spin: primary context
-        resets through the window), copy_back (spin: a copy to pageable memory ends each batch), env. during(processes, start_ns, end_ns) runs while they work.
+        resets through the window), pause_us (spin: a sleep after each batch), copy_back (spin: a copy to pageable memory ends each batch), env. during(processes, start_ns, end_ns) runs while they work.
         The start delay covers process start and registration with the daemon.
         """
         start = now_ns() + int(start_delay_s * 1e9)
@@ -162,6 +162,8 @@ class Scenario:
                 argv += ["--period-ms", str(w["period_ms"])]
             if "shorts" in w:
                 argv += ["--short-us", str(w["short_us"]), "--shorts", str(w["shorts"])]
+            if "pause_us" in w:
+                argv += ["--pause-us", str(w["pause_us"])]
             if "resets" in w:
                 argv += ["--resets", str(w["resets"])]
             if w.get("copy_back"):

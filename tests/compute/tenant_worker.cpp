@@ -13,7 +13,8 @@
 //            With --short-us S --shorts M, each batch is K kernels of N us then M of S us (a
 //            trainer of mixed kernel lengths), and the report adds "max_queue_us": the most
 //            device time found queued ahead right after a launch returned, past a 0.5 s
-//            warm-up (what a request arriving then would wait for).
+//            warm-up (what a request arriving then would wait for). --pause-us U sleeps U us
+//            after each batch (a job that stops between bursts of work).
 //   request: one kernel every P ms (a latency-sensitive service); for each, the latency from
 //            submission (before the launch call, which is where the hook may wait for the
 //            token) to completion (the synchronisation's return). A request that finds the
@@ -77,6 +78,7 @@ struct Options {
   long shorts = 0;
   long resets = 0;
   long copy_back = 0;
+  long pause_us = 0;
 };
 
 [[noreturn]] void usage(const char* problem) {
@@ -101,10 +103,11 @@ Options parse(int argc, char** argv) {
     else if (flag == "--shorts") o.shorts = std::atol(value);
     else if (flag == "--resets") o.resets = std::atol(value);
     else if (flag == "--copy-back") o.copy_back = std::atol(value);
+    else if (flag == "--pause-us") o.pause_us = std::atol(value);
     else usage(("unknown flag " + flag).c_str());
   }
   if (o.mode != "spin" && o.mode != "request") usage("--mode is spin or request");
-  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0 || o.short_us < 0 || o.shorts < 0 || o.resets < 0)
+  if (o.kernel_us <= 0 || o.sync_every <= 0 || o.period_ms <= 0 || o.short_us < 0 || o.shorts < 0 || o.resets < 0 || o.pause_us < 0)
     usage("values must be > 0");
   if ((o.short_us > 0) != (o.shorts > 0)) usage("--short-us and --shorts go together");
   if (o.end_at <= o.start_at) usage("--end-at must follow --start-at");
@@ -208,6 +211,7 @@ void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunctio
     CHECK(cuStreamSynchronize(stream));
     count(tally, o, submitted, now_ns(), static_cast<unsigned long long>(o.sync_every + o.shorts),
           fake_cuda_busy_ns() - busy_before);
+    if (o.pause_us > 0) usleep(static_cast<useconds_t>(o.pause_us));
   }
 }
 

@@ -60,7 +60,8 @@ def exit_counts(report):
     lines = [line for line in report["stderr"].splitlines() if "at exit:" in line]
     assert lines, f"no exit counters in the worker's log: {report['stderr'][-2000:]}"
     text = lines[-1].split("at exit:", 1)[1]
-    found = re.findall(r"(launches held back|gates opened by the watchdog|gates|marks|records|queries) (\d+)", text)
+    found = re.findall(r"(launches held back|gates opened by the watchdog|gates|marks|records|queries|stalls) (\d+)",
+                       text)
     return {name: int(n) for name, n in found}
 
 
@@ -175,6 +176,26 @@ def test_queue_bound_is_time_not_a_count_of_kernels():
     assert 0 < batch["max_queue_us"] <= 3000 + 250 + 1000, batch
     # Short kernels are many in flight, so the trainer keeps the device busy.
     assert utilisation(batch) >= 0.6, batch
+
+
+def test_held_work_after_a_pause_is_not_taken_for_stalled():
+    """Held back work that makes no progress for 20 ms with the token is let run in full (what
+    was let run may wait for it): the bound is lost meanwhile. The 20 ms are counted only over
+    looks that find held work and hold the token. The trainer here pauses 30 ms between bursts
+    of two 2 ms kernels; the second waits behind a gate for the first. Counted from the last
+    look with progress, as before, the clock had run through the pause, and the first look at
+    the next held kernel let it run at once: 4 ms queued instead of 2 ms and the bound."""
+    idle_service = {"tenant": "service", "mode": "request", "kernel_us": 100, "period_ms": 500}
+    trainer = {"tenant": "batch", "mode": "spin", "kernel_us": 2000, "sync_every": 2,
+               "short_us": 10, "shorts": 1, "pause_us": 30000, "env": {"CUSLICE_LOG_LEVEL": "debug"}}
+    with Scenario(SERVICE_AND_BATCH) as world:
+        _, batch = valid(world.run([idle_service, trainer], WINDOW_S))
+    counts = exit_counts(batch)
+    print(f"bursts below a high-priority tenant: at most {batch['max_queue_us']:.0f} us queued; {counts}")
+    assert counts.get("gates", 0) > 0, counts
+    assert counts.get("stalls", -1) == 0, counts
+    # One 2 ms kernel and the bound (250 us), with room for a loaded box.
+    assert 0 < batch["max_queue_us"] <= 2000 + 250 + 750, batch
 
 
 def test_a_parked_launch_does_not_stop_the_low_priority_thread():
