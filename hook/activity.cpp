@@ -711,7 +711,7 @@ bool pass(bool& revoked, bool& throttled, bool& held) {
         dev.stalled_ns = 0;
         g_counts.stalls++;
       }
-      // Say where each stream stands (docs/hook.md: what a stall looked like on the H100).
+      // Say where each stream stands (docs/benchmarks.md: what a stall looked like on the H100).
       if (stalled && log::enabled(log::Level::kDebug)) {
         CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", d,
                     static_cast<long long>(look.runnable / 1000), static_cast<int>(quiet));

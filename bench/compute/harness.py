@@ -37,6 +37,11 @@ def hooked(mode):
 
 def under_mps(mode):
     return mode.startswith("mps")
+
+
+# Where a target derived from a run (a bound, a busy fraction) takes its value from: the first
+# of these modes that has one.
+TARGET_MODES = ("cuslice", "mps-cuslice", "mps", "native")
 GROUPS = ("shares", "efficiency", "limit", "priority", "adversarial", "handoff", "handoff2", "cpu", "many")
 ISSUE_NATIVE = {  # what issue 3 quotes for native, for the reader of the table
     "efficiency": "0.96", "p99x_train": "2.25", "kept_train": "0.85", "p99x_gemm": "2.0",
@@ -521,7 +526,7 @@ class Metrics:
 
     def any_value(self, trial, fn):
         """The first mode's value that has one, cuslice first: for targets derived from a run."""
-        for mode in ("cuslice", "mps-cuslice", "mps", "native"):
+        for mode in TARGET_MODES:
             v = self.value(trial, mode, fn)
             if v is not None:
                 return v
@@ -620,7 +625,7 @@ def build_rows(records, modes):
         if not alone:
             return None
         return M.m("svc_train", mo, lambda r: rate_rep(r, "tr", 1.0 / alone))
-    b_cus = next((b for b in (busy(m) for m in ("cuslice", "mps-cuslice", "mps", "native")) if b is not None), None)
+    b_cus = next((b for b in map(busy, TARGET_MODES) if b is not None), None)
     kept_target = f"≥ 1 − busy − 0.02 = {1 - b_cus - 0.02:.3f}" if b_cus is not None else "≥ 1 − service busy − 0.02"
     add("service + trainer", "trainer kept (vs alone)", kept, target=kept_target,
         check=(lambda v: v >= 1 - b_cus - 0.02) if b_cus is not None else None,
