@@ -24,9 +24,17 @@
 //
 // Stream capture: a capturing stream runs nothing: it is neither gated nor marked, and while
 // any capture is in progress the monitor makes no driver call: an event recorded on the
-// legacy stream would join a global capture, and on the H100 even querying a pending event
-// from the monitor (a relaxed-mode thread) invalidated PyTorch's captures. Its records wait,
+// legacy stream would join a global capture, and even querying a pending event from the
+// monitor (a relaxed-mode thread) can invalidate the application's capture. Its records wait,
 // and keep the device busy, until the capture ends.
+//
+// The implementation, one concept a file, each layer calling only those before it:
+// monitor_state (constants, data, globals), monitor_driver (the driver functions it calls),
+// gate_words (the pinned words gates and marks use), stream_slots (streams and their event
+// records), kernel_estimates (learnt kernel times), queue_bound (the bound and the throttle),
+// parking (gates, marks, the watchdog), monitor (the thread and its pass), activity.cpp (this
+// header: the launch path's entry points, capture bookkeeping, start, exit and fork).
+// Nothing outside those files includes their headers.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +87,7 @@ inline uintptr_t kernel_key(const void* function, unsigned gx, unsigned gy, unsi
 
 // Capture bookkeeping, by the stream a capture began on; begin_capture() holds off the
 // monitor while the driver starts it. While any capture is in progress the monitor makes no
-// driver call at all (see pass() in activity.cpp).
+// driver call at all (see pass() in monitor.cpp).
 void begin_capture(CUstream stream);
 void end_capture(CUstream stream);
 bool capturing();

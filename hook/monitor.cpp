@@ -1,0 +1,377 @@
+// The launch monitor (monitor.h): the thread's loop, and its pass in named phases:
+//   1. look_at_stream: per tracked stream, record after new launches, retire completed
+//      records, and read how far the GPU got (gates and marks reached);
+//   2. let_held_work_run: per device with held back work and the token, open gates as the
+//      bound allows (all of them on a stall, a capture or exit);
+//   3. settle_device: per device, give the token back once drained (after a short grace),
+//      report GPU time, learn kernel times and set the throttle from the bound.
+// May call monitor_state, monitor_driver, gate_words, stream_slots, kernel_estimates,
+// queue_bound, parking, scheduler_link (gpu), the client and log.
+#include "monitor.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+
+#include "client.h"
+#include "gate_words.h"
+#include "kernel_estimates.h"
+#include "log.h"
+#include "monitor_driver.h"
+#include "monitor_state.h"
+#include "parking.h"
+#include "queue_bound.h"
+#include "scheduler_link.h"
+#include "stream_slots.h"
+
+namespace cuslice::activity {
+namespace {
+
+// How long a device may stay undrained while others wait before the debug log says why, and
+// how often it says so again.
+constexpr int64_t kNotDrainedLogNs = 200'000'000;
+
+// Gates the GPU reached: the work before the last one is done.
+void see_gates_reached(Slot& s, int device, uint32_t gates, Look& look) {
+  const uint32_t reached = reached_word(s).load(std::memory_order_acquire);
+  if (reached == 0 || gate_closed(gates, reached) || gates - reached >= kGates - 1) return;
+  const int64_t at = s.gate_at[reached % kGates].load(std::memory_order_relaxed);
+  if (at > s.done_ns) {
+    s.done_ns = at;
+    look.progressed = true;
+    raise_completed(device, s.gate_launched[reached % kGates].load(std::memory_order_relaxed));
+  }
+}
+
+// Marks the GPU reached: the work before each is done.
+void see_marks_reached(Slot& s, int device, Look& look) {
+  const uint32_t mark_reached = mark_word(s).load(std::memory_order_acquire);
+  while (gate_closed(s.marks_seen, mark_reached)) {
+    const uint32_t k = s.marks_seen + 1;
+    const Slot::Mark& m = s.mark_ring[k % kMarks];
+    const uint32_t seq = m.seq.load(std::memory_order_acquire);
+    if (seq != k) {
+      if (!gate_closed(k, seq)) break;  // not written yet (the GPU was quicker): next pass
+      s.marks_seen = k;                 // overwritten by a later mark: that one will tell
+      continue;
+    }
+    s.marks_seen = k;
+    const int64_t at = m.enq.load(std::memory_order_relaxed);
+    if (at > s.done_ns) {
+      s.done_ns = at;
+      look.progressed = true;
+    }
+    raise_completed(device, m.launched.load(std::memory_order_relaxed));
+  }
+}
+
+// Phase 1, one stream (under g_monitor): records after new launches, retires completed
+// records, reads how far the GPU got, and adds what it found to its device's look. Quiet: a
+// capture is in progress, so no driver call at all.
+void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, Look& look) {
+  // Marks put since the last pass: the launching thread is at it, and they will show its
+  // work done; the monitor records only once they stop (the stream stays marked dirty, so
+  // busy, meanwhile).
+  const uint32_t marks = s.marks.load(std::memory_order_acquire);
+  const bool marking = marks != s.marks_last_pass;
+  s.marks_last_pass = marks;
+  // Clear first: a launch after this point marks the stream again.
+  if (!quiet && !marking && s.dirty.exchange(0, std::memory_order_seq_cst) && !record(s, key))
+    s.dirty.store(1, std::memory_order_release);
+  const int64_t done_before = s.done_ns;
+  const int64_t enq = s.enq_ns.load(std::memory_order_seq_cst);  // before the records are looked at
+  const bool outstanding = quiet ? s.count > 0 : retire(s);
+  // Nothing outstanding and nothing new: all that was launched here is done (a record
+  // covers a little more than the estimate read before it, so done_ns alone would lag
+  // behind, and the bound would count work that is not there).
+  if (!quiet && !outstanding && !s.dirty.load(std::memory_order_acquire)) s.done_ns = std::max(s.done_ns, enq);
+  if (s.done_ns != done_before) look.progressed = true;
+  if (g_gate_words == nullptr) {
+    if (outstanding || s.dirty.load(std::memory_order_acquire)) look.pending = true;
+    return;
+  }
+  // Records behind a closed gate are not runnable work: they wait for the token.
+  const uint32_t word = gate_word(s).load(std::memory_order_relaxed);
+  const uint32_t gates = s.gates.load(std::memory_order_acquire);
+  see_gates_reached(s, device, gates, look);
+  see_marks_reached(s, device, look);
+  if (marking) look.marking = true;
+  const bool closed = gate_closed(word, gates);
+  if ((outstanding && !(closed && gate_closed(word, s.rec_gates[s.head]))) || s.dirty.load(std::memory_order_acquire))
+    look.pending = true;
+  const int64_t end = closed ? s.gate_at[(word + 1) % kGates].load(std::memory_order_relaxed)
+                             : s.enq_ns.load(std::memory_order_acquire);
+  const int64_t runnable = std::max<int64_t>(0, end - s.done_ns);
+  look.runnable += runnable;
+  // Work let run before the first closed gate and not seen done may have no record of its
+  // own (launched just before the gate, in one poll): the GPU has not reached the gate.
+  if (closed && runnable > 0) look.pending = true;
+  if (closed) look.parked = true;
+}
+
+// At debug level, when held back work stalled: where each of the device's streams stands
+// (docs/benchmarks.md shows what a stall looked like).
+void log_stall(int device, const Look& look, bool quiet) {
+  if (!log::enabled(log::Level::kDebug)) return;
+  CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", device,
+              static_cast<long long>(look.runnable / 1000), static_cast<int>(quiet));
+  for (const Slot& sl : g_slots) {
+    if (sl.key.load(std::memory_order_relaxed) == 0 || sl.device.load(std::memory_order_relaxed) != device) continue;
+    const uint32_t w = gate_word(sl).load(std::memory_order_relaxed);
+    const uint32_t g = sl.gates.load(std::memory_order_relaxed);
+    CUSLICE_LOG(kDebug,
+                "  stream %#llx: gates %u, open to %u, reached %u, marks %u seen %u, enq %lld us, done %lld us, "
+                "gate at %lld us, records %d, dirty %u",
+                static_cast<unsigned long long>(sl.key.load(std::memory_order_relaxed)), g, w,
+                reached_word(sl).load(std::memory_order_relaxed), sl.marks.load(std::memory_order_relaxed),
+                sl.marks_seen, static_cast<long long>(sl.enq_ns.load(std::memory_order_relaxed) / 1000),
+                static_cast<long long>(sl.done_ns / 1000),
+                static_cast<long long>(sl.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) / 1000),
+                sl.count, sl.dirty.load(std::memory_order_relaxed));
+  }
+}
+
+// Phase 2 (under g_monitor): held back work runs while the tenant holds the token: as the
+// bound allows, or all of it when the bound cannot be kept (a capture holds off the records),
+// the work stalled, or the process exits.
+void let_held_work_run(int64_t now, bool quiet, Look (&looks)[kMaxDevices]) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    Device& dev = g_devices[d];
+    Look& look = looks[d];
+    if (!look.parked) {
+      dev.stalled_ns = dev.stall_last = 0;
+      continue;
+    }
+    const int gpu = scheduler_link::gpu(d);
+    if (!g_stop.load(std::memory_order_acquire) && !client::token_try(gpu)) {
+      dev.stall_last = 0;
+      continue;
+    }
+    look.parked = false;
+    if (look.progressed || look.runnable == 0) dev.stalled_ns = 0;
+    else if (dev.stall_last != 0) dev.stalled_ns += now - dev.stall_last;
+    dev.stall_last = now;
+    const bool stalled = dev.stalled_ns >= kGateStallNs;
+    if (stalled) {
+      dev.stalled_ns = 0;
+      g_counts.stalls++;
+      log_stall(d, look, quiet);
+    }
+    if (open_gates(d, look, quiet || stalled || g_stop.load(std::memory_order_acquire))) look.pending = true;
+    if (!look.parked) client::token_unpark(gpu);
+  }
+}
+
+// At debug level: others wait while this process has not drained for long (say why).
+void log_not_drained(int d, Device& dev, int64_t now, uint64_t launched, uint64_t completed) {
+  if (!log::enabled(log::Level::kDebug) || now - dev.tracked_since < kNotDrainedLogNs ||
+      now - dev.last_stuck_log < kNotDrainedLogNs)
+    return;
+  dev.last_stuck_log = now;
+  int dirty = 0, outstanding = 0;
+  for (const Slot& sl : g_slots)
+    if (sl.key.load(std::memory_order_relaxed) != 0 && sl.device.load(std::memory_order_relaxed) == d) {
+      dirty += sl.dirty.load(std::memory_order_relaxed) != 0;
+      outstanding += sl.count;
+    }
+  CUSLICE_LOG(kDebug,
+              "device %d not drained for %lld ms while others wait: launched %llu, completed %llu, "
+              "under way %llu, streams marked %d, records outstanding %d, captures %d",
+              d, static_cast<long long>((now - dev.tracked_since) / 1'000'000),
+              static_cast<unsigned long long>(launched), static_cast<unsigned long long>(completed),
+              static_cast<unsigned long long>(dev.tickets.load() - launched), dirty, outstanding, g_captures.load());
+}
+
+// All that may run has run; the rest waits for the token. Not busy on the GPU (the daemon may
+// hand the token on, and no GPU time is counted meanwhile), still wanting it.
+void wait_for_token(Device& dev, int gpu, int64_t now) {
+  if (dev.tracking) {
+    account(dev, gpu, now, dev.completed.load(std::memory_order_acquire));
+    dev.tracking = false;
+    client::token_release(gpu);
+  }
+  dev.drained_since = 0;
+  dev.disturbed = true;  // the time until the gates open is not the kernels'
+  // A thread bounded on the CPU goes on to wait for the token instead.
+  if (dev.throttle.load(std::memory_order_relaxed)) clear_throttle(dev);
+  release_cap(dev);
+}
+
+// The queue bound: the estimated time of the launches in flight (the age of the oldest record
+// is no measure: it includes the kernel running now). Learns kernel times on the way. True:
+// too deep, launches must wait.
+bool bound_queue(Device& dev, int d, int gpu, int64_t now, uint64_t launched, uint64_t completed) {
+  if (dev.had_in_flight) dev.in_flight_ns += now - dev.last_look;
+  const int64_t looked = dev.last_look;
+  dev.last_look = now;
+  dev.had_in_flight = launched != completed;
+  if (!g_others.load(std::memory_order_relaxed)) {
+    dev.learnt = dev.retired = completed;
+    dev.learnt_at = 0;
+    return false;
+  }
+  if (dev.had_in_flight && !client::holding(gpu)) dev.disturbed = true;
+  learn(dev, d, now, looked, completed);
+  retire_estimates(dev, d, completed);
+  const bool deep = too_deep(dev, launched - completed, dev.queued());
+  // While the token is elsewhere, a launch that could not be parked (a per-thread default
+  // stream) waits for the token, not for room: the queue drains meanwhile anyway.
+  return deep && !(parking() && !client::holding(gpu));
+}
+
+// Drained: account the interval and give the token back. A launch racing with this sets busy
+// again and re-acquires the token first.
+void drained(Device& dev, int d, int gpu, int64_t now, uint64_t completed) {
+  dev.drained_since = 0;
+  account(dev, gpu, now, completed);
+  dev.tracking = false;
+  // Nothing in flight: square the queued time, unless a launch is under way. (Added is read
+  // first: a launch that took its ticket after the check adds after that read.)
+  retire_estimates(dev, d, completed);
+  const int64_t added = dev.added_ns.load(std::memory_order_seq_cst);
+  if (dev.tickets.load(std::memory_order_seq_cst) == completed) dev.retired_ns.store(added, std::memory_order_release);
+  dev.busy.store(0, std::memory_order_release);
+  client::token_release(gpu);
+}
+
+// The flags a pass gives the monitor's loop: any device busy; revoked: a busy device's token
+// was taken back (its drain is awaited: look again soon); throttled: a launch waits for room
+// on the CPU; held: work is held back behind a gate, or marks are coming in.
+struct PassOutcome {
+  bool busy = false;
+  bool revoked = false;
+  bool throttled = false;
+  bool held = false;
+};
+
+// Phase 3, one device: drained or not, the token, GPU time, the bound.
+void settle_device(int d, int64_t now, const Look& look, uint64_t launched_before, PassOutcome& out) {
+  Device& dev = g_devices[d];
+  bool pending = look.pending;
+  // A launch begun but not counted before the streams were looked at (its stream is marked
+  // only once the driver has it, just before it counts): not drained.
+  if (dev.tickets.load(std::memory_order_seq_cst) != launched_before) pending = true;
+  if (!pending && !look.parked) raise_completed(d, launched_before);
+  if (!dev.busy.load(std::memory_order_acquire)) {
+    // A launching thread may have throttled itself against a device that has drained.
+    if (dev.throttle.load(std::memory_order_acquire)) clear_throttle(dev);
+    release_cap(dev);
+    return;
+  }
+  const int gpu = scheduler_link::gpu(d);
+  if (look.parked && !pending) {
+    wait_for_token(dev, gpu, now);
+    out.busy = out.revoked = true;  // look again soon: the token may come back any moment
+    return;
+  }
+  if (!dev.tracking) {
+    dev.tracking = true;
+    dev.tracked_since = now;
+    dev.busy_since = now;
+    dev.had_in_flight = false;
+  }
+  const uint64_t launched = dev.launched.load(std::memory_order_acquire);
+  const uint64_t completed = dev.completed.load(std::memory_order_acquire);
+  const bool deep = bound_queue(dev, d, gpu, now, launched, completed);
+  if (dev.throttle.load(std::memory_order_relaxed) != static_cast<uint32_t>(deep)) {
+    dev.throttle.store(deep, std::memory_order_release);
+    if (!deep) dev.throttle.notify_all();
+  }
+  if (deep) out.throttled = true;
+  release_cap(dev);
+  if (look.parked) out.held = true;  // held back work is let run in steps: look again soon
+  // Marks coming in: look again soon too (a look is then a few loads, no driver call), so
+  // that what completed counts off the bound at once.
+  if (look.marking) out.held = true;
+  // Keep the token through a short pause, unless a lower-priority tenant waits for it.
+  const int64_t grace = pending || client::lower_priority_waiting(gpu) ? 0 : kReleaseGraceNs;
+  if (!pending && now - (dev.drained_since ? dev.drained_since : now) >= grace) {
+    drained(dev, d, gpu, now, completed);
+    return;
+  }
+  if (pending)
+    dev.drained_since = 0;
+  else if (dev.drained_since == 0)
+    dev.drained_since = now;
+  out.busy = true;
+  // Revoked, or a lower-priority tenant waits for this one to drain: look again soon.
+  if (pending && (!client::holding(gpu) || client::lower_priority_waiting(gpu))) out.revoked = true;
+  if (out.revoked) log_not_drained(d, dev, now, launched, completed);
+  if (now - dev.busy_since >= kReportNs) {
+    account(dev, gpu, now, completed);
+    dev.busy_since = now;
+  }
+}
+
+// One pass over every tracked stream and device.
+PassOutcome pass() {
+  const int64_t now = now_ns();
+  PassOutcome out;
+  Look looks[kMaxDevices];
+  // Launches counted before the streams are looked at: each is either covered by a record or
+  // still marks its stream, so once nothing is pending they have all completed.
+  uint64_t launched_before[kMaxDevices];
+  for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
+  {
+    std::lock_guard<std::mutex> lock(g_monitor);
+    g_pass_began.store(now, std::memory_order_release);
+    g_counts.passes++;
+    // While a capture is in progress the monitor calls the driver for nothing: recording on
+    // the legacy stream would join a global capture, and even a cuEventQuery of a pending
+    // record, from this relaxed-mode thread, can invalidate the application's capture
+    // (tests/gpu/capture_stress.sh). A record outstanding then keeps the device busy.
+    const bool quiet = g_captures.load(std::memory_order_acquire) != 0;
+    for (Slot& s : g_slots) {
+      const uintptr_t key = s.key.load(std::memory_order_acquire);
+      const int device = s.device.load(std::memory_order_acquire);
+      if (key == 0 || device < 0) continue;
+      look_at_stream(s, key, device, quiet, looks[device]);
+    }
+    let_held_work_run(now, quiet, looks);
+    g_pass_began.store(0, std::memory_order_release);
+  }
+  for (int d = 0; d < kMaxDevices; ++d) settle_device(d, now, looks[d], launched_before[d], out);
+  return out;
+}
+
+}  // namespace
+
+void* monitor_main(void*) {
+  // Never run the application's signal handlers here.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  // Relaxed capture mode, so that its calls are not refused as unsafe while another thread
+  // captures. Not enough on its own (its event queries can still invalidate a capture), so
+  // pass() makes no driver call while any capture is in progress.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (g_drv.exchange_mode) g_drv.exchange_mode(&mode);
+  // Polls of 10-100 us must not be stretched by the default 50 us timer slack.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  int64_t next_neighbours = 0;
+  while (!g_stop.load(std::memory_order_acquire)) {
+    const uint32_t wake = g_wake.load(std::memory_order_acquire);
+    if (now_ns() >= next_neighbours) {
+      const client::Neighbours n = client::neighbours();
+      g_others.store(n.others, std::memory_order_relaxed);
+      g_higher.store(n.higher, std::memory_order_relaxed);
+      next_neighbours = now_ns() + kNeighboursNs;
+    }
+    const PassOutcome p = pass();
+    client::maintain();
+    // Busy: look again soon (very soon while revoked). Idle: sleep until a launch makes a
+    // device busy, and re-check the scheduler connection now and then.
+    // Parking, nothing held back: no thread waits for room and nothing is to be let run, so
+    // the monitor looks as seldom as without a higher-priority tenant (each look is several
+    // driver calls, which compete with the launching thread for the context).
+    const bool tight = p.held || (g_higher.load(std::memory_order_relaxed) && !parking());
+    const int64_t busy_poll = p.throttled ? kThrottledPollNs : tight ? kTightPollNs : kBusyPollNs;
+    if (p.busy && busy_poll != kBusyPollNs) g_counts.tight_polls++;
+    futex_wait(&g_wake, wake, p.revoked ? std::min(kDrainPollNs, busy_poll) : p.busy ? busy_poll : kIdleWaitNs);
+  }
+  return nullptr;
+}
+
+}  // namespace cuslice::activity
