@@ -1,16 +1,12 @@
+// The table of real functions and the library handles (driver.h). May call symbols,
+// glibc_dl, settings and log; loading order and start-up are startup.cpp's.
 #include "driver.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 
 #include "glibc_dl.h"
-#include "log.h"
-#include "quota.h"
-#include "scheduler_link.h"
-#include "settings.h"
 
 namespace cuslice {
-void reset_context_counts();  // context_hooks.cpp
 
 namespace detail {
 std::atomic<bool> g_cuda_ready{false};
@@ -19,84 +15,26 @@ std::atomic<bool> g_nvml_ready{false};
 
 namespace {
 
-pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
-pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
 void* g_cuda = nullptr;
 void* g_nvml = nullptr;
-bool g_settings_ok = false;
-bool g_refused = false;  // settings unreadable or no tenant: written in the once-block only
-// dlopen runs the driver's constructors; if one of them reaches a hook on this thread, that
-// hook must not wait on the once-block it is already inside.
-thread_local bool t_loading = false;
 
 void resolve(Library lib, void* handle) {
   for (int i = 0; i < kHookCount; ++i)
     if (kHooks[i].library == lib) g_real[i] = glibc_dlsym(handle, kHooks[i].name);
 }
 
-void on_fork_child() {
-  quota::reset_after_fork();
-  reset_context_counts();
-  scheduler_link::after_fork_child();
-}
-
-void load_cuda() {
-  t_loading = true;
-  load_settings();
-  const Settings& s = settings();
-  if (!s.valid) {
-    // The one line a user sees by default: a quota that cannot be read never means unlimited.
-    CUSLICE_LOG(kError, "%s; CUDA initialisation refused", s.error);
-    g_refused = true;
-    t_loading = false;
-    return;
-  }
-  g_settings_ok = true;
-  if (!resolve_glibc_dl()) {
-    CUSLICE_LOG(kError, "cannot find glibc's dlsym; the hook is inactive");
-    t_loading = false;
-    return;
-  }
-  __atomic_store_n(&g_cuda, dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL), __ATOMIC_RELEASE);
-  if (g_cuda == nullptr) {
-    CUSLICE_LOG(kWarn, "cannot load libcuda.so.1: %s", dlerror());
-    t_loading = false;
-    return;
-  }
-  resolve(Library::kCuda, g_cuda);
-  pthread_atfork(nullptr, nullptr, &on_fork_child);
-  if (!scheduler_link::start()) {  // the scheduler has no tenant for this process
-    g_refused = true;
-    t_loading = false;
-    return;
-  }
-  CUSLICE_LOG(kDebug, "driver loaded, %d hooks", kHookCount);
-  t_loading = false;
-  detail::g_cuda_ready.store(true, std::memory_order_release);
-}
-
-void load_nvml() {
-  if (!cuda_ready() && !g_settings_ok) return;  // invalid settings: NVML fails closed too
-  g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (g_nvml == nullptr) return;
-  resolve(Library::kNvml, g_nvml);
-  detail::g_nvml_ready.store(true, std::memory_order_release);
-}
-
 }  // namespace
 
 namespace detail {
 
-bool load_cuda_slow() {
-  if (t_loading) return false;
-  pthread_once(&g_cuda_once, &load_cuda);
-  return g_cuda_ready.load(std::memory_order_acquire);
-}
-
-bool load_nvml_slow() {
-  if (t_loading) return false;
-  pthread_once(&g_nvml_once, &load_nvml);
-  return g_nvml_ready.load(std::memory_order_acquire);
+void* open_library(Library lib) {
+  const bool cuda = lib == Library::kCuda;
+  void* h = dlopen(cuda ? "libcuda.so.1" : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  // Published before the table is resolved: cuda_symbol() serves lookups from here on, even
+  // while the rest of initialisation runs on this thread.
+  __atomic_store_n(cuda ? &g_cuda : &g_nvml, h, __ATOMIC_RELEASE);
+  if (h != nullptr) resolve(lib, h);
+  return h;
 }
 
 void* resolve_next(int index) {
@@ -109,13 +47,6 @@ void* resolve_next(int index) {
 }
 
 }  // namespace detail
-
-bool cuda_refused() {
-  if (t_loading) return true;
-  // Written inside the once-block; whoever calls this after cuda_ready() returned has
-  // synchronised with it through pthread_once.
-  return g_refused;
-}
 
 CUresult unavailable_result() {
   // Loaded but without this symbol (an older driver) versus not loaded / refused.

@@ -1,10 +1,16 @@
-// The real driver behind the hooks: libcuda.so.1 and libnvidia-ml.so.1, loaded lazily on the
-// first call of any hook (cuGetProcAddress may come before cuInit), once, thread-safely.
-// libc hooks (ioctl) are not tied to the driver: their real function is the next definition
-// after the hook (RTLD_NEXT), resolved at their own first call.
+// The real driver behind the hooks: the table of real functions (g_real, from
+// hooked_symbols.def) and the handles of libcuda.so.1 and libnvidia-ml.so.1. libc hooks (ioctl)
+// are not tied to the driver: their real function is the next definition after the hook
+// (RTLD_NEXT), resolved at their own first call.
 //
 // Hot paths call real<Sym::X>(): one acquire load of a ready flag plus the pointer load (for
 // a libc hook, the pointer load alone).
+//
+// The lowest layer of the hook: may call symbols, glibc_dl, settings and log, nothing else.
+// When the libraries are loaded, and what starts after them (the scheduler link, the
+// monitor), is startup.cpp's: it owns the once-blocks declared here (load_cuda_slow,
+// load_nvml_slow, cuda_refused), loads the libraries with open_library() and then sets the
+// ready flags. See README.md for the layers.
 #pragma once
 
 #include <atomic>
@@ -14,11 +20,18 @@
 namespace cuslice {
 
 namespace detail {
+// Set (release) by startup.cpp once a library is loaded and the hook may use it.
 extern std::atomic<bool> g_cuda_ready;
 extern std::atomic<bool> g_nvml_ready;
+// The once-blocks (startup.cpp): load and start on the first call, false while they run on
+// this thread or when loading failed.
 bool load_cuda_slow();
 bool load_nvml_slow();
 void* resolve_next(int index);
+// Loads the library (libcuda.so.1 or libnvidia-ml.so.1) and resolves the table's entries for
+// it; startup.cpp only, inside its once-block. nullptr: it cannot be loaded (dlerror() says
+// why).
+void* open_library(Library lib);
 }  // namespace detail
 
 // True once libcuda.so.1 is loaded, its hooked symbols resolved and the settings valid.

@@ -1,9 +1,12 @@
+// Pool and graph memory reserves (pool_accounting.h). Above quota: may call quota, driver,
+// settings and log; quota reaches settle() and trim() only as registered by startup.cpp.
 #include "pool_accounting.h"
 
 #include <atomic>
 #include <mutex>
 
 #include "driver.h"
+#include "fork_child.h"
 #include "log.h"
 #include "quota.h"
 #include "settings.h"
@@ -247,16 +250,9 @@ bool trim(int device) {
 }
 
 void reset_after_fork() {
-  for (DeviceState& d : g_dev) {
-    d.since.store(0);
-    d.inflight.store(0);
-    d.graph_pending.store(0);
-    d.graph_launched.store(false);
-    d.settled = 0;
-    d.default_pool.store(nullptr);
-  }
+  for (DeviceState& d : g_dev) renew_in_child(d);
   for (PoolSlot& s : g_pools) s.pool.store(nullptr);
-  new (&g_registry) std::mutex();
+  renew_in_child(g_registry);
 }
 
 }  // namespace cuslice::pool_accounting

@@ -51,13 +51,15 @@ CUmemoryPool current_pool(int device);
 bool pool_reserve(CUmemoryPool pool, uint64_t* reserved, uint64_t* used);
 bool charge_growth(int device, uint64_t bytes);
 
-// Slow path, called by quota::refresh() under its mutex. Returns the reading (what the
+// Slow path, reached from quota's slow paths under quota's mutex (startup.cpp registers it
+// with quota::set_pool_reserves(), as it does trim()). Returns the reading (what the
 // device's pools and graph memory reserve now).
 uint64_t settle(int device);
 // Releases pool reserve that no allocation uses (cuMemPoolTrimTo, graph memory trim).
 // True if the device had such reserve.
 bool trim(int device);
 
+// fork() child (startup.cpp's handler): no pools, nothing pre-charged.
 void reset_after_fork();
 
 }  // namespace cuslice::pool_accounting

@@ -1,3 +1,7 @@
+// The per-device ledgers and their slow paths (quota.h). May call driver, allocation_table,
+// process_usage, scheduler_link, settings, log and the client; the pools' reserves only
+// through the functions registered with set_pool_reserves() (pool_accounting.cpp sits above
+// this file: it charges the ledger).
 #include "quota.h"
 
 #include <time.h>
@@ -8,8 +12,8 @@
 #include "allocation_table.h"
 #include "client.h"
 #include "driver.h"
+#include "fork_child.h"
 #include "log.h"
-#include "pool_accounting.h"
 #include "process_usage.h"
 #include "scheduler_link.h"
 #include "settings.h"
@@ -55,6 +59,20 @@ std::mutex g_slow;  // slow paths only: limit resolution, refresh
 
 using CtxGetDevice = CUresult (*)(CUdevice*);
 std::atomic<CtxGetDevice> g_ctx_get_device{nullptr};
+
+// The pools' part of the ledger (set_pool_reserves(); none registered: no pools to settle).
+std::atomic<uint64_t (*)(int)> g_settle_pools{nullptr};
+std::atomic<bool (*)(int)> g_trim_pools{nullptr};
+
+uint64_t settle_pool_reserves(int device) {
+  auto settle = g_settle_pools.load(std::memory_order_acquire);
+  return settle != nullptr ? settle(device) : 0;
+}
+
+bool trim_pool_reserves(int device) {
+  auto trim = g_trim_pools.load(std::memory_order_acquire);
+  return trim != nullptr && trim(device);
+}
 
 Ledger* ledger(int device) {
   return device >= 0 && device < kMaxDevices ? &g_ledger[device] : nullptr;
@@ -224,7 +242,7 @@ bool charge(int device, uint64_t bytes) {
   refresh(device);
   if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   // Last resort before refusing: pools may hold memory no allocation uses.
-  if (pool_accounting::trim(device)) {
+  if (trim_pool_reserves(device)) {
     refresh(device);
     if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   }
@@ -280,10 +298,10 @@ void refresh(int device) {
   // free under way or begun, and the pools' reserve the same before and after.
   const uint64_t started = l->ops_started.load(std::memory_order_acquire);
   const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
-  const uint64_t pools = pool_accounting::settle(device);
+  const uint64_t pools = settle_pool_reserves(device);
   uint64_t actual = 0;
   if (!process_usage::device_bytes(device, &actual)) return;
-  const bool quiet = started == finished && pool_accounting::settle(device) == pools &&
+  const bool quiet = started == finished && settle_pool_reserves(device) == pools &&
                      l->ops_started.load(std::memory_order_acquire) == started &&
                      l->ops_finished.load(std::memory_order_acquire) == finished;
   l->last_measure_ns.store(now_ns(), std::memory_order_relaxed);
@@ -347,7 +365,7 @@ void calibrate_context(int device) {
 void settle_pools(int device) {
   if (counted(device) == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
-  pool_accounting::settle(device);
+  settle_pool_reserves(device);
 }
 
 void forget_allocations(int device) {
@@ -390,9 +408,13 @@ void reset_after_fork() {
   vmm_handles().reset();
   arrays().reset();
   contexts().reset();
-  pool_accounting::reset_after_fork();
   // The parent may have held the slow-path mutex at fork: the child gets a fresh one.
-  new (&g_slow) std::mutex();
+  renew_in_child(g_slow);
+}
+
+void set_pool_reserves(PoolReserves reserves) {
+  g_settle_pools.store(reserves.settle, std::memory_order_release);
+  g_trim_pools.store(reserves.trim, std::memory_order_release);
 }
 
 }  // namespace cuslice::quota

@@ -7,6 +7,10 @@
 // (pool_accounting.cpp) and contexts (context_hooks.cpp). When a reservation is refused,
 // the slow path first brings the ledger to the truth (pools settled to what they really
 // reserve, the process's usage read from NVML) and retries once.
+//
+// May call driver, allocation_table, process_usage, scheduler_link, settings, log and the
+// client. Pool reserves are kept by pool_accounting, which sits above (it charges here):
+// this file reaches them only through set_pool_reserves().
 #pragma once
 
 #include <cstdint>
@@ -109,7 +113,17 @@ class Operation {
 // Memory held outside any hooked call, as last measured (0: none seen).
 uint64_t unexplained(int device);
 
-// fork() child: the child owns no device memory; start from nothing.
+// fork() child: the child owns no device memory; start from nothing (the limits stay).
 void reset_after_fork();
+
+// What the slow paths need of the pools (pool_accounting.cpp; startup.cpp registers it before
+// the first charge): settle the device's pool reserves and return what they hold now; release
+// reserve no allocation uses (true if there was such). Called under this file's slow-path
+// mutex.
+struct PoolReserves {
+  uint64_t (*settle)(int device);
+  bool (*trim)(int device);
+};
+void set_pool_reserves(PoolReserves reserves);
 
 }  // namespace cuslice::quota

@@ -1,8 +1,9 @@
+// Joining a scheduler tenant (scheduler_link.h). May call driver, settings, log, gpu_uuid
+// and the client; nothing above (the monitor is started by startup.cpp).
 #include "scheduler_link.h"
 
 #include <cstdlib>
 
-#include "activity.h"
 #include "client.h"
 #include "driver.h"
 #include "gpu_uuid.h"
@@ -33,7 +34,6 @@ bool start() {
     case client::AttachStatus::kAttached:
       g_enabled = true;
       CUSLICE_LOG(kInfo, "registered with the scheduler");
-      activity::start();
       return true;
     case client::AttachStatus::kRefused:
       CUSLICE_LOG(kError, "%s; CUDA initialisation refused", client::last_error());
@@ -45,7 +45,6 @@ bool start() {
         g_enabled = true;
         CUSLICE_LOG(kWarn, "tenant '%s' asked for, but %s: compute ungated, memory on local limits",
                     tenant, client::last_error());
-        activity::start();
       }
       return true;
   }
@@ -82,11 +81,6 @@ void on_cuda_initialised(int device_count) {
     if (total && total(&bytes, d) == CUDA_SUCCESS)
       client::set_device(g_gpu[d], bytes, have_uuid ? reinterpret_cast<const unsigned char*>(u.bytes) : nullptr);
   }
-}
-
-void after_fork_child() {
-  client::after_fork_child();
-  activity::after_fork_child();
 }
 
 }  // namespace cuslice::scheduler_link

@@ -5,14 +5,18 @@
 // across all the tenant's processes (quota.cpp), and its kernel launches wait for the
 // tenant's GPU token (launch_hooks.cpp, activity.cpp). Without a scheduler the hook runs on
 // the local limits of CUSLICE_MEMORY_LIMIT and never gates a launch.
+//
+// Below quota and the monitor, above the driver table: may call driver, settings, log,
+// gpu_uuid and the client.
 #pragma once
 
 #include <cstdint>
 
 namespace cuslice::scheduler_link {
 
-// Called once from the hook's initialisation. False only when the scheduler refused this
-// process (no tenant for it): CUDA initialisation then fails, with one line saying why.
+// Called once from the hook's initialisation (startup.cpp). False only when the scheduler
+// refused this process (no tenant for it): CUDA initialisation then fails, with one line
+// saying why. enabled() then says whether launches are to be gated.
 bool start();
 
 // True when memory must be charged for a scheduler even where no local limit applies: a
@@ -24,7 +28,5 @@ bool enabled();
 int gpu(int device);
 // Learns the mapping and tells the client each device's size (slow path, after cuInit).
 void on_cuda_initialised(int device_count);
-
-void after_fork_child();
 
 }  // namespace cuslice::scheduler_link
