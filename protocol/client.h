@@ -29,6 +29,11 @@
 // calls return at once, reserve returns kUngated, and the process runs as if cuslice had no
 // scheduler. The client keeps counting the process's reserved bytes regardless, so that
 // after re-attaching the new daemon charges them to the tenant.
+//
+// Defined in client_attach.cpp (attach, maintain, detach, fork, set_device),
+// client_memory.cpp (reservation and the tenant's quota), client_token.cpp (the token and
+// GPU time) and client_peers.cpp (the other registered processes); the state they share is
+// in client_state.h.
 #pragma once
 
 #include <cstdint>

@@ -12,12 +12,18 @@
 //   metrics epoll fd   -> libmicrohttpd's sockets, served on this same thread
 //
 // The policy itself lives in TokenPolicy (one per GPU); this class only moves facts
-// between the segment, the sockets and the policies.
+// between the segment, the sockets and the policies. Its members are defined by concept:
+//   daemon.cpp        construction, the loop, the idle timer, stop
+//   clients.cpp       the socket's clients: accept, register, control, drop, slots
+//   tenant_table.cpp  the configuration applied to the segment's tenants, reload
+//   scheduling.cpp    the scheduling step and what it publishes in the segment
+//   os_fds.{h,cpp}    the listening socket, timerfds and the clock they run on
 #pragma once
 
 #include <sys/types.h>
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,10 +88,13 @@ class Daemon {
     std::vector<std::string> errors;  // file:line:column: message
   };
 
+  // tenant_table.cpp
   void apply_config(const Config& config);
   void claim_tenant_entry(uint32_t index, const std::string& name);
   ReloadOutcome reload();
   ReloadOutcome reload_notifying_systemd();
+
+  // clients.cpp
   void accept_clients();
   void on_client_readable(int fd);
   void on_first_message(int fd, Client& client);
@@ -93,22 +102,19 @@ class Daemon {
   void answer_control(int fd, Client& client, const wire::ControlRequest& req);
   void drop_client(int fd);
   void release_slot(uint32_t slot);
+  // Per tenant, the workload its registered processes agree on (metrics labels).
+  TenantWorkloads workloads() const;
+
+  // scheduling.cpp
   void schedule();
   // Publishes who may take GPU g's token without asking, and which tenants are capped.
   void publish_preemption(uint32_t g, uint32_t holder);
   // Raises again the waiting bits on GPU g, of the tenants in `dropped`, that have a waiter.
   void restore_waiting(uint32_t g, uint64_t dropped);
-
-  // Who holds each GPU's token since when (for the debug log of long holds).
-  struct Held {
-    uint32_t tenant = UINT32_MAX;
-    std::chrono::nanoseconds since{0}, logged{0};
-  };
-  std::array<Held, shm::kMaxGpus> held_{};
   void publish_shares();
-  // Per tenant, the workload its registered processes agree on (metrics labels).
-  TenantWorkloads workloads() const;
   void arm_timer(TokenPolicy::Nanos wake_at);
+
+  // daemon.cpp
   void update_idle_timer();
   void start_metrics(uint16_t port);
   void add_to_epoll(int fd, uint32_t events);
@@ -137,6 +143,12 @@ class Daemon {
   std::vector<TokenPolicy> policies_;  // one per GPU
   std::array<std::array<uint64_t, shm::kMaxGpus>, shm::kMaxTenants> gpu_time_seen_{};
   std::array<std::array<ShareWindow, shm::kMaxGpus>, shm::kMaxTenants> share_windows_{};
+  // Who holds each GPU's token since when (for the debug log of long holds).
+  struct Held {
+    uint32_t tenant = UINT32_MAX;
+    std::chrono::nanoseconds since{0}, logged{0};
+  };
+  std::array<Held, shm::kMaxGpus> held_{};
 };
 
 }  // namespace cuslice

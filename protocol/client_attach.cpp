@@ -1,0 +1,292 @@
+// Attaching to the scheduler: registration over the socket, mapping the segment it names,
+// noticing a lost daemon and attaching again, detach and fork. Also what the process tells
+// the daemon about itself (its cards, its Kubernetes workload). Calls the socket, shm_open
+// and mmap, on the attach paths only; the memory and token files only read the attachment
+// it publishes.
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+#include "client.h"
+#include "client_state.h"
+#include "socket_protocol.h"
+
+namespace cuslice::client {
+namespace internal {
+
+constinit State g;
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool connection_lost(const Attachment* att) {
+  if (att->segment->state.load(std::memory_order_acquire) !=
+      static_cast<uint32_t>(shm::DaemonState::kRunning))
+    return true;
+  pollfd p{g.fd.load(std::memory_order_relaxed), POLLIN, 0};
+  return poll(&p, 1, 0) != 0;
+}
+
+void mark_lost(Attachment* att) {
+  if (!g.current.compare_exchange_strong(att, nullptr, std::memory_order_acq_rel)) return;
+  g.next_attempt_ns.store(now_ns() + int64_t{kReattachIntervalSeconds} * 1'000'000'000,
+                          std::memory_order_relaxed);
+  if (EventCallback cb = g.callback.load(std::memory_order_acquire))
+    cb(Event::kLost, "the scheduler went away: compute ungated, memory on local limits");
+}
+
+}  // namespace internal
+
+using namespace internal;
+
+namespace {
+
+constexpr int kReplyTimeoutMs = 500;
+constexpr int64_t kHealthCheckNs = 100'000'000;  // maintain() polls the socket at most this often
+
+void set_error(const char* what, const char* detail) {
+  snprintf(g.error, sizeof g.error, "%s%s%s", what, detail[0] ? ": " : "", detail);
+}
+
+// Maps the segment the reply names and checks it is the one the daemon registered us in.
+shm::Segment* map_segment(const wire::RegisterReply& reply) {
+  char name[shm::kNameSize];
+  memcpy(name, reply.shm_name, sizeof name);
+  name[sizeof name - 1] = '\0';
+  const int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    set_error("cannot open the scheduler's shared memory", strerror(errno));
+    return nullptr;
+  }
+  struct stat st;
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(shm::Segment))
+    p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    set_error("cannot map the scheduler's shared memory", "too small or not mappable");
+    return nullptr;
+  }
+  auto* seg = static_cast<shm::Segment*>(p);
+  if (!shm::compatible(*seg, st.st_size) || seg->generation != reply.segment_generation ||
+      reply.slot >= shm::kMaxProcesses || reply.tenant >= shm::kMaxTenants ||
+      seg->processes[reply.slot].generation.load(std::memory_order_acquire) != reply.slot_generation) {
+    munmap(p, st.st_size);
+    set_error("the scheduler's shared memory is not the one it registered us in", "");
+    return nullptr;
+  }
+  return seg;
+}
+
+// What the hook learnt of the cards (segment minor 1): every hook writes the same values.
+void publish_devices(const Attachment* att) {
+  for (uint32_t i = 0; i < kMaxGpus; ++i) {
+    shm::GpuState& gs = att->segment->gpus[i];
+    if (const uint64_t total = g.device_memory[i].load(std::memory_order_relaxed))
+      gs.memory_total.store(total, std::memory_order_relaxed);
+    const uint64_t lo = g.device_uuid[i][0].load(std::memory_order_relaxed);
+    const uint64_t hi = g.device_uuid[i][1].load(std::memory_order_relaxed);
+    if (lo != 0 || hi != 0) {
+      gs.uuid[0].store(lo, std::memory_order_relaxed);
+      gs.uuid[1].store(hi, std::memory_order_relaxed);
+    }
+  }
+}
+
+// Tells the daemon which Kubernetes workload this process is, when the pod's environment
+// says (socket_protocol.h, WorkloadMessage); labels for the tenant's metrics, nothing else.
+void send_workload(int fd) {
+  const char* ns = getenv(wire::kPodNamespaceEnv);
+  const char* pod = getenv(wire::kPodNameEnv);
+  const char* container = getenv(wire::kContainerNameEnv);
+  if (fd < 0 || (!ns && !pod && !container)) return;
+  wire::WorkloadMessage msg;
+  if (ns) strncpy(msg.pod_namespace, ns, sizeof msg.pod_namespace - 1);
+  if (pod) strncpy(msg.pod_name, pod, sizeof msg.pod_name - 1);
+  if (container) strncpy(msg.container_name, container, sizeof msg.container_name - 1);
+  send(fd, &msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL);  // lost: only labels are missing
+}
+
+// One registration attempt; the caller holds g.attaching.
+AttachStatus register_now() {
+  const char* path = getenv(wire::kSocketEnv);
+  if (path == nullptr || path[0] == '\0') path = wire::kDefaultSocketPath;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof addr.sun_path) {
+    set_error("socket path too long", path);
+    return AttachStatus::kFailed;
+  }
+  strcpy(addr.sun_path, path);
+
+  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) {
+    set_error("socket", strerror(errno));
+    return AttachStatus::kFailed;
+  }
+  // A Unix-socket connect completes or fails at once; EAGAIN (backlog full) counts as absent.
+  if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    set_error("no scheduler listening", strerror(errno));
+    close(s);
+    return AttachStatus::kNoDaemon;
+  }
+  wire::RegisterRequest req;
+  if (const char* tenant = getenv(wire::kTenantEnv)) strncpy(req.tenant, tenant, sizeof req.tenant - 1);
+  for (uint32_t i = 0; i < kMaxGpus; ++i) req.charged[i] = g.local_charged[i].load(std::memory_order_relaxed);
+
+  wire::RegisterReply reply;
+  pollfd p{s, POLLIN, 0};
+  if (send(s, &req, sizeof req, MSG_NOSIGNAL) != sizeof req) {
+    set_error("cannot send the registration", strerror(errno));
+    close(s);
+    return AttachStatus::kNoDaemon;
+  }
+  if (poll(&p, 1, kReplyTimeoutMs) != 1 || recv(s, &reply, sizeof reply, 0) != sizeof reply ||
+      reply.magic != wire::kMagic || reply.version != wire::kVersion) {
+    set_error("no valid reply from the scheduler", "");
+    close(s);
+    return AttachStatus::kFailed;
+  }
+  reply.message[sizeof reply.message - 1] = '\0';
+  if (reply.status != wire::RegisterStatus::kOk) {
+    set_error("the scheduler refused this process", reply.message);
+    close(s);
+    if (reply.status != wire::RegisterStatus::kRefused) return AttachStatus::kFailed;
+    g.refused.store(true, std::memory_order_relaxed);
+    return AttachStatus::kRefused;
+  }
+  shm::Segment* seg = map_segment(reply);
+  void* page = seg ? mmap(nullptr, sizeof(Attachment), PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                   : MAP_FAILED;
+  if (page == MAP_FAILED) {
+    if (seg) set_error("cannot allocate the attachment", strerror(errno));
+    close(s);
+    return AttachStatus::kFailed;
+  }
+  auto* att = new (page) Attachment{seg, reply.slot, reply.tenant};
+  // A new slot counts no waiter of ours: a parked demand is published again by token_try.
+  for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
+  const int old = g.fd.load(std::memory_order_relaxed);
+  if (old >= 0 && dup3(s, old, O_CLOEXEC) == old) {
+    close(s);
+  } else {
+    if (old >= 0) close(old);
+    g.fd.store(s, std::memory_order_relaxed);
+  }
+  g.error[0] = '\0';
+  g.current.store(att, std::memory_order_release);
+  publish_devices(att);
+  send_workload(g.fd.load(std::memory_order_relaxed));
+  return AttachStatus::kAttached;
+}
+
+class AttachLock {
+ public:
+  explicit AttachLock(bool wait) {
+    bool expected = false;
+    while (!(held_ = g.attaching.compare_exchange_weak(expected, true, std::memory_order_acquire))) {
+      if (!wait) return;
+      expected = false;
+      sched_yield();
+    }
+  }
+  ~AttachLock() {
+    if (held_) g.attaching.store(false, std::memory_order_release);
+  }
+  bool held() const { return held_; }
+
+ private:
+  bool held_ = false;
+};
+
+}  // namespace
+
+AttachStatus attach() noexcept {
+  AttachLock lock(/*wait=*/true);
+  if (g.current.load(std::memory_order_acquire)) return AttachStatus::kAttached;
+  if (g.refused.load(std::memory_order_relaxed)) return AttachStatus::kRefused;
+  const AttachStatus status = register_now();
+  if (status != AttachStatus::kAttached) {
+    g.next_attempt_ns.store(now_ns() + int64_t{kReattachIntervalSeconds} * 1'000'000'000,
+                            std::memory_order_relaxed);
+  }
+  return status;
+}
+
+bool attached() noexcept { return g.current.load(std::memory_order_acquire) != nullptr; }
+
+const char* last_error() noexcept { return g.error; }
+
+void set_event_callback(EventCallback callback) noexcept {
+  g.callback.store(callback, std::memory_order_release);
+}
+
+void maintain() noexcept {
+  const int64_t now = now_ns();
+  if (Attachment* att = g.current.load(std::memory_order_acquire)) {
+    if (now < g.next_check_ns.load(std::memory_order_relaxed)) return;
+    g.next_check_ns.store(now + kHealthCheckNs, std::memory_order_relaxed);
+    if (connection_lost(att)) mark_lost(att);
+    return;
+  }
+  if (g.refused.load(std::memory_order_relaxed) || now < g.next_attempt_ns.load(std::memory_order_relaxed))
+    return;
+  AttachLock lock(/*wait=*/false);
+  if (!lock.held() || g.current.load(std::memory_order_acquire)) return;
+  g.next_attempt_ns.store(now + int64_t{kReattachIntervalSeconds} * 1'000'000'000, std::memory_order_relaxed);
+  if (register_now() == AttachStatus::kAttached) {
+    if (EventCallback cb = g.callback.load(std::memory_order_acquire))
+      cb(Event::kReattached, "registered with the scheduler again");
+  }
+}
+
+void detach() noexcept {
+  AttachLock lock(/*wait=*/true);
+  g.current.store(nullptr, std::memory_order_release);
+  // Closing the connection is the release: the daemon gives back the slot's memory and
+  // the tenant's token if this was its last process.
+  const int fd = g.fd.exchange(-1, std::memory_order_relaxed);
+  if (fd >= 0) close(fd);
+}
+
+void after_fork_child() noexcept {
+  // Only the forking thread exists now; a lock another thread held is meaningless.
+  g.attaching.store(false, std::memory_order_relaxed);
+  g.current.store(nullptr, std::memory_order_relaxed);
+  const int fd = g.fd.exchange(-1, std::memory_order_relaxed);
+  if (fd >= 0) close(fd);  // the child's copy only: the parent stays registered
+  for (auto& c : g.local_charged) c.store(0, std::memory_order_relaxed);
+  for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
+  g.refused.store(false, std::memory_order_relaxed);
+  g.next_attempt_ns.store(0, std::memory_order_relaxed);
+}
+
+void set_device(int gpu, uint64_t total_bytes, const unsigned char uuid[16]) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  g.device_memory[gpu].store(total_bytes, std::memory_order_relaxed);
+  if (uuid != nullptr) {
+    uint64_t words[2];
+    memcpy(words, uuid, sizeof words);
+    g.device_uuid[gpu][0].store(words[0], std::memory_order_relaxed);
+    g.device_uuid[gpu][1].store(words[1], std::memory_order_relaxed);
+  }
+  if (const Attachment* att = g.current.load(std::memory_order_acquire)) publish_devices(att);
+}
+
+}  // namespace cuslice::client

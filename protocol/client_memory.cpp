@@ -1,0 +1,99 @@
+// Memory reservation against the tenant's quota in the segment: reserve before the driver
+// allocates, release after, charge what was found held. Lock-free and without system calls;
+// reads the attachment client_attach.cpp publishes and keeps counting the process's own
+// bytes while detached, so that the next registration brings them.
+#include <atomic>
+
+#include "client.h"
+#include "client_state.h"
+
+namespace cuslice::client {
+
+using namespace internal;
+
+namespace {
+
+// Subtracts up to `amount` without going below zero; returns what was subtracted.
+uint64_t saturating_sub(std::atomic<uint64_t>& counter, uint64_t amount) {
+  uint64_t cur = counter.load(std::memory_order_relaxed);
+  uint64_t take;
+  do {
+    take = cur < amount ? cur : amount;
+  } while (!counter.compare_exchange_weak(cur, cur - take, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed));
+  return take;
+}
+
+// The tenant's quota in bytes on `gpu` (a percentage resolved against the card's size).
+uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
+  uint64_t limit = tenant.memory_quota.load(std::memory_order_relaxed);
+  if (const uint32_t ppm = tenant.memory_quota_ppm.load(std::memory_order_relaxed)) {
+    const uint64_t card = g.device_memory[gpu].load(std::memory_order_relaxed);
+    limit = card ? static_cast<uint64_t>(static_cast<unsigned __int128>(card) * ppm / 1'000'000)
+                 : shm::kUnlimited;  // card unknown: count, and let the local limit decide
+  }
+  return limit;
+}
+
+}  // namespace
+
+void note_oom_refusal(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  att->segment->tenants[att->tenant].gpu[gpu].oom_refusals.fetch_add(1, std::memory_order_relaxed);
+}
+
+Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return Reserve::kUngated;
+  g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return Reserve::kUngated;
+  shm::Tenant& tenant = att->segment->tenants[att->tenant];
+  const uint64_t limit = quota_of(tenant, gpu);
+  std::atomic<uint64_t>& used = tenant.gpu[gpu].memory_used;
+  uint64_t cur = used.load(std::memory_order_relaxed);
+  do {
+    if (bytes > limit || cur > limit - bytes) {
+      saturating_sub(g.local_charged[gpu], bytes);
+      return Reserve::kOverQuota;
+    }
+  } while (!used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed));
+  // After the tenant counter (see ProcessSlot::charged for why this order).
+  att->segment->processes[att->slot].charged[gpu].fetch_add(bytes, std::memory_order_release);
+  return Reserve::kOk;
+}
+
+void memory_release(int gpu, uint64_t bytes) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  saturating_sub(g.local_charged[gpu], bytes);
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return;
+  // Slot first, then tenant: a kill in between leaks, it never over-returns. Bytes reserved
+  // while detached were never charged to this slot; the saturation drops them.
+  const uint64_t taken = saturating_sub(att->segment->processes[att->slot].charged[gpu], bytes);
+  saturating_sub(att->segment->tenants[att->tenant].gpu[gpu].memory_used, taken);
+}
+
+void memory_charge(int gpu, uint64_t bytes) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return;
+  att->segment->tenants[att->tenant].gpu[gpu].memory_used.fetch_add(bytes, std::memory_order_acq_rel);
+  att->segment->processes[att->slot].charged[gpu].fetch_add(bytes, std::memory_order_release);
+}
+
+uint64_t tenant_memory_quota(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return shm::kUnlimited;
+  return quota_of(att->segment->tenants[att->tenant], gpu);
+}
+
+uint64_t tenant_memory_used(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return 0;
+  return att->segment->tenants[att->tenant].gpu[gpu].memory_used.load(std::memory_order_relaxed);
+}
+
+}  // namespace cuslice::client

@@ -1,0 +1,56 @@
+// The client's process-wide state, shared by its files (client.h is the API): the current
+// attachment to a daemon, the connection, and what the process has told the client. For
+// client_*.cpp only. The same rules as the API hold here: no allocation, no exceptions, no
+// locks but AttachLock (attach paths only).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "client.h"
+#include "shm_protocol.h"
+
+namespace cuslice::client::internal {
+
+using shm::kMaxGpus;
+
+// What one registration produced. Immutable once published through State::current and
+// never freed: a thread may still read it (and the segment it points to) after the client
+// has moved on to a newer daemon. Each lives in its own anonymous page, so that creating it
+// does not call malloc; one page and one segment mapping leak per daemon restart.
+struct Attachment {
+  shm::Segment* segment;
+  uint32_t slot;
+  uint32_t tenant;
+};
+
+struct State {
+  std::atomic<Attachment*> current{nullptr};  // nullptr: detached, everything ungated
+  // The connection's descriptor. Its number stays the same across re-attaches (the new
+  // socket is dup3()ed onto it), so a thread that read it just before a re-attach sends
+  // its kick to a live connection rather than to a descriptor the application reused.
+  std::atomic<int> fd{-1};
+  std::atomic<uint64_t> local_charged[kMaxGpus] = {};  // this process's bytes, attached or not
+  std::atomic<uint64_t> device_memory[kMaxGpus] = {};
+  std::atomic<uint64_t> device_uuid[kMaxGpus][2] = {};  // CUuuid bytes 0-7, 8-15 (0: unknown)
+  std::atomic<bool> refused{false};
+  // Per GPU: token_try published a demand on the current attachment (one waiter counted in
+  // the slot's flags) that token_unpark has not withdrawn.
+  std::atomic<bool> parked[kMaxGpus] = {};
+  std::atomic<int64_t> next_attempt_ns{0};
+  std::atomic<int64_t> next_check_ns{0};
+  std::atomic<bool> attaching{false};  // serialises attach, re-attach and detach
+  std::atomic<EventCallback> callback{nullptr};
+  char error[320] = {};
+};
+extern constinit State g;
+
+int64_t now_ns();
+
+// The daemon stopped (cleanly: segment state) or died (the socket reports EOF or an error;
+// the daemon never sends after the reply, so anything readable means the end).
+bool connection_lost(const Attachment* att);
+// Detaches from `att` (unless another thread already moved on) and says so once.
+void mark_lost(Attachment* att);
+
+}  // namespace cuslice::client::internal
