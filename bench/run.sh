@@ -22,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=$root/build-gpu
 OUT=${OUT:-$build/out}
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "no NVIDIA GPU here"; exit 2; }
 tree=""
 if [ "${1:-}" = --cuslice ]; then
   . "$root/scripts/cuslice-tree.sh"

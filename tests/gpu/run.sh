@@ -35,7 +35,7 @@ while (($#)); do
   case $1 in
     --cuslice) path=${2:?--cuslice needs a path}; shift 2 ;;
     --only) shift; while (($#)) && [[ $1 != --* ]]; do only+=("$1"); shift; done ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "unknown argument $1 (see --help)"; exit 2 ;;
   esac
 done
