@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
-# Launch overhead of two bundles, alternated in one call (bench/run.sh, each with its own native
-# runs): A, B, A, B ... so that the host's drift between calls does not pass for a difference.
+# Launch overhead of two versions of cuslice, alternated in one call (bench/run.sh, each with
+# its own native runs): A, B, A, B ... so that the host's drift between calls does not pass
+# for a difference.
 #
-#   bash bench/ab_overhead.sh BUNDLE_A BUNDLE_B [PAIRS] [ROUNDS]    # defaults 2 pairs, 3 rounds
+#   bash bench/ab_overhead.sh A B [PAIRS] [ROUNDS]    # defaults 2 pairs, 3 rounds
 #
-# Writes $OUT/ab.md: per run, the bundle's commit, run.sh's table, and the hook's exit counters
-# of the "below" runs (monitor passes, records, queries, launches held back, gates).
+# A and B: release tarballs, unpacked tarballs or build folders (scripts/cuslice-tree.sh).
+# Writes $OUT/ab.md: per run, the version, run.sh's table, and the hook's exit counters of the
+# "below" runs (monitor passes, records, queries, launches held back, gates).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../scripts/cuslice-tree.sh"
 OUT=${OUT:-/tmp/ab-overhead}
-a=$(cd "$1" && pwd)
-b=$(cd "$2" && pwd)
+a=$(cuslice_tree "${1:?usage: ab_overhead.sh A B [PAIRS] [ROUNDS]}") || exit 2
+b=$(cuslice_tree "${2:?usage: ab_overhead.sh A B [PAIRS] [ROUNDS]}") || exit 2
 pairs=${3:-2}
 rounds=${4:-3}
 mkdir -p "$OUT"
 : >"$OUT/ab.md"
 for p in $(seq 1 "$pairs"); do
-  for bundle in "$a" "$b"; do
-    name=$(sed -n 's/^commit: //p' "$bundle/BUNDLE_INFO" | cut -d' ' -f1)
-    run_out=$OUT/run-$p-$(basename "$bundle")
+  for side in A B; do
+    if [ "$side" = A ]; then tree=$a; else tree=$b; fi
+    run_out=$OUT/run-$p-$side
     mkdir -p "$run_out"
-    OUT=$run_out CUSLICE_LOG_LEVEL=debug CUSLICE_HOOK=$bundle/lib/libcuslice.so CUSLICE_BUNDLE=$bundle \
-      bash "$here/run.sh" "$rounds" >/dev/null 2>&1
+    OUT=$run_out CUSLICE_LOG_LEVEL=debug bash "$here/run.sh" --cuslice "$tree" "$rounds" >/dev/null 2>&1
     {
-      echo "## pair $p, $(basename "$bundle") ($name)"
+      echo "## pair $p, $side: $(cuslice_version "$tree")"
       cat "$run_out/bench.md"
       echo
       echo "exit counters of the runs below the idle high-priority tenant:"

@@ -1,8 +1,7 @@
 // How long does a GPU stream blocked at a gate (cuStreamWaitValue32, GEQ, on a word in
 // registered host memory: what libcuslice.so parks launches behind) take to go on once the
-// host raises the word? The hook's monitor logged "held back work stalled" on the H100: the
-// GPU sat 20 ms and more at a gate the monitor had opened (docs/benchmarks.md). This measures
-// the wake-up without the hook.
+// host raises the word? This measures the wake-up without the hook (results: docs/benchmarks.md,
+// "The gate").
 //
 //   nvcc -O2 -o gate_wake bench/gate_wake.cu -lcuda
 //   ./gate_wake [--iterations N] [--block-us U] [--stream created|legacy]

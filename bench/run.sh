@@ -1,38 +1,45 @@
 #!/usr/bin/env bash
 # Hook overhead: bench/launch_alloc.cu run alternately with and without libcuslice.so.
 #
-#   bash bench/run.sh [ROUNDS]          # on a machine with an NVIDIA GPU; ROUNDS default 10
+#   bash bench/run.sh [--cuslice PATH] [ROUNDS]     # on a machine with an NVIDIA GPU; ROUNDS 10
 #
 # Each round runs, in turn, the legacy-stream build hooked and native, then the per-thread
 # default-stream build (--default-stream per-thread: the _ptsz entry points) hooked and native;
 # the order of hooked/native flips every round. Hooked = LD_PRELOAD=libcuslice.so
 # CUSLICE_MEMORY_LIMIT=70GiB. Writes $OUT/bench.log (every run's lines) and $OUT/bench.md
 # (the table: medians over rounds, min–max, hooked/native ratio).
-# Environment: CUSLICE_HOOK=path (default: what tests/gpu/run.sh builds), CUDA_ARCH (sm_90).
-# With CUSLICE_BUNDLE=dir (scripts/gpu-bundle.sh's .gpu-carry) two more configurations run,
-# under that bundle's daemon and hook: "scheduled" (the process in a tenant of its own, so
-# every launch takes the token's fast path and the monitor tracks it) and "below" (the
-# process in a low-priority tenant while an idle process of a high-priority tenant is
-# registered: the bounded, parking launch path).
+#
+# --cuslice PATH: the release tarball, an unpacked tarball or installation, or a build folder
+# (scripts/cuslice-tree.sh). With it the hook comes from there, and two more configurations
+# run under its scheduler: "scheduled" (the process in a tenant of its own, so every launch
+# takes the token's fast path and the monitor tracks it) and "below" (the process in a
+# low-priority tenant while an idle process of a high-priority tenant is registered: the
+# bounded, parking launch path). Without it only the hook is built here (cmake, hook only,
+# into build-gpu/) and only hooked and native run.
+# Environment: CUDA_ARCH (default sm_90), OUT (default build-gpu/out).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=$root/build-gpu
 OUT=${OUT:-$build/out}
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "no NVIDIA GPU here"; exit 2; }
+tree=""
+if [ "${1:-}" = --cuslice ]; then
+  . "$root/scripts/cuslice-tree.sh"
+  tree=$(cuslice_tree "${2:?--cuslice needs a path}") || exit 2
+  shift 2
+fi
 rounds=${1:-10}
 mkdir -p "$OUT" "$build/bench"
 
-hook=${CUSLICE_HOOK:-}
-for cand in "$build/hook/libcuslice.so"; do
-  [ -z "$hook" ] && [ -f "$cand" ] && hook=$cand
-done
-if [ -z "$hook" ]; then
-  bash "$root/tests/gpu/run.sh" --only "<build only>" >/dev/null
-  for cand in "$build/hook/libcuslice.so"; do
-    [ -z "$hook" ] && [ -f "$cand" ] && hook=$cand
-  done
+if [ -n "$tree" ]; then
+  hook=$tree/lib/libcuslice.so
+else
+  hook=$build/hook/libcuslice.so
+  { cmake -S "$root" -B "$build" -G Ninja -DCUSLICE_HOOK_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+      && cmake --build "$build" --target cuslice; } >"$OUT/hook_build.log" 2>&1 \
+    || { echo "hook build failed (see $OUT/hook_build.log)"; exit 1; }
 fi
-[ -n "$hook" ] || { echo "no hook built"; exit 1; }
 
 arch=${CUDA_ARCH:-sm_90}
 nvcc -O2 -std=c++17 -arch="$arch" -o "$build/bench/launch_alloc" "$here/launch_alloc.cu" &&
@@ -54,36 +61,35 @@ one() {  # one ROUND BINARY CONFIG
     env -u LD_PRELOAD -u CUSLICE_MEMORY_LIMIT "$exe" >>"$log" 2>&1
   fi || echo "!! round $1 $2 $3 failed (rc $?)" | tee -a "$log"
 }
-bundle=${CUSLICE_BUNDLE:-}
 sock=/tmp/cuslice-overhead.sock
-if [ -n "$bundle" ]; then
+if [ -n "$tree" ]; then
   cfg=$build/bench/overhead.yaml
   printf 'tenants:\n  - {name: solo}\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"
-  "$bundle/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-overhead \
+  "$tree/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-overhead \
     >>"$OUT/scheduler.log" 2>&1 &
   daemon=$!
   trap 'kill $daemon ${idle_hi:-} 2>/dev/null' EXIT
   for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
   [ -S "$sock" ] || { echo "the scheduler did not start (see $OUT/scheduler.log)"; exit 1; }
 fi
-scheduled() {  # scheduled|below BINARY: under the bundle's daemon
+scheduled() {  # BINARY scheduled|below: under the tree's scheduler
   local exe=$1 tenant=solo
   if [ "$2" = below ]; then
     tenant=lo
     # An idle, registered process of the higher-priority tenant (cuInit registers it).
-    LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=hi \
+    LD_PRELOAD=$hook CUSLICE_SOCKET=$sock CUSLICE_TENANT=hi \
       python3 -c 'import ctypes, time; ctypes.CDLL(None).cuInit(0); time.sleep(3600)' &
     idle_hi=$!
     sleep 2
   fi
-  LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=$tenant "$exe"
+  LD_PRELOAD=$hook CUSLICE_SOCKET=$sock CUSLICE_TENANT=$tenant "$exe"
   local rc=$?
   if [ -n "${idle_hi:-}" ]; then kill "$idle_hi"; wait "$idle_hi" 2>/dev/null; idle_hi=; fi
   return $rc
 }
 for r in $(seq 1 "$rounds"); do
   if (( r % 2 )); then order="hooked native"; else order="native hooked"; fi
-  [ -n "$bundle" ] && order="$order scheduled below"
+  [ -n "$tree" ] && order="$order scheduled below"
   for bin in launch_alloc launch_alloc_ptds; do
     for cfg in $order; do one "$r" "$bin" "$cfg"; done
   done

@@ -3,7 +3,7 @@
     python3 summarize.py RUNS_FILE MARKDOWN_OUT
 
 RUNS_FILE holds lines `RUN <round> <binary> <config>` (config: native, hooked, or with
-CUSLICE_BUNDLE also scheduled and below) followed by that run's `BENCH <name> <median> <min>
+--cuslice also scheduled and below) followed by that run's `BENCH <name> <median> <min>
 <max> ns/op` lines. For each measurement and configuration other than native the table gives
 the median over rounds of the per-run medians, the min–max of those per-run medians, and
 config/native as the ratio of the two medians.

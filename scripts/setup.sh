@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config patchelf
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
   libsystemd-dev nlohmann-json3-dev libmicrohttpd-dev prometheus-cpp-dev
   python3 python3-pytest python3-yaml python3-jsonschema python3-kubernetes

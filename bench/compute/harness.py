@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cuslice compute benchmarks (issue 3): shares, limit, efficiency, priority, handoff,
+"""cuslice compute benchmarks: shares, limit, efficiency, priority, handoff,
 scheduler CPU and many clients, each run natively and under cuslice, alternately.
 
 Run through bench/run_compute.sh on the GPU machine; see docs/benchmarks.md ("GPU time
@@ -43,7 +43,7 @@ def under_mps(mode):
 # of these modes that has one.
 TARGET_MODES = ("cuslice", "mps-cuslice", "mps", "native")
 GROUPS = ("shares", "efficiency", "limit", "priority", "adversarial", "handoff", "handoff2", "cpu", "many")
-ISSUE_NATIVE = {  # what issue 3 quotes for native, for the reader of the table
+REFERENCE_NATIVE = {  # native figures of an earlier H100 measurement, beside this run's native ones
     "efficiency": "0.96", "p99x_train": "2.25", "kept_train": "0.85", "p99x_gemm": "2.0",
 }
 
@@ -222,7 +222,7 @@ class Daemon:
         self.logpath = os.path.join(workdir, "daemon.log")
         if socket_answers(SOCKET):
             raise RuntimeError(f"another daemon answers on {SOCKET}")
-        exe = os.path.join(opts.bundle, "bin", "cuslice-scheduler")
+        exe = os.path.join(opts.cuslice, "bin", "cuslice-scheduler")
         cmd = [exe, "--config", self.cfg, "--socket", SOCKET, "--shm-name", SHM_NAME,
                "--log-level", opts.daemon_log_level]
         self.t_start = time.monotonic()
@@ -276,7 +276,7 @@ class Daemon:
 def cuslice_status(opts):
     """`cuslice status --json` of the benchmark's daemon (what the hooks and the daemon wrote
     into the segment: per-tenant GPU seconds, token waits and grants, handoffs), or {"error"}."""
-    exe = os.path.join(opts.bundle, "bin", "cuslice")
+    exe = os.path.join(opts.cuslice, "bin", "cuslice")
     try:
         r = subprocess.run([exe, "status", "--json", "--socket", SOCKET, "--shm-name", SHM_NAME],
                            capture_output=True, text=True, timeout=5)
@@ -352,9 +352,9 @@ def worker_env(mode, tenant, opts, priority=None, mps=None):
     if mps:
         env.update(mps.client_env(priority))
     if hooked(mode):
-        pre.insert(0, os.path.join(opts.bundle, "lib", "libcuslice.so"))
+        pre.insert(0, os.path.join(opts.cuslice, "lib", "libcuslice.so"))
         env.update(CUSLICE_SOCKET=SOCKET, CUSLICE_TENANT=tenant)
-        # The hook's own settings, when the caller sets them (variants of one bundle).
+        # The hook's own settings, when the caller sets them.
         for var in ("CUSLICE_LOG_LEVEL", "CUSLICE_MAX_QUEUED", "CUSLICE_PREEMPT_QUEUED", "CUSLICE_PARK_QUEUED"):
             if os.environ.get(var):
                 env[var] = os.environ[var]
@@ -578,7 +578,7 @@ def build_rows(records, modes):
                 return (total, per)
             return M.m(trial, mo, fn)
         add(label, "efficiency: sum / native solo", eff, target="≥ 0.99", check=lambda v: v >= 0.99,
-            native_note=ISSUE_NATIVE["efficiency"] if trial == "shares_70_30" else None, fmt="{:.3f}")
+            native_note=REFERENCE_NATIVE["efficiency"] if trial == "shares_70_30" else None, fmt="{:.3f}")
 
     add("limit 30%", "% of solo",
         lambda mo: (lambda s: M.m("limit_30", mo, lambda r: rate_rep(r, "g", 100.0 / s)) if s else None)(solo(mo)),
@@ -616,7 +616,7 @@ def build_rows(records, modes):
     add("service + trainer", "p50 latency ms", svc("svc_train", 50), fmt="{:.3f}")
     add("service + trainer", "p99 latency ms", svc("svc_train", 99), fmt="{:.3f}")
     add("service + trainer", "p99 / p99 alone", p99x("svc_train"), target="≤ 1.10",
-        check=lambda v: v <= 1.10, native_note=ISSUE_NATIVE["p99x_train"], fmt="{:.2f}")
+        check=lambda v: v <= 1.10, native_note=REFERENCE_NATIVE["p99x_train"], fmt="{:.2f}")
     add("trainer alone (ResNet-50 b64 AMP)", "images/s", lambda mo: M.m("train_alone", mo, lambda r: rate_rep(r, "tr")),
         fmt="{:.0f}")
 
@@ -629,7 +629,7 @@ def build_rows(records, modes):
     kept_target = f"≥ 1 − busy − 0.02 = {1 - b_cus - 0.02:.3f}" if b_cus is not None else "≥ 1 − service busy − 0.02"
     add("service + trainer", "trainer kept (vs alone)", kept, target=kept_target,
         check=(lambda v: v >= 1 - b_cus - 0.02) if b_cus is not None else None,
-        native_note=ISSUE_NATIVE["kept_train"], fmt="{:.3f}")
+        native_note=REFERENCE_NATIVE["kept_train"], fmt="{:.3f}")
     add("idle service + trainer", "trainer kept (vs alone)",
         lambda mo: (lambda alone: M.m("idle_train", mo, lambda r: rate_rep(r, "tr", 1.0 / alone)) if alone else None)(
             M.value("train_alone", mo, lambda r: rate_rep(r, "tr"))), fmt="{:.3f}")
@@ -642,7 +642,7 @@ def build_rows(records, modes):
         bound_x = (a_cus + tk) / a_cus
     add("service + GEMM loop", "p99 / p99 alone", p99x("svc_gemm"),
         target=f"≤ (alone + 1 GEMM)/alone = {bound_x:.2f}" if bound_x else "≤ (alone + 1 GEMM)/alone",
-        check=(lambda v: v <= bound_x) if bound_x else None, native_note=ISSUE_NATIVE["p99x_gemm"], fmt="{:.2f}")
+        check=(lambda v: v <= bound_x) if bound_x else None, native_note=REFERENCE_NATIVE["p99x_gemm"], fmt="{:.2f}")
 
     def gemm_kept(mo):
         s = solo(mo)
@@ -736,7 +736,7 @@ def table(rows, modes):
             c = r["cells"][m]
             txt = fmt_cell(c, r["fmt"]) or "—"
             if m == "native" and r["native_note"] and c:
-                txt += f" [issue: {r['native_note']}]"
+                txt += f" [ref: {r['native_note']}]"
             cols.append(txt)
         ratios = [f"{r['cells'][m][0] / n[0]:.3f}" if (n and r["cells"][m] and n[0]) else "—" for m in others]
         met = []
@@ -758,11 +758,11 @@ def report(opts, info, modes, records, skipped, budget, t_start, final):
                     if w.get("warm", {}).get("torch")), None)
     if torch_v:
         md[-1] += f"; torch {torch_v}"
-    if info.get("bundle"):
-        md.append(f"bundle: {' | '.join(info['bundle'])}")
+    if info.get("cuslice"):
+        md.append(f"cuslice: {info['cuslice']}")
     md += ["", "Spread: with one repetition, min–max over 1 s windows (throughputs) or over quarters of the "
            "requests (latency percentiles); with several, min–max over repetitions. "
-           "[issue: x] is the native figure issue 3 quotes.", "", table(rows, modes), ""]
+           "[ref: x] is the native figure of an earlier H100 measurement.", "", table(rows, modes), ""]
     for r in records:
         if not r["ok"]:
             md.append(f"- FAILED {r['trial']} {r['mode']} rep {r['rep']}: {r.get('error')}")
@@ -794,10 +794,13 @@ def machine_info(opts):
         info["gpu"] = q.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         info["gpu"] = "unknown (no nvidia-smi)"
-    bi = os.path.join(opts.bundle, "BUNDLE_INFO")
-    if os.path.exists(bi):
-        with open(bi) as f:
-            info["bundle"] = f.read().splitlines()[:3]
+    if opts.cuslice:
+        try:
+            v = subprocess.run([os.path.join(opts.cuslice, "bin", "cuslice"), "version"],
+                               capture_output=True, text=True, timeout=20)
+            info["cuslice"] = f"{opts.cuslice}: {v.stdout.strip().splitlines()[0] if v.stdout.strip() else '?'}"
+        except (OSError, subprocess.SubprocessError):
+            info["cuslice"] = opts.cuslice
     return info
 
 
@@ -811,7 +814,8 @@ def parse():
                    "(mps*: each run under a private MPS daemon, low-priority tenants at client priority 1)")
     p.add_argument("--quick", action="store_true", help="shorter measurements")
     p.add_argument("--reps", type=int, default=1)
-    p.add_argument("--bundle", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), ".gpu-carry"))
+    p.add_argument("--cuslice", default="", help="folder with bin/cuslice, bin/cuslice-scheduler and "
+                   "lib/libcuslice.so (bench/run_compute.sh finds it from a tarball or a build folder)")
     p.add_argument("--budget-s", type=float, default=0, help="start no scenario whose runs would end after this many seconds (0: 570, --quick 300)")
     p.add_argument("--quantum", default="", help="scheduler.quantum in the daemon's YAML (default: none, the daemon's own, 100ms)")
     p.add_argument("--limit-window", default="", help="scheduler.limit_window in the daemon's YAML (default: none, the daemon's own, 1s)")
@@ -827,7 +831,7 @@ def parse():
 
 def main():
     opts = parse()
-    opts.bundle = os.path.abspath(opts.bundle)
+    opts.cuslice = os.path.abspath(opts.cuslice) if opts.cuslice else ""
     all_trials = trials(opts)
     if opts.list:
         for t in all_trials:
@@ -848,11 +852,12 @@ def main():
         return 2
     selected = [t for t in all_trials if not want or t.groups & want or t.name in want]
     if any(hooked(m) for m in modes):
-        exe = os.path.join(opts.bundle, "bin", "cuslice-scheduler")
-        hook = os.path.join(opts.bundle, "lib", "libcuslice.so")
-        if not (os.path.exists(exe) and os.path.exists(hook)):
-            print(f"no bundle at {opts.bundle} (bin/cuslice-scheduler, lib/libcuslice.so): build it with "
-                  "`bash scripts/gpu-bundle.sh` and carry .gpu-carry, or pass --native-only", file=sys.stderr)
+        exe = os.path.join(opts.cuslice, "bin", "cuslice-scheduler")
+        hook = os.path.join(opts.cuslice, "lib", "libcuslice.so")
+        if not (opts.cuslice and os.path.exists(exe) and os.path.exists(hook)):
+            print(f"no cuslice at {opts.cuslice or '(none given)'} (bin/cuslice-scheduler, lib/libcuslice.so): "
+                  "pass --cuslice with the release tarball, an unpacked one or a build folder, "
+                  "or --native-only", file=sys.stderr)
             return 2
     budget = opts.budget_s or (300 if opts.quick else 570)
     os.makedirs(opts.out, exist_ok=True)

@@ -4,45 +4,52 @@
 # launches take the parking path, whose gate words are pinned host memory), resets its device
 # between phases and at the end, and exits. It must finish with status 0, every kernel run.
 #
-#   bash tests/gpu/context_reset.sh [--runs N] [--phases P] [BUNDLE ...]
-#       bundles from scripts/gpu-bundle.sh (default .gpu-carry); N runs each (default 1), of P
-#       phases (default 3)
+#   bash tests/gpu/context_reset.sh [--cuslice PATH ...] [--runs N] [--phases P]
+#       PATH: the release tarball, an unpacked tarball or installation, or a build folder
+#       (scripts/cuslice-tree.sh); several to compare versions (default: the cuslice-scheduler
+#       on PATH, else ./build). N runs each (default 1), of P phases (default 3).
 #
-# Each bundle's daemon and hook run it in turn; one line per run: the bundle's commit, the
-# exit status (124: hung, killed after 30 s; the state of its threads is printed), and the
-# hook's exit counters. Exit status: 0 when every run passed.
+# Each version's scheduler and hook run it in turn; one line per run: the version, the exit
+# status (124: hung, killed after 30 s; the state of its threads is printed), and the hook's
+# exit counters. Exit status: 0 when every run passed, 2 when it cannot run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../scripts/cuslice-tree.sh"
 OUT=${OUT:-/tmp/context-reset}
 mkdir -p "$OUT"
-build=$(mktemp -d)
-nvcc -O2 -arch="${CUDA_ARCH:-sm_90}" -o "$build/context_reset" "$here/context_reset.cu" || { echo "nvcc failed"; exit 1; }
 runs=1
 phases=3
+paths=()
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
-    *) break ;;
+    --cuslice) paths+=("${2:?--cuslice needs a path}"); shift 2 ;;
+    *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
-[ $# -gt 0 ] || set -- .gpu-carry
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no NVIDIA GPU here"; exit 2; fi
+((${#paths[@]})) || paths=("")
+trees=()
+for p in "${paths[@]}"; do trees+=("$(cuslice_tree "$p")") || exit 2; done
+build=$(mktemp -d)
+nvcc -O2 -arch="${CUDA_ARCH:-sm_90}" -o "$build/context_reset" "$here/context_reset.cu" || { echo "nvcc failed"; exit 1; }
 status=0
-for bundle in "$@"; do for run in $(seq "$runs"); do
-  bundle=$(cd "$bundle" && pwd)
+for t in "${!trees[@]}"; do for run in $(seq "$runs"); do
+  tree=${trees[$t]}
   sock=$build/cuslice.sock
   cfg=$build/reset.yaml
   printf 'tenants:\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"
-  "$bundle/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-reset-test \
+  "$tree/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-reset-test \
     >>"$OUT/scheduler.log" 2>&1 &
   daemon=$!
   for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-  LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=hi \
+  LD_PRELOAD=$tree/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=hi \
     python3 -c 'import ctypes, time; ctypes.CDLL(None).cuInit(0); time.sleep(3600)' &
   idle_hi=$!
   sleep 2
-  log=$OUT/$(basename "$bundle")-$run.log
-  LD_PRELOAD=$bundle/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=lo CUSLICE_LOG_LEVEL=debug \
+  log=$OUT/cuslice$t-$run.log
+  LD_PRELOAD=$tree/lib/libcuslice.so CUSLICE_SOCKET=$sock CUSLICE_TENANT=lo CUSLICE_LOG_LEVEL=debug \
     "$build/context_reset" "$phases" >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -59,9 +66,8 @@ for bundle in "$@"; do for run in $(seq "$runs"); do
   kill "$idle_hi" "$daemon" 2>/dev/null
   wait "$idle_hi" "$daemon" 2>/dev/null
   rm -f "$sock"
-  commit=$(sed -n 's/^commit: //p' "$bundle/BUNDLE_INFO" | cut -c1-7)
   counts=$(grep -o 'launches held back [0-9]*, gates [0-9]*.*' "$log" | tail -1)
-  echo "$commit run $run: exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}"
+  echo "$(cuslice_version "$tree") run $run: exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}"
   [ "$rc" -eq 0 ] && grep -q '^ok$' "$log" || status=1
 done; done
 rm -rf "$build"

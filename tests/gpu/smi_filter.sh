@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# nvidia-smi inside a tenant lists only the tenant's own processes (issue 4). A scheduler with
+# nvidia-smi inside a tenant lists only the tenant's own processes. A scheduler with
 # tenants a and b, one PyTorch process holding GPU memory in each, then nvidia-smi (its table
 # and --query-compute-apps) run under the hook in tenant a, in tenant b, and natively: a must
-# see a's process only, b b's only, native both. Needs a GPU, python3 with torch, and the bundle
-# built by scripts/gpu-bundle.sh --rev HEAD (carried as .gpu-carry):
-#   run(command="bash tests/gpu/smi_filter.sh", carry=[".gpu-carry"])
-#   run(command="bash tests/gpu/smi_filter.sh --diagnose", carry=[".gpu-carry"])
+# see a's process only, b b's only, native both. Needs a GPU, python3 with torch, and cuslice:
+#   bash tests/gpu/smi_filter.sh [--cuslice PATH] [--diagnose]
+# PATH: the release tarball, an unpacked tarball or installation, or a build folder
+# (scripts/cuslice-tree.sh; default: the cuslice-scheduler on PATH, else ./build).
 # --diagnose also builds tests/gpu/rm_probe.c (gcc) and logs every RM control ioctl nvidia-smi
 # makes (cmd in hex, paramsSize, status; GET_PIDS's pid table), natively and under the hook,
 # so that if the process list does not come from NV2080_CTRL_CMD_GPU_GET_PIDS (0x2080018d) we
@@ -13,18 +13,23 @@
 # Logs stay in /tmp/cuslice-smi.PID (and are copied to $OUT/smi_filter when OUT is set).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-B=$root/.gpu-carry
-HOOK=$B/lib/libcuslice.so
+. "$root/scripts/cuslice-tree.sh"
 PY=${PYTHON:-python3}
 diagnose=0
-[ "${1:-}" = --diagnose ] && diagnose=1
+path=""
+while (($#)); do
+  case $1 in
+    --diagnose) diagnose=1; shift ;;
+    --cuslice) path=${2:?--cuslice needs a path}; shift 2 ;;
+    *) echo "unknown argument $1"; exit 2 ;;
+  esac
+done
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no NVIDIA GPU here"; exit 2; fi
-if [ ! -x "$B/bin/cuslice-scheduler" ] || [ ! -f "$HOOK" ]; then
-  echo "SKIP: no bundle at $B: run 'bash scripts/gpu-bundle.sh --rev HEAD' and carry .gpu-carry"; exit 2
-fi
+B=$(cuslice_tree "$path") || { echo "SKIP: no cuslice to test"; exit 2; }
+HOOK=$B/lib/libcuslice.so
 if ! "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then echo "SKIP: $PY has no CUDA torch"; exit 2; fi
-head -1 "$B/BUNDLE_INFO" 2>/dev/null | sed 's/^/bundle /'
+echo "cuslice: $B ($(cuslice_version "$B"))"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu /'
 
 work=/tmp/cuslice-smi.$$
