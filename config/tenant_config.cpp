@@ -227,7 +227,7 @@ class Parser {
   // other errors are still reported).
   bool parse_tenant(const YAML::Node& item, TenantConfig& t) {
     if (!expect_map(item, "a tenant")) return false;
-    check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env"});
+    check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation"});
     bool named = false;
     if (const YAML::Node n = item["name"]) {
       if (expect_scalar(n, "name")) {
@@ -296,6 +296,13 @@ class Parser {
     }
     if (item["allow_env"]) {
       if (auto b = boolean(item["allow_env"], "allow_env")) t.allow_env = *b;
+    }
+    if (const YAML::Node v = item["on_violation"]) {
+      if (expect_scalar(v, "on_violation")) {
+        if (v.Scalar() == "report") t.kill_on_violation = false;
+        else if (v.Scalar() == "kill") t.kill_on_violation = true;
+        else error(v, "bad on_violation `" + v.Scalar() + "`: expected report or kill");
+      }
     }
     return named;
   }

@@ -51,6 +51,10 @@ struct TenantConfig {
   std::optional<double> share_percent;  // (0, 100]; absent: see effective_shares()
   double limit_percent = 100.0;         // (0, 100]; 100 means uncapped
   bool allow_env = true;
+  // What the usage watchdog does when the driver shows the tenant over its quota (a process
+  // that bypassed the hook): report (log, metric, status) or also kill the process holding
+  // the most beyond what its hook charged.
+  bool kill_on_violation = false;
   TenantMatch match;
 };
 

@@ -42,7 +42,10 @@ inline constexpr uint16_t kAbiMajor = 1;
 // hook that knows them, whatever the daemon's minor (the words were zero and unused).
 // Minor 2 added, likewise in zeroed padding: GpuState::preempt_priority and TenantGpu::flags,
 // with which a hook of a higher-priority tenant takes the token itself (see `holder`).
-inline constexpr uint16_t kAbiMinor = 2;
+// Minor 3 added, likewise in zeroed padding, the usage watchdog's findings, written by the
+// daemon alone: GpuState::unhooked_processes/unhooked_bytes and TenantGpu::over_quota_bytes/
+// watchdog_kills.
+inline constexpr uint16_t kAbiMinor = 3;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -108,8 +111,12 @@ struct alignas(64) GpuState {
   // Written by the daemon (store, release) before it publishes a holder, and by a hook
   // that took the token (its own priority + 1). Read by hooks in token_acquire's slow path.
   std::atomic<uint32_t> preempt_priority;
-  uint32_t reserved0;
-  uint64_t reserved1;
+  // Since minor 3. GPU processes that no registered process accounts for (no hook: a static
+  // binary, LD_PRELOAD removed) and the memory the driver says they hold, as the daemon's
+  // usage watchdog last found them (NVML, about once a second). Written by the daemon
+  // (store, relaxed); read by the CLI and the metrics.
+  std::atomic<uint32_t> unhooked_processes;
+  std::atomic<uint64_t> unhooked_bytes;
 };
 // preempt_priority's "nobody may take it without asking". A daemon of minor < 2 leaves the
 // word 0: hooks of minor >= 2 check the header's abi_minor before they use it.
@@ -152,7 +159,13 @@ struct alignas(64) TenantGpu {
   std::atomic<uint32_t> flags;
   // The tenant reached its limit on this GPU: it may not take the token itself.
   static constexpr uint32_t kCapped = 1u << 0;
-  uint8_t reserved0[16];
+  // Since minor 3, written by the daemon only. What the driver says the tenant's processes
+  // hold on this GPU beyond its quota and the watchdog's allowance (0: within), as the usage
+  // watchdog last found it; and how many of its processes the watchdog killed for it
+  // (`on_violation: kill`), monotonic while the tenant exists.
+  std::atomic<uint64_t> over_quota_bytes;
+  std::atomic<uint32_t> watchdog_kills;
+  uint32_t reserved0;
 };
 
 struct alignas(64) Tenant {
@@ -256,6 +269,7 @@ static_assert(offsetof(Segment, share_window_ns) == 40 && offsetof(Segment, rese
 static_assert(offsetof(GpuState, memory_total) == 24 && offsetof(GpuState, uuid) == 32);
 static_assert(offsetof(TenantGpu, wait_ns) == 16 && offsetof(TenantGpu, achieved_share_ppm) == 40);
 static_assert(offsetof(GpuState, preempt_priority) == 48 && offsetof(TenantGpu, flags) == 44);
+static_assert(offsetof(GpuState, unhooked_bytes) == 56 && offsetof(TenantGpu, over_quota_bytes) == 48);
 static_assert(offsetof(Tenant, name) == 24 && offsetof(Tenant, share_ppm) == 88 &&
               offsetof(Tenant, gpu) == 128);
 static_assert(sizeof(Segment) ==

@@ -83,6 +83,7 @@ Daemon::Daemon(DaemonOptions options)
   segment_->daemon_pid = getpid();
   segment_->flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
 
+  start_usage_watchdog();
   if (const auto port = options_.metrics_port ? options_.metrics_port : config_.scheduler.metrics_port)
     start_metrics(*port);
 
@@ -99,7 +100,7 @@ Daemon::Daemon(DaemonOptions options)
 Daemon::~Daemon() {
   metrics_.reset();
   for (const auto& [fd, client] : clients_) close(fd);
-  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, watchdog_fd_, idle_fd_})
+  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, usage_fd_, watchdog_fd_, idle_fd_})
     if (fd >= 0) close(fd);
   unlink(options_.socket_path.c_str());
 }
@@ -163,6 +164,9 @@ int Daemon::run() {
       } else if (fd == stats_fd_) {
         drain_timer(stats_fd_);
         publish_shares();
+      } else if (fd == usage_fd_) {
+        drain_timer(usage_fd_);
+        check_usage();
       } else if (fd == watchdog_fd_) {
         drain_timer(watchdog_fd_);
         sd_notify(0, "WATCHDOG=1");

@@ -32,11 +32,13 @@
 
 #include "metrics_exposition.h"
 #include "metrics_server.h"
+#include "nvml_reader.h"
 #include "share_window.h"
 #include "shared_segment.h"
 #include "socket_protocol.h"
 #include "tenant_config.h"
 #include "token_policy.h"
+#include "usage_watchdog.h"
 
 namespace cuslice {
 
@@ -112,6 +114,10 @@ class Daemon {
   // Raises again the waiting bits on GPU g, of the tenants in `dropped`, that have a waiter.
   void restore_waiting(uint32_t g, uint64_t dropped);
   void publish_shares();
+  // The usage watchdog (usage_check.cpp): on when NVML can be loaded.
+  static constexpr std::chrono::nanoseconds kUsageCheckPeriod = std::chrono::seconds(1);
+  void start_usage_watchdog();
+  void check_usage();
   void arm_timer(TokenPolicy::Nanos wake_at);
 
   // daemon.cpp
@@ -131,6 +137,10 @@ class Daemon {
   int signal_fd_ = -1;
   int timer_fd_ = -1;
   int stats_fd_ = -1;
+  int usage_fd_ = -1;  // -1: the usage watchdog is off
+  std::unique_ptr<NvmlReader> nvml_;
+  UsageWatchdog usage_watchdog_;
+  bool usage_error_logged_ = false;
   int watchdog_fd_ = -1;  // -1: systemd did not ask for watchdog pings
   int idle_fd_ = -1;      // -1: without exit_when_idle
   bool idle_armed_ = false;

@@ -98,6 +98,12 @@ std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& work
                  [](const TenantGpuSnapshot& u) { return u.achieved_share_ppm / kPpm; });
   per_tenant_gpu("cuslice_tenant_token_held", kGauge, "1 while the tenant holds the GPU's token, else 0.",
                  [](const TenantGpuSnapshot& u) { return u.holds_token ? 1.0 : 0.0; });
+  per_tenant_gpu("cuslice_tenant_over_quota_bytes", kGauge,
+                 "What the driver says the tenant's processes hold beyond its quota and the watchdog's allowance.",
+                 [](const TenantGpuSnapshot& u) { return static_cast<double>(u.over_quota_bytes); });
+  per_tenant_gpu("cuslice_tenant_watchdog_kills_total", kCounter,
+                 "The tenant's processes the usage watchdog killed (on_violation: kill).",
+                 [](const TenantGpuSnapshot& u) { return static_cast<double>(u.watchdog_kills); });
 
   per_tenant("cuslice_tenant_processes", "Processes registered in the tenant.",
              [](const TenantSnapshot& t) { return static_cast<double>(t.pids.size()); });
@@ -111,6 +117,15 @@ std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& work
   MetricFamily& total = family("cuslice_gpu_memory_total_bytes", kGauge, "The GPU's memory, as reported by the hooks.");
   for (const GpuSnapshot& gpu : s.gpus)
     if (gpu.memory_total != 0) add_sample(total, {{"gpu", gpu_label(gpu)}}, static_cast<double>(gpu.memory_total));
+  // One family at a time: `family` appends to a vector, so an earlier reference may move.
+  MetricFamily& unhooked = family("cuslice_gpu_unhooked_processes", kGauge,
+                                  "GPU processes the driver runs that no registered process accounts for (no hook).");
+  for (const GpuSnapshot& gpu : s.gpus)
+    add_sample(unhooked, {{"gpu", gpu_label(gpu)}}, static_cast<double>(gpu.unhooked_processes));
+  MetricFamily& unhooked_bytes = family("cuslice_gpu_unhooked_memory_bytes", kGauge,
+                                        "Memory the driver says processes without the hook hold.");
+  for (const GpuSnapshot& gpu : s.gpus)
+    add_sample(unhooked_bytes, {{"gpu", gpu_label(gpu)}}, static_cast<double>(gpu.unhooked_bytes));
   return prometheus::TextSerializer().Serialize(families);
 }
 

@@ -18,7 +18,7 @@ bool tenant_present(const shm::Tenant& t) {
 bool gpu_in_use(const shm::Segment& segment, uint32_t gpu) {
   const shm::GpuState& g = segment.gpus[gpu];
   if (g.memory_total.load(kRelaxed) != 0 || g.handoffs.load(kRelaxed) != 0 ||
-      g.holder.load(kRelaxed) != shm::kNoTenant)
+      g.holder.load(kRelaxed) != shm::kNoTenant || g.unhooked_processes.load(kRelaxed) != 0)
     return true;
   for (const shm::Tenant& t : segment.tenants) {
     if (!tenant_present(t)) continue;
@@ -71,6 +71,8 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
     const uint32_t holder = gs.holder.load(std::memory_order_acquire);
     if (holder < shm::kMaxTenants) gpu.holder = holder;
     gpu.handoffs = gs.handoffs.load(kRelaxed);
+    gpu.unhooked_processes = gs.unhooked_processes.load(kRelaxed);
+    gpu.unhooked_bytes = gs.unhooked_bytes.load(kRelaxed);
     s.gpus.push_back(std::move(gpu));
   }
 
@@ -108,6 +110,8 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
       use.token_grants = tg.token_grants.load(kRelaxed);
       use.achieved_share_ppm = tg.achieved_share_ppm.load(kRelaxed);
       use.holds_token = gpu.holder == i;
+      use.over_quota_bytes = tg.over_quota_bytes.load(kRelaxed);
+      use.watchdog_kills = tg.watchdog_kills.load(kRelaxed);
       tenant.gpus.push_back(use);
     }
     s.tenants.push_back(std::move(tenant));

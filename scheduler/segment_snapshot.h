@@ -26,6 +26,8 @@ struct GpuSnapshot {
   std::optional<std::string> uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" when known
   std::optional<uint32_t> holder;     // tenant index holding the token, if any
   uint64_t handoffs = 0;
+  uint32_t unhooked_processes = 0;  // GPU processes without the hook (usage watchdog)
+  uint64_t unhooked_bytes = 0;      // what the driver says they hold
 };
 
 // One tenant on one GPU; `gpu` is an index into SegmentSnapshot::gpus.
@@ -39,6 +41,8 @@ struct TenantGpuSnapshot {
   uint64_t token_grants = 0;
   uint32_t achieved_share_ppm = 0;
   bool holds_token = false;
+  uint64_t over_quota_bytes = 0;  // the driver's count beyond quota and allowance (watchdog)
+  uint32_t watchdog_kills = 0;
 };
 
 struct TenantSnapshot {

@@ -175,19 +175,37 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   int dev = 0;
   if (nvmlReturn_t rc = open_device(device, &dev)) return rc;
   if (info_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // This process (when it holds memory), then FAKE_NVML_OTHER_PIDS: processes of others on a
-  // shared GPU, each shown holding 1 GiB, so that a filter of the list can be tested.
+  // This process (when it holds memory), then the processes of others that the test names:
+  // FAKE_NVML_OTHER_PIDS, and the file FAKE_NVML_OTHER_PIDS_FILE names (read at every call, so
+  // a test can add processes to a running daemon's view). Entries `pid` or `pid:bytes`, comma
+  // or newline separated; a pid alone holds 1 GiB. So a filter of the list, and a watchdog of
+  // what processes hold, can be tested.
   nvmlProcessInfo_t all[64];
   unsigned int n = 0;
   if (const size_t used = fake_cuda_device_used(dev); used > 0)
     all[n++] = {static_cast<unsigned int>(getpid()), used, kNoMigInstance, kNoMigInstance};
-  if (const char* others = std::getenv("FAKE_NVML_OTHER_PIDS")) {
-    for (const char* p = others; *p != '\0' && n < 64;) {
+  const auto add_others = [&](const char* list) {
+    for (const char* p = list; *p != '\0' && n < 64;) {
       char* end = nullptr;
       const unsigned long pid = std::strtoul(p, &end, 10);
       if (end == p) break;
-      all[n++] = {static_cast<unsigned int>(pid), 1ull << 30, kNoMigInstance, kNoMigInstance};
-      p = *end == ',' ? end + 1 : end;
+      unsigned long long bytes = 1ull << 30;
+      if (*end == ':') {
+        const char* b = end + 1;
+        bytes = std::strtoull(b, &end, 10);
+      }
+      all[n++] = {static_cast<unsigned int>(pid), bytes, kNoMigInstance, kNoMigInstance};
+      p = *end == ',' || *end == '\n' ? end + 1 : end;
+    }
+  };
+  if (const char* others = std::getenv("FAKE_NVML_OTHER_PIDS")) add_others(others);
+  if (const char* path = std::getenv("FAKE_NVML_OTHER_PIDS_FILE")) {
+    if (FILE* f = std::fopen(path, "r")) {
+      char text[4096];
+      const size_t len = std::fread(text, 1, sizeof text - 1, f);
+      std::fclose(f);
+      text[len] = '\0';
+      add_others(text);
     }
   }
   if (*info_count < n) {

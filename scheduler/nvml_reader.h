@@ -1,0 +1,37 @@
+// The daemon's view of the driver through NVML: each GPU's compute processes and the memory
+// the driver counts for each. libnvidia-ml.so.1 is opened at run time (dlopen), so the daemon
+// runs, without this view, on a machine that has no NVIDIA driver; tests put the fake NVML of
+// tests/fake_driver in its place. Used by the usage watchdog.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "usage_watchdog.h"
+
+namespace cuslice {
+
+class NvmlReader {
+ public:
+  // Opens and initialises NVML; unavailable() says why when that failed.
+  NvmlReader();
+  ~NvmlReader();
+  NvmlReader(const NvmlReader&) = delete;
+  NvmlReader& operator=(const NvmlReader&) = delete;
+
+  // Empty when NVML can be used; else why not, for one log line.
+  const std::string& unavailable() const { return unavailable_; }
+
+  // Per GPU (NVML index, as hooks name GPUs in the segment): the processes the driver runs.
+  // nullopt when a query failed (the reason in *error).
+  std::optional<std::vector<std::vector<DriverProcess>>> processes(std::string* error) const;
+
+ private:
+  void* library_ = nullptr;
+  std::string unavailable_;
+  struct Api;
+  Api* api_ = nullptr;
+};
+
+}  // namespace cuslice
