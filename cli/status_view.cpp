@@ -116,6 +116,8 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
           {"token_grants", use.token_grants},
           {"oom_refusals", use.oom_refusals},
           {"holds_token", use.holds_token},
+          {"over_quota_bytes", use.over_quota_bytes},
+          {"watchdog_kills", use.watchdog_kills},
       });
     }
     const std::string holder = tenant_name(s, g.holder);
@@ -125,6 +127,8 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
         {"memory_total_bytes", g.memory_total != 0 ? json(g.memory_total) : json(nullptr)},
         {"token_holder", holder.empty() ? json(nullptr) : json(holder)},
         {"token_handoffs", g.handoffs},
+        {"unhooked_processes", g.unhooked_processes},
+        {"unhooked_memory_bytes", g.unhooked_bytes},
         {"tenants", std::move(rows)},
     });
   }
@@ -185,6 +189,19 @@ std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
                        format_seconds(static_cast<double>(use.gpu_time_ns) / kNanosPerSecond),
                        format_seconds(static_cast<double>(use.wait_ns) / kNanosPerSecond), use.oom_refusals,
                        use.token_grants));
+    }
+    // What the usage watchdog found: the driver's count, which a process without the hook
+    // cannot hide from.
+    if (g.unhooked_processes != 0)
+      line(fmt::format("  ! {} process(es) without the hook hold {} on this GPU (in no tenant)", g.unhooked_processes,
+                       format_bytes(g.unhooked_bytes)));
+    for (const TenantSnapshot& t : s.tenants) {
+      const TenantGpuSnapshot& use = t.gpus[k];
+      if (use.over_quota_bytes != 0)
+        line(fmt::format("  ! {} holds {} beyond its quota by the driver's count", t.name,
+                         format_bytes(use.over_quota_bytes)));
+      if (use.watchdog_kills != 0)
+        line(fmt::format("  ! {}: {} process(es) killed for exceeding the quota", t.name, use.watchdog_kills));
     }
   }
   line("");

@@ -74,6 +74,25 @@ TEST(StatusViewTest, TableShowsEachTenantOnEachGpu) {
   EXPECT_NE(table.find("7,9"), std::string::npos) << table;
 }
 
+TEST(StatusViewTest, WatchdogFindingsAreShownOnlyWhenThereAreAny) {
+  SegmentSnapshot s = snapshot();
+  const DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml"};
+  EXPECT_EQ(status_table(s, d).find(" ! "), std::string::npos);
+  s.gpus[0].unhooked_processes = 2;
+  s.gpus[0].unhooked_bytes = 3ull << 30;
+  s.tenants[0].gpus[0].over_quota_bytes = 1ull << 30;
+  s.tenants[0].gpus[0].watchdog_kills = 1;
+  const std::string table = status_table(s, d);
+  EXPECT_NE(table.find("! 2 process(es) without the hook hold 3.00 GiB on this GPU"), std::string::npos) << table;
+  EXPECT_NE(table.find("! infer holds 1.00 GiB beyond its quota"), std::string::npos) << table;
+  EXPECT_NE(table.find("! infer: 1 process(es) killed"), std::string::npos) << table;
+  const nlohmann::json j = status_json(s, d);
+  EXPECT_EQ(j["gpus"][0]["unhooked_processes"], 2);
+  EXPECT_EQ(j["gpus"][0]["unhooked_memory_bytes"], 3ull << 30);
+  EXPECT_EQ(j["gpus"][0]["tenants"][0]["over_quota_bytes"], 1ull << 30);
+  EXPECT_EQ(j["gpus"][0]["tenants"][0]["watchdog_kills"], 1);
+}
+
 TEST(StatusViewTest, Units) {
   EXPECT_EQ(format_bytes(0), "0 B");
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
