@@ -14,8 +14,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "clock.h"
 #include "daemon.h"
-#include "os_fds.h"
 #include "tenant_table.h"
 
 namespace cuslice {
@@ -62,7 +62,7 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
     // The counter starts at zero now: time reported before the first periodic sample
     // counts toward the share too.
     share_windows_[index][g].reset();
-    share_windows_[index][g].sample(monotonic_now(), 0);
+    share_windows_[index][g].sample(std::chrono::nanoseconds(now_ns()), 0);
   }
 }
 
