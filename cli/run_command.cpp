@@ -26,6 +26,7 @@
 #include "commands.h"
 #include "error.h"
 #include "hook_locator.h"
+#include "ppm.h"
 #include "preload.h"
 #include "scheduler_autostart.h"
 #include "scheduler_socket.h"
@@ -143,8 +144,6 @@ void set_env_if(const char* name, const std::optional<std::string>& value) {
       err == EACCES ? "check that the file is executable and its filesystem not noexec" : "");
 }
 
-uint32_t to_ppm(double percent) { return static_cast<uint32_t>(percent * 10'000.0 + 0.5); }
-
 // The tenant an ephemeral scheduler should hold for this command.
 wire::TenantSpec tenant_spec(const RunOptions& options) {
   wire::TenantSpec spec;
@@ -153,12 +152,12 @@ wire::TenantSpec tenant_spec(const RunOptions& options) {
   if (name.size() >= sizeof spec.name)
     throw Error(ExitCode::kUsage, fmt::format("tenant name \"{}\" is longer than {} characters", name, sizeof spec.name - 1));
   if (options.priority) spec.priority = *options.priority == "high" ? 2 : *options.priority == "low" ? 0 : 1;
-  if (options.share) spec.share_ppm = to_ppm(percent_value(*options.share));
-  if (options.limit) spec.limit_ppm = to_ppm(percent_value(*options.limit));
+  if (options.share) spec.share_ppm = percent_to_ppm(percent_value(*options.share));
+  if (options.limit) spec.limit_ppm = percent_to_ppm(percent_value(*options.limit));
   if (options.memory) {
     SizeSpec size;
     parse_size(*options.memory, size, nullptr);
-    if (size.kind == SizeSpec::Kind::kPercent) spec.memory_ppm = to_ppm(size.percent);
+    if (size.kind == SizeSpec::Kind::kPercent) spec.memory_ppm = percent_to_ppm(size.percent);
     else spec.memory_bytes = size.bytes;
   }
   return spec;

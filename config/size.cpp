@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ppm.h"
+
 namespace cuslice {
 namespace {
 
@@ -36,8 +38,7 @@ constexpr Unit kUnits[] = {
 
 uint64_t SizeSpec::resolve(uint64_t device_total) const {
   if (kind == Kind::kBytes) return bytes;
-  long double v = static_cast<long double>(device_total) * percent / 100.0L;
-  return static_cast<uint64_t>(v);
+  return percent_of_bytes(device_total, percent);
 }
 
 bool parse_size(std::string_view text, SizeSpec& out, const char** why) {

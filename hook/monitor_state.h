@@ -3,7 +3,7 @@
 // and the globals the launching threads, the monitor thread and the watchdog share.
 //
 // Owns data only: no function here calls the driver, the scheduler or another hook file; it
-// may call log and the futex helpers. Everything in the monitor's files (gate_words,
+// may call log, the futex helpers and the clock. Everything in the monitor's files (gate_words,
 // monitor_driver, stream_slots, kernel_estimates, queue_bound, parking, monitor, activity.cpp)
 // includes it; nothing else in hook/ does.
 #pragma once
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "clock.h"
 #include "cuda_api.h"
 #include "futex.h"
 #include "settings.h"
@@ -71,12 +72,6 @@ constexpr int64_t kGateStallNs = 20'000'000;
 constexpr uint32_t kUnknownKernelNs = 50'000;
 // A pass this long is stuck in the driver (see watchdog() in parking.cpp).
 constexpr int64_t kStuckNs = 10'000'000;
-
-inline int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // A stream launched on. Keyed by the stream handle, or for the context's default (legacy)
 // stream by the context pointer with its low bit set: a default stream has no handle of its

@@ -11,6 +11,7 @@
 
 #include "allocation_table.h"
 #include "client.h"
+#include "clock.h"
 #include "driver.h"
 #include "fork_child.h"
 #include "log.h"
@@ -45,12 +46,6 @@ struct alignas(64) Ledger {
 // limit is reached.
 constexpr uint64_t kCheckpoints = 16;
 constexpr int64_t kMeasureIntervalNs = 50'000'000;
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-}
 
 Ledger g_ledger[kMaxDevices];
 std::atomic<int> g_device_count{0};  // 0 until cuInit succeeded through the hook
@@ -159,7 +154,7 @@ void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
   while (checkpoint > highest && !due)
     due = l.measured_checkpoint.compare_exchange_weak(highest, checkpoint, std::memory_order_relaxed);
   if (!due) {
-    const int64_t now = now_ns();
+    const int64_t now = coarse_now_ns();
     int64_t last = l.last_measure_ns.load(std::memory_order_relaxed);
     if (now - last < kMeasureIntervalNs ||
         !l.last_measure_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
@@ -304,7 +299,7 @@ void refresh(int device) {
   const bool quiet = started == finished && settle_pool_reserves(device) == pools &&
                      l->ops_started.load(std::memory_order_acquire) == started &&
                      l->ops_finished.load(std::memory_order_acquire) == finished;
-  l->last_measure_ns.store(now_ns(), std::memory_order_relaxed);
+  l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
   // The ledger keeps the headroom free beyond what it can explain (the context charge holds
   // it): what the process holds beyond that is charged as unexplained. Such a charge is
   // raised by any reading, but lowered (memory given back, e.g. pages small allocations no
@@ -355,7 +350,7 @@ void calibrate_context(int device) {
   uint64_t target = (actual > others ? actual - others : 0) + settings().context_headroom;
   const bool quiet = started == finished && l->ops_started.load(std::memory_order_acquire) == started;
   if (target < ctx && !quiet) target = ctx;
-  l->last_measure_ns.store(now_ns(), std::memory_order_relaxed);
+  l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
   l->context_charge.store(target, std::memory_order_release);
   adjust(device, static_cast<int64_t>(target) - static_cast<int64_t>(ctx));
   CUSLICE_LOG(kDebug, "device %d: contexts hold %llu bytes (estimate was %llu)", device,

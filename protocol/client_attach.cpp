@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <new>
 
 #include "client.h"
@@ -27,12 +26,6 @@ namespace cuslice::client {
 namespace internal {
 
 constinit State g;
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 bool connection_lost(const Attachment* att) {
   if (att->segment->state.load(std::memory_order_acquire) !=

@@ -6,6 +6,7 @@
 
 #include "client.h"
 #include "client_state.h"
+#include "ppm.h"
 
 namespace cuslice::client {
 
@@ -29,8 +30,7 @@ uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
   uint64_t limit = tenant.memory_quota.load(std::memory_order_relaxed);
   if (const uint32_t ppm = tenant.memory_quota_ppm.load(std::memory_order_relaxed)) {
     const uint64_t card = g.device_memory[gpu].load(std::memory_order_relaxed);
-    limit = card ? static_cast<uint64_t>(static_cast<unsigned __int128>(card) * ppm / 1'000'000)
-                 : shm::kUnlimited;  // card unknown: count, and let the local limit decide
+    limit = card ? ppm_of_bytes(card, ppm) : shm::kUnlimited;  // card unknown: count, and let the local limit decide
   }
   return limit;
 }

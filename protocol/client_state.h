@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "client.h"
+#include "clock.h"
 #include "shm_protocol.h"
 
 namespace cuslice::client::internal {
@@ -44,8 +45,6 @@ struct State {
   char error[320] = {};
 };
 extern constinit State g;
-
-int64_t now_ns();
 
 // The daemon stopped (cleanly: segment state) or died (the socket reports EOF or an error;
 // the daemon never sends after the reply, so anything readable means the end).

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "clock.h"
 #include "futex.h"
 #include "metrics_exposition.h"
 #include "os_fds.h"
@@ -32,7 +33,7 @@ constexpr Nanos kShareWindow = ShareWindow::kSpan;
 constexpr Nanos kShareSamplePeriod = kShareWindow / (ShareWindow::kSamples - 1);
 
 uint64_t make_generation() {
-  return static_cast<uint64_t>(monotonic_now().count()) ^ (static_cast<uint64_t>(getpid()) << 40);
+  return static_cast<uint64_t>(now_ns()) ^ (static_cast<uint64_t>(getpid()) << 40);
 }
 
 }  // namespace

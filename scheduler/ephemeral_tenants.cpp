@@ -6,10 +6,10 @@
 #include <cstring>
 #include <optional>
 
+#include "ppm.h"
+
 namespace cuslice {
 namespace {
-
-constexpr double kPpmPerPercent = 10'000.0;
 
 std::string percent_text(double percent) { return fmt::format("{:g}%", percent); }
 
@@ -43,13 +43,12 @@ std::optional<TenantConfig> to_tenant(const wire::TenantSpec& spec, std::string&
     return std::nullopt;
   }
   t.priority = static_cast<Priority>(spec.priority);
-  if (spec.share_ppm > 1'000'000 || spec.limit_ppm == 0 || spec.limit_ppm > 1'000'000 ||
-      spec.memory_ppm > 1'000'000) {
+  if (spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole || spec.memory_ppm > kPpmWhole) {
     why = "a share, limit or memory percentage is outside (0%, 100%]";
     return std::nullopt;
   }
-  if (spec.share_ppm != 0) t.share_percent = spec.share_ppm / kPpmPerPercent;
-  t.limit_percent = spec.limit_ppm / kPpmPerPercent;
+  if (spec.share_ppm != 0) t.share_percent = ppm_to_percent(spec.share_ppm);
+  t.limit_percent = ppm_to_percent(spec.limit_ppm);
   if (t.share_percent && t.limit_percent < *t.share_percent) {
     why = "the limit is below the share: the tenant could never get its share";
     return std::nullopt;
@@ -59,7 +58,7 @@ std::optional<TenantConfig> to_tenant(const wire::TenantSpec& spec, std::string&
     return std::nullopt;
   }
   if (spec.memory_bytes != 0) t.memory = SizeSpec{SizeSpec::Kind::kBytes, spec.memory_bytes, 0.0};
-  if (spec.memory_ppm != 0) t.memory = SizeSpec{SizeSpec::Kind::kPercent, 0, spec.memory_ppm / kPpmPerPercent};
+  if (spec.memory_ppm != 0) t.memory = SizeSpec{SizeSpec::Kind::kPercent, 0, ppm_to_percent(spec.memory_ppm)};
   return t;
 }
 

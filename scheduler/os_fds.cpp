@@ -1,11 +1,10 @@
-// The daemon's kernel descriptors (os_fds.h): socket, timerfds, the monotonic clock.
+// The daemon's kernel descriptors (os_fds.h): the listening socket and timerfds.
 #include "os_fds.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,12 +20,6 @@ namespace cuslice {
 using Nanos = std::chrono::nanoseconds;
 
 void throw_errno(const std::string& what) { throw std::system_error(errno, std::generic_category(), what); }
-
-Nanos monotonic_now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::chrono::seconds(ts.tv_sec) + Nanos(ts.tv_nsec);
-}
 
 int listen_on(const std::string& path) {
   sockaddr_un addr{};

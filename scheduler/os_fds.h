@@ -1,5 +1,5 @@
 // The descriptors the daemon gets from the kernel: its listening Unix socket and its
-// timerfds, and the monotonic clock those timers run on. System calls only: no daemon state,
+// timerfds (on CLOCK_MONOTONIC, the clock of clock.h). System calls only: no daemon state,
 // no logging. Failures that leave the daemon unable to serve throw std::system_error.
 #pragma once
 
@@ -9,9 +9,6 @@
 namespace cuslice {
 
 [[noreturn]] void throw_errno(const std::string& what);
-
-// CLOCK_MONOTONIC, the clock of the timers below and of the token policy.
-std::chrono::nanoseconds monotonic_now();
 
 // A listening SOCK_SEQPACKET socket at `path` that every local user may connect to. Refuses
 // to start beside a live daemon; removes the socket file a dead one left behind.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
 #include "daemon.h"
 #include "futex.h"
 #include "os_fds.h"
@@ -19,7 +20,7 @@ namespace cuslice {
 using Nanos = TokenPolicy::Nanos;
 
 void Daemon::schedule() {
-  const Nanos now = monotonic_now();
+  const Nanos now{now_ns()};
   // GPU time reported since the last step.
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     if (!tenant_params_[t].present) continue;
@@ -140,7 +141,7 @@ void Daemon::publish_preemption(uint32_t g, uint32_t holder) {
 }
 
 void Daemon::publish_shares() {
-  const Nanos now = monotonic_now();
+  const Nanos now{now_ns()};
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     if (!tenant_params_[t].present) continue;
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ppm.h"
+
 namespace cuslice {
 namespace {
 
@@ -100,9 +102,8 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
       if (tenant.memory_quota_bytes) {
         use.memory_quota = tenant.memory_quota_bytes;
       } else if (tenant.memory_quota_ppm && gpu.memory_total != 0) {
-        // Resolved the way the hook resolves it against the device total.
-        use.memory_quota = static_cast<uint64_t>(static_cast<long double>(gpu.memory_total) *
-                                                 *tenant.memory_quota_ppm / 1'000'000);
+        // Resolved as the hook resolves it, against the total the hook reported.
+        use.memory_quota = ppm_of_bytes(gpu.memory_total, *tenant.memory_quota_ppm);
       }
       use.gpu_time_ns = tg.gpu_time_ns.load(kRelaxed);
       use.wait_ns = tg.wait_ns.load(kRelaxed);

@@ -10,20 +10,16 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
+#include "clock.h"
 #include "daemon.h"
-#include "os_fds.h"
+#include "memory_quota.h"
+#include "ppm.h"
 #include "tenant_table.h"
 
 namespace cuslice {
-namespace {
-
-constexpr double kPpmPerPercent = 10'000.0;
-
-}  // namespace
 
 Config load_daemon_config(const DaemonOptions& options) {
   if (options.ephemeral) return Config{};  // tenants arrive from `cuslice run`
@@ -62,7 +58,7 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
     // The counter starts at zero now: time reported before the first periodic sample
     // counts toward the share too.
     share_windows_[index][g].reset();
-    share_windows_[index][g].sample(monotonic_now(), 0);
+    share_windows_[index][g].sample(std::chrono::nanoseconds(now_ns()), 0);
   }
 }
 
@@ -85,20 +81,12 @@ void Daemon::apply_config(const Config& config) {
     }
     shm::Tenant& t = segment_->tenants[index];
     if (t.state.load() == shm::Tenant::kFree) claim_tenant_entry(static_cast<uint32_t>(index), tc.name);
-    uint64_t quota = shm::kUnlimited;
-    uint32_t ppm = 0;
-    if (tc.memory && tc.memory->kind == SizeSpec::Kind::kBytes) {
-      quota = tc.memory->bytes;
-    } else if (tc.memory && config.scheduler.gpu_memory) {
-      quota = tc.memory->resolve(*config.scheduler.gpu_memory);
-    } else if (tc.memory) {
-      ppm = static_cast<uint32_t>(tc.memory->percent * 10000.0);
-    }
-    t.memory_quota.store(quota, std::memory_order_relaxed);
-    t.memory_quota_ppm.store(ppm, std::memory_order_relaxed);
+    const MemoryQuota quota = memory_quota(tc.memory, config.scheduler.gpu_memory);
+    t.memory_quota.store(quota.bytes, std::memory_order_relaxed);
+    t.memory_quota_ppm.store(quota.ppm, std::memory_order_relaxed);
     t.priority.store(static_cast<uint32_t>(tc.priority), std::memory_order_relaxed);
-    t.share_ppm.store(static_cast<uint32_t>(std::lround(shares[i] * kPpmPerPercent)), std::memory_order_relaxed);
-    t.limit_ppm.store(static_cast<uint32_t>(std::lround(tc.limit_percent * kPpmPerPercent)), std::memory_order_relaxed);
+    t.share_ppm.store(percent_to_ppm(shares[i]), std::memory_order_relaxed);
+    t.limit_ppm.store(percent_to_ppm(tc.limit_percent), std::memory_order_relaxed);
     t.state.store(shm::Tenant::kActive, std::memory_order_release);
     tenant_params_[index] = {true, static_cast<int>(tc.priority), shares[i] / 100.0, tc.limit_percent / 100.0};
     kept[index] = true;
