@@ -20,8 +20,8 @@ namespace {
 int reload(const std::optional<std::string>& socket_flag) {
   const SocketChoice choice = socket_choice(socket_flag);
   std::optional<wire::ControlReply> reply;
-  for (const std::string& socket : choice.candidates)
-    if ((reply = ask_scheduler(socket, wire::ControlCommand::kReload))) break;
+  for (size_t i = 0; i < choice.candidates.size() && !reply; ++i)
+    if (choice.ready(i, false)) reply = ask_scheduler(choice.candidates[i], wire::ControlCommand::kReload);
   if (!reply)
     throw Error(ExitCode::kNoScheduler, fmt::format("no scheduler answers on {}", choice.describe()),
                 "start it (systemctl start cuslice-scheduler), or pass --socket PATH");

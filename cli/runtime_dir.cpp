@@ -49,12 +49,9 @@ void ensure_private_dir(const fs::path& dir) {
                 fmt::format("chmod 700 {}", where));
 }
 
-fs::path user_runtime_dir() {
+fs::path user_runtime_dir_path() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  const fs::path dir = usable_xdg_runtime_dir(xdg) ? fs::path(xdg) / "cuslice"
-                                                    : fs::path(fmt::format("/tmp/cuslice-{}", ::geteuid()));
-  ensure_private_dir(dir);
-  return dir;
+  return usable_xdg_runtime_dir(xdg) ? fs::path(xdg) / "cuslice" : fs::path(fmt::format("/tmp/cuslice-{}", ::geteuid()));
 }
 
 }  // namespace cuslice::cli

@@ -12,9 +12,8 @@
 
 namespace cuslice::cli {
 
-// The directory, created when missing. Throws Error (kFailure) naming what is wrong with it
-// and what to do.
-std::filesystem::path user_runtime_dir();
+// The directory's path; nothing is created or checked.
+std::filesystem::path user_runtime_dir_path();
 
 // The check alone, for a directory that exists or is created here with mode 0700: a
 // directory owned by the effective uid with no permission bits for group or others.

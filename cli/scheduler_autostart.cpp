@@ -202,8 +202,8 @@ void start_daemon(const fs::path& program, const std::string& socket_path) {
 void prepare_socket_dir(const SocketChoice& choice, const std::string& socket_path) {
   const fs::path dir = fs::path(socket_path).parent_path();
   if (dir.empty()) return;
-  // The user's own directory was created and checked by socket_choice(); a chosen socket's
-  // directory is created as asked, and the node's as root creates it.
+  // The user's own directory was created and checked by SocketChoice::ready(); a chosen
+  // socket's directory is created as asked, and the node's as root creates it.
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
@@ -250,11 +250,15 @@ fs::path locate_scheduler() {
 }
 
 FoundScheduler connect_or_start_scheduler(const SocketChoice& choice) {
-  for (const std::string& socket : choice.candidates)
-    if (auto connection = SchedulerConnection::connect(socket)) return {socket, std::move(connection)};
+  for (size_t i = 0; i < choice.candidates.size(); ++i) {
+    if (!choice.ready(i, false)) continue;  // the user's directory is not there: nobody is
+    if (auto connection = SchedulerConnection::connect(choice.candidates[i]))
+      return {choice.candidates[i], std::move(connection)};
+  }
   const std::string& socket = choice.candidates.back();
   if (!auto_start_enabled()) return {socket, std::nullopt};
   const fs::path program = locate_scheduler();
+  choice.ready(choice.candidates.size() - 1, true);
   prepare_socket_dir(choice, socket);
   {
     const StartLock lock(socket + ".lock");

@@ -18,11 +18,22 @@
 namespace cuslice::cli {
 
 SocketChoice socket_choice(const std::optional<std::string>& flag) {
-  if (flag) return {{*flag}, true};
-  if (const char* env = std::getenv(wire::kSocketEnv); env != nullptr && env[0] != '\0') return {{env}, true};
-  SocketChoice choice{{wire::kDefaultSocketPath}, false};
-  if (::geteuid() != 0) choice.candidates.push_back((user_runtime_dir() / "cuslice.sock").string());
+  if (flag) return {{*flag}, true, std::nullopt};
+  if (const char* env = std::getenv(wire::kSocketEnv); env != nullptr && env[0] != '\0') return {{env}, true, std::nullopt};
+  SocketChoice choice{{wire::kDefaultSocketPath}, false, std::nullopt};
+  if (::geteuid() != 0) {
+    choice.private_dir = user_runtime_dir_path();
+    choice.candidates.push_back((*choice.private_dir / "cuslice.sock").string());
+  }
   return choice;
+}
+
+bool SocketChoice::ready(size_t i, bool create) const {
+  if (!private_dir || i + 1 != candidates.size()) return true;
+  std::error_code ec;
+  if (!create && !std::filesystem::exists(std::filesystem::symlink_status(*private_dir, ec))) return false;
+  ensure_private_dir(*private_dir);
+  return true;
 }
 
 std::string normalise_socket_flag(std::string& path) {

@@ -3,6 +3,7 @@
 // instead; this is only for the tool.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,12 +15,19 @@ namespace cuslice::cli {
 // The sockets `cuslice` tries, in order; the first whose scheduler answers is the one used.
 //   - --socket if given, else $CUSLICE_SOCKET: that one only (the user chose it);
 //   - else the node's scheduler at /run/cuslice/cuslice.sock, then, for a user other than
-//     root, the user's own at <user_runtime_dir()>/cuslice.sock (runtime_dir.h): where
+//     root, the user's own at <user_runtime_dir_path()>/cuslice.sock (runtime_dir.h): where
 //     `cuslice run` starts one when the node has none.
 struct SocketChoice {
   std::vector<std::string> candidates;  // never empty
   bool chosen = false;                  // from --socket or $CUSLICE_SOCKET
+  // The user's private directory, when the last candidate is the user's own socket: it is
+  // checked before that socket is trusted, and only when the node's does not answer.
+  std::optional<std::filesystem::path> private_dir;
 
+  // Whether candidate `i` can be tried: always, except the user's own when its directory
+  // does not exist and `create` is false. Creates that directory when `create`; throws
+  // Error when it is not safe (runtime_dir.h).
+  bool ready(size_t i, bool create) const;
   // "/run/cuslice/cuslice.sock or /tmp/cuslice-1000/cuslice.sock", for messages.
   std::string describe() const;
 };

@@ -75,7 +75,9 @@ struct Found {
 
 Found find_scheduler(const StatusOptions& options) {
   const SocketChoice choice = socket_choice(options.socket);
-  for (const std::string& socket : choice.candidates) {
+  for (size_t i = 0; i < choice.candidates.size(); ++i) {
+    if (!choice.ready(i, false)) continue;
+    const std::string& socket = choice.candidates[i];
     std::optional<wire::ControlReply> described;
     try {
       described = ask_scheduler(socket, wire::ControlCommand::kDescribe, kDescribeTimeoutMs);
@@ -90,7 +92,9 @@ Found find_scheduler(const StatusOptions& options) {
     daemon.shm_name = options.shm_name.value_or(described->shm_name);
     return {daemon, std::make_unique<SegmentMapping>(daemon.shm_name)};
   }
-  for (const std::string& socket : choice.candidates) {
+  for (size_t i = 0; i < choice.candidates.size(); ++i) {
+    if (!choice.ready(i, false)) continue;
+    const std::string& socket = choice.candidates[i];
     DaemonView daemon;
     daemon.socket_path = socket;
     daemon.shm_name = options.shm_name.value_or(shm_name_for_socket(socket));
