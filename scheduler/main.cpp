@@ -14,6 +14,7 @@
 #include "exit_codes.h"
 #include "logging.h"
 #include "shm_protocol.h"
+#include "size.h"
 #include "socket_protocol.h"
 #include "tenant_config.h"
 
@@ -31,6 +32,20 @@ std::string version_text() {
       "socket protocol: registration {}, control {}",
       CUSLICE_VERSION, cuslice::shm::kAbiMajor, cuslice::shm::kAbiMinor, cuslice::wire::kVersion,
       cuslice::wire::kControlVersion);
+}
+
+// --exit-when-idle: seconds as a bare number (what `cuslice run` passes) or a duration
+// ("500ms"), through the one parser of durations, so that "inf" or "1e300" cannot reach the
+// timer's arithmetic. Rewritten as seconds for CLI11's conversion to double.
+std::string normalise_idle(std::string& text) {
+  uint64_t ns = 0;
+  const char* why = nullptr;
+  const bool bare = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+  if (!cuslice::parse_duration(bare ? text + "s" : text, ns, &why))
+    return fmt::format("\"{}\" is not a duration: {} (or a bare number of seconds, e.g. 2)", text, why);
+  if (ns == 0) return fmt::format("\"{}\": the idle time must be above zero", text);
+  text = fmt::format("{}", static_cast<double>(ns) / 1e9);
+  return {};
 }
 
 // The file is checked here, before the daemon takes the socket and the segment, so that a
@@ -67,7 +82,7 @@ int main(int argc, char** argv) {
   app.add_option("--exit-when-idle", idle_seconds,
                  "exit once no process, lease or request has been connected for SECONDS")
       ->type_name("SECONDS")
-      ->check(CLI::PositiveNumber);
+      ->transform(CLI::Validator(normalise_idle, ""));
   app.add_option("--socket", options.socket_path, "Unix socket hooks register on (default $CUSLICE_SOCKET or " +
                                                       std::string(cuslice::wire::kDefaultSocketPath) + ")");
   app.add_option("--shm-name", options.shm_name, "shared-memory segment name")->capture_default_str();

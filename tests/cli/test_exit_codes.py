@@ -71,7 +71,10 @@ def test_cli_and_scheduler_agree_on_a_bad_config(run_cuslice, tmp_path):
 
 
 @pytest.mark.parametrize("args", [("--bogus",), ("--log-level", "loud", "--ephemeral"), ("--metrics-port", "0"),
-                                  ("--ephemeral", "--config", "x.yaml"), ()])
+                                  ("--ephemeral", "--config", "x.yaml"), (),
+                                  ("--ephemeral", "--exit-when-idle", "inf"),
+                                  ("--ephemeral", "--exit-when-idle", "1e300"),
+                                  ("--ephemeral", "--exit-when-idle", "0")])
 def test_scheduler_bad_flags_exit_usage(tmp_path, args):
     code, err = scheduler_exit(tmp_path, *args)
     assert code == 2, err
@@ -93,3 +96,9 @@ def test_scheduler_stopped_cleanly_exits_ok(tmp_path):
     s.process.send_signal(signal.SIGTERM)
     assert s.process.wait(timeout=DEADLINE) == 0
     s.stop()
+
+
+def test_scheduler_idle_time_may_be_a_duration(tmp_path):
+    s = Scheduler(tmp_path, args=("--ephemeral", "--exit-when-idle", "200ms")).wait_ready()
+    assert s.process.wait(timeout=DEADLINE) == 0
+    assert "idle for the grace period" in s.stop()
