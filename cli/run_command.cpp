@@ -104,7 +104,7 @@ bool all_digits(std::string_view s) {
 }
 
 // CUDA_VISIBLE_DEVICES: indices, GPU-<uuid> or MIG-<uuid> (a unique prefix is enough for
-// CUDA), separated by commas.
+// CUDA), separated by commas. Anything else CUDA would ignore without a word, hiding GPUs.
 std::string check_gpus(std::string& list) {
   constexpr const char* kForms = "write indices or UUIDs separated by commas, e.g. 0,1 or GPU-8f6b0c1e or MIG-5c4a...";
   if (list.empty()) return fmt::format("the GPU list is empty; {}", kForms);
@@ -113,8 +113,11 @@ std::string check_gpus(std::string& list) {
     const size_t comma = list.find(',', start);
     const std::string_view item = std::string_view(list).substr(start, comma == std::string::npos ? comma : comma - start);
     if (item.empty()) return fmt::format("\"{}\" has an empty entry; {}", list, kForms);
-    const bool uuid = (item.starts_with("GPU-") || item.starts_with("MIG-")) && item.size() > 4 &&
-                      item.substr(4).find_first_not_of("0123456789abcdefABCDEF-/") == std::string_view::npos;
+    std::string_view id = item;
+    if (id.starts_with("MIG-")) id.remove_prefix(4);
+    if (id.starts_with("GPU-")) id.remove_prefix(4);  // GPU-<uuid>, and MIG-GPU-<uuid>/<gi>/<ci> of old drivers
+    const bool uuid = id.size() < item.size() && !id.empty() &&
+                      id.find_first_not_of("0123456789abcdefABCDEF-/") == std::string_view::npos;
     if (!all_digits(item) && !uuid)
       return item.size() == list.size() ? fmt::format("\"{}\" is not a GPU index or UUID; {}", item, kForms)
                                         : fmt::format("\"{}\" in \"{}\" is not a GPU index or UUID; {}", item, list, kForms);

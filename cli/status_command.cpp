@@ -65,14 +65,14 @@ std::string check_shm_name(std::string& name) {
   return problem.empty() ? problem : fmt::format("\"{}\": {}", name, problem);
 }
 
-// The scheduler to show: the first candidate socket that answers; else the first whose
-// segment is still there (a daemon killed, or not answering). Throws Error (kNoScheduler)
-// when there is neither.
 struct Found {
   DaemonView daemon;
   std::unique_ptr<SegmentMapping> segment;
 };
 
+// The scheduler to show: the first candidate socket that answers; else the first whose
+// segment is still there (a daemon killed, or not answering). Throws Error (kNoScheduler)
+// when there is neither.
 Found find_scheduler(const StatusOptions& options) {
   const SocketChoice choice = socket_choice(options.socket);
   for (size_t i = 0; i < choice.candidates.size(); ++i) {

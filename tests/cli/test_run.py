@@ -58,12 +58,12 @@ def test_options_become_the_environment_the_hook_reads(run_cuslice, hook):
     env = child_env(
         run_cuslice(
             "run", "--hook", hook, "--memory", "4GiB", "--tenant", "training",
-            "--gpus", "0,GPU-1234,MIG-5c4a0b2e", "--log-level", "debug", "--", "env",
+            "--gpus", "0,GPU-1234,MIG-5c4a0b2e,MIG-GPU-8f6b0c1e-77aa/1/0", "--log-level", "debug", "--", "env",
         )
     )
     assert env["CUSLICE_MEMORY_LIMIT"] == "4GiB"
     assert env["CUSLICE_TENANT"] == "training"
-    assert env["CUDA_VISIBLE_DEVICES"] == "0,GPU-1234,MIG-5c4a0b2e"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,GPU-1234,MIG-5c4a0b2e,MIG-GPU-8f6b0c1e-77aa/1/0"
     assert env["CUSLICE_LOG_LEVEL"] == "debug"
     # Nothing reads these: the scheduling flags go to the scheduler, not the environment.
     assert not {"CUSLICE_SHARE", "CUSLICE_COMPUTE_LIMIT", "CUSLICE_PRIORITY"} & env.keys()
@@ -129,6 +129,8 @@ def test_arguments_after_the_double_dash_belong_to_the_command(run_cuslice, hook
         (["--gpus", "foo"], ["--gpus", '"foo"', "not a GPU index or UUID", "0,1"]),
         (["--gpus", "0,foo"], ["--gpus", '"foo" in "0,foo"']),
         (["--gpus", "GPU-xyz"], ["--gpus", '"GPU-xyz"']),
+        (["--gpus", "GPU-"], ["--gpus", '"GPU-"']),
+        (["--gpus", "MIG-GPU-"], ["--gpus", '"MIG-GPU-"']),
         (["--gpus", ""], ["--gpus", "empty"]),
         (["--tenant", ""], ["--tenant", "tenant name"]),
         (["--tenant", "a/b"], ["--tenant", '"a/b"', "letters, digits"]),
