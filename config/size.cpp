@@ -181,8 +181,15 @@ bool read_number(std::string_view text, Decimal& d, const Messages& m, const cha
     case NumberProblem::kBadPoint: return fail(why, m.bad_point);
     case NumberProblem::kTooPrecise: return fail(why, m.too_precise);
   }
-  if (has_space(d.unit)) return fail(why, m.space);
   return true;
+}
+
+// A space before a unit this parser knows ("4 GiB") is the one thing wrong; otherwise the
+// unit is ("4 furlongs").
+template <size_t N>
+bool fail_on_space(const Decimal& d, const Unit (&units)[N], const Messages& m, const char* unknown, const char** why) {
+  const std::string_view unit = trim(d.unit);
+  return fail(why, unit == "%" || find_unit(units, unit) != nullptr ? m.space : unknown);
 }
 
 // A percentage from a decimal whose unit was "%": (0, 100].
@@ -205,6 +212,7 @@ bool parse_size(std::string_view text, SizeSpec& out, const char** why, SizeForm
   Decimal d;
   if (!read_number(trim(text), d, kSizeMessages, why)) return false;
   const char* help_unknown = forms.percent ? "unknown unit; " CUSLICE_SIZE_HELP : "unknown unit; " CUSLICE_BYTES_HELP;
+  if (has_space(d.unit)) return fail_on_space(d, kSizeUnits, kSizeMessages, help_unknown, why);
   if (d.unit == "%") {
     if (!forms.percent) return fail(why, "a percentage is not accepted here; " CUSLICE_BYTES_HELP);
     double percent = 0;
@@ -237,6 +245,8 @@ bool parse_duration(std::string_view text, uint64_t& nanoseconds, const char** w
   Decimal d;
   if (!read_number(trim(text), d, kDurationMessages, why)) return false;
   if (d.unit.empty()) return fail(why, "a unit is needed; " CUSLICE_DURATION_HELP);
+  if (has_space(d.unit))
+    return fail_on_space(d, kDurationUnits, kDurationMessages, "unknown unit; " CUSLICE_DURATION_HELP, why);
   const Unit* u = find_unit(kDurationUnits, d.unit);
   if (u == nullptr)
     return fail(why, known_in_other_case(kDurationUnits, d.unit)
@@ -252,6 +262,7 @@ bool parse_percent(std::string_view text, double& percent, const char** why) noe
   Decimal d;
   if (!read_number(trim(text), d, kPercentMessages, why)) return false;
   if (d.unit.empty()) return fail(why, "a percentage is written with %; " CUSLICE_PERCENT_HELP);
+  if (has_space(d.unit) && trim(d.unit) == "%") return fail(why, kPercentMessages.space);
   if (d.unit != "%") return fail(why, "not a percentage; " CUSLICE_PERCENT_HELP);
   return to_percent(d, percent, why);
 }

@@ -109,7 +109,8 @@ def test_arguments_after_the_double_dash_belong_to_the_command(run_cuslice, hook
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--memory", "4 furlongs"], ["--memory", '"4 furlongs"', "no space", "4GiB", "4Gi", "4G"]),
+        (["--memory", "4 furlongs"], ["--memory", '"4 furlongs"', "unknown unit", "4GiB", "4Gi", "4G"]),
+        (["--memory", "4 GiB"], ["--memory", '"4 GiB"', "no space"]),
         (["--memory", "lots"], ["--memory", '"lots"', "4GiB"]),
         (["--memory", "4"], ["--memory", '"4"', "a unit is needed", "4GiB"]),
         (["--memory", "4gb"], ["--memory", '"4gb"', "case-sensitive"]),
