@@ -1,3 +1,4 @@
+// The per-user runtime directory of runtime_dir.h: where it is, and whether it is safe.
 #include "runtime_dir.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The one parser of sizes, durations and percentages (size.h): exact integer arithmetic, no
+// allocation, no exceptions, static reasons.
 #include "size.h"
 
 #include "ppm.h"
