@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -123,6 +124,14 @@ int main(int argc, char** argv) {
   if (app.count("--exit-when-idle")) options.exit_when_idle_seconds = idle_seconds;
   if (app.count("--metrics-port")) options.metrics_port = metrics_port;
   if (!options.config_path.empty() && !config_is_valid(options.config_path)) return to_int(ExitCode::kConfigInvalid);
+
+  // SIGTERM, SIGINT and SIGHUP stay pending until the daemon reads them from its signalfd.
+  // Blocked here, before it takes the socket and the segment, a stop that comes while it
+  // starts is still a clean stop (exit 0, segment removed), not death by the signal.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (const int s : {SIGHUP, SIGTERM, SIGINT}) sigaddset(&signals, s);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
 
   try {
     cuslice::Daemon daemon(options);
