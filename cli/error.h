@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "exit_code.h"
+#include "exit_codes.h"
 
 namespace cuslice::cli {
 

@@ -1,6 +1,8 @@
 // cuslice: the user-facing tool. Parses the command line, runs the chosen subcommand (see
 // commands.h) and turns every failure into one message on stderr and an exit status from
-// exit_code.h.
+// protocol/exit_codes.h.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -8,24 +10,24 @@
 
 #include "commands.h"
 #include "error.h"
-#include "exit_code.h"
+#include "exit_codes.h"
 #include "version.h"
 
 namespace {
 
-using cuslice::cli::ExitCode;
-using cuslice::cli::to_int;
+using cuslice::ExitCode;
+using cuslice::to_int;
 
-constexpr const char* kExitStatusHelp =
-    "Exit status:\n"
-    "  0    success\n"
-    "  1    failure (for example: the hook library was not found)\n"
-    "  2    usage error: bad option or argument, nothing was done\n"
-    "  3    configuration invalid\n"
-    "  126  the command was found but could not be executed\n"
-    "  127  the command was not found\n"
-    "Once `cuslice run` has started its command it has become that command: the status is\n"
-    "the command's own, and a shell reports 128+N when signal N ended it.";
+// The footer of --help: protocol/exit_codes.h's table, as docs/cli.md shows it.
+std::string exit_status_help() {
+  std::string text = "Exit status:\n";
+  for (const cuslice::ExitCodeDoc& doc : cuslice::kExitCodeDocs)
+    text += fmt::format("  {:<4} {}\n", to_int(doc.code), doc.meaning);
+  text +=
+      "Once `cuslice run` has started its command it has become that command: the status is\n"
+      "the command's own, and a shell reports 128+N when signal N ended it.";
+  return text;
+}
 
 // "cuslice cdi generate": the subcommands parsed so far, for messages.
 std::string command_path(const CLI::App& root) {
@@ -45,8 +47,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Share one NVIDIA GPU between tenants: memory quotas and compute shares.",
                "cuslice"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("cuslice ") + cuslice::cli::kVersion);
-  app.footer(kExitStatusHelp);
+  app.set_version_flag("--version", cuslice::cli::version_text());
+  app.footer(exit_status_help());
 
   cuslice::cli::Action chosen;
   for (cuslice::cli::AddCommand add : cuslice::cli::kCommands) add(app, chosen);

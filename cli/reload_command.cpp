@@ -1,7 +1,7 @@
 // `cuslice reload [--socket P]`: makes the scheduler re-read its configuration file, as
 // SIGHUP (`systemctl reload`) does, but answers: exit 0 with "reloaded FILE", or exit 3
 // with every error of the file as file:line:column: message (the running configuration
-// stays in force).
+// stays in force), or exit 4 when no scheduler answers.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -18,11 +18,13 @@ namespace cuslice::cli {
 namespace {
 
 int reload(const std::optional<std::string>& socket_flag) {
-  const std::string socket = resolve_socket_path(socket_flag);
-  const std::optional<wire::ControlReply> reply = ask_scheduler(socket, wire::ControlCommand::kReload);
+  const SocketChoice choice = socket_choice(socket_flag);
+  std::optional<wire::ControlReply> reply;
+  for (size_t i = 0; i < choice.candidates.size() && !reply; ++i)
+    if (choice.ready(i, false)) reply = ask_scheduler(choice.candidates[i], wire::ControlCommand::kReload);
   if (!reply)
-    throw Error(ExitCode::kFailure, fmt::format("no scheduler answers on {}", socket),
-                "is cuslice-scheduler running? (or pass --socket)");
+    throw Error(ExitCode::kNoScheduler, fmt::format("no scheduler answers on {}", choice.describe()),
+                "start it (systemctl start cuslice-scheduler), or pass --socket PATH");
   switch (reply->status) {
     case wire::ControlStatus::kOk:
       std::printf("%s", reply->message);
@@ -45,8 +47,11 @@ int reload(const std::optional<std::string>& socket_flag) {
 void add_reload_command(CLI::App& root, Action& chosen) {
   auto socket = std::make_shared<std::optional<std::string>>();
   CLI::App* cmd = root.add_subcommand("reload", "Make the scheduler re-read its configuration file");
-  cmd->add_option("--socket", *socket, "Scheduler socket (default: $CUSLICE_SOCKET, then /run/cuslice/cuslice.sock)")
-      ->type_name("PATH");
+  cmd->add_option("--socket", *socket,
+                  "Scheduler socket (default: $CUSLICE_SOCKET, else /run/cuslice/cuslice.sock, else your "
+                  "own scheduler's)")
+      ->type_name("PATH")
+      ->transform(CLI::Validator(normalise_socket_flag, ""));
   cmd->callback([socket, &chosen] { chosen = [socket] { return reload(*socket); }; });
 }
 

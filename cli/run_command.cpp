@@ -1,15 +1,18 @@
 // `cuslice run [OPTIONS] -- CMD [ARGS...]`: runs CMD with the cuslice hook preloaded.
 //
-// cuslice does not stay around as a parent: it sets the environment the hook and the
-// scheduler read, then execvp()s CMD, so signals, the exit status and the process id are
-// CMD's own, exactly as if it had been started directly.
+// cuslice does not stay around as a parent: it sets the environment the hook reads, then
+// execvp()s CMD, so signals, the exit status and the process id are CMD's own, exactly as
+// if it had been started directly.
 //
-// Before that it makes sure a scheduler answers (scheduler_autostart.h): when none does it
-// starts an ephemeral one; when the one answering is ephemeral it adds CMD's tenant (named
-// by --tenant, else "default", with --memory/--share/--limit/--priority) and hands CMD the
-// connection as its lease, so the daemon lives while CMD (or a child of it) does. A
-// scheduler started from a file keeps its own tenants: the flags then only set the
-// variables below.
+// Before that it makes sure a scheduler answers (scheduler_autostart.h): the node's, else
+// the user's own, which it starts when none answers. When the one answering is ephemeral
+// it adds CMD's tenant (named by --tenant, else "default", with --memory/--share/--limit/
+// --priority) and hands CMD the connection as its lease, so the daemon lives while CMD (or a
+// child of it) does. A scheduler started from a file keeps its own tenants: --share,
+// --limit and --priority are then accepted only when they say what the file says for
+// --tenant, and refused otherwise, never silently dropped; the same flags are refused when
+// no scheduler will run at all (auto-start off). --memory is always the processes' own
+// quota (CUSLICE_MEMORY_LIMIT), which the hook enforces with or without a scheduler.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -30,18 +33,18 @@
 #include "preload.h"
 #include "scheduler_autostart.h"
 #include "scheduler_socket.h"
+#include "segment_mapping.h"
+#include "segment_snapshot.h"
 #include "size.h"
 #include "socket_protocol.h"
+#include "tenant_config.h"
 
 namespace cuslice::cli {
 namespace {
 
-// What the hook reads (hook/), what the scheduler reads (scheduler/), what CUDA reads.
+// What the hook reads (hook/settings.h) and what CUDA reads.
 constexpr const char* kMemoryLimitEnv = "CUSLICE_MEMORY_LIMIT";
 constexpr const char* kLogLevelEnv = "CUSLICE_LOG_LEVEL";
-constexpr const char* kShareEnv = "CUSLICE_SHARE";
-constexpr const char* kComputeLimitEnv = "CUSLICE_COMPUTE_LIMIT";
-constexpr const char* kPriorityEnv = "CUSLICE_PRIORITY";
 constexpr const char* kVisibleDevicesEnv = "CUDA_VISIBLE_DEVICES";
 
 constexpr const char* kSchedulingGroup = "Scheduling (cuslice-scheduler is started if none runs)";
@@ -60,57 +63,64 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 
-// Validators return an empty string when the value is good, else why it is not (CLI11 turns
-// that into a usage error naming the option).
+// Validators return an empty string when the value is good, else why it is not; CLI11 puts
+// the flag in front ("--gpus: ...") and main() makes it a usage error (exit 2).
 
 // The hook parses CUSLICE_MEMORY_LIMIT with the same function at startup, where it can only
-// log a bad value; checking here turns a typo into a usage error before anything runs.
+// refuse CUDA; checking here turns a typo into a usage error before anything runs. On the
+// command line a unit is required: `--memory 4` is 4 bytes to the hook, never what was meant.
 std::string check_memory(std::string& text) {
   SizeSpec spec;
   const char* why = nullptr;
-  if (!parse_size(text, spec, &why))
-    return fmt::format("\"{}\" is not a memory size: {} (for example 4GiB, 4096MiB or 25%)", text,
-                       why);
+  if (!parse_size(text, spec, &why)) return fmt::format("\"{}\" is not a memory size: {}", text, why);
+  if (spec.kind == SizeSpec::Kind::kBytes && spec.bytes == 0) return fmt::format("\"{}\": a quota must be above zero", text);
   return {};
 }
 
-// Compute shares are written like memory percentages ("60%", as in the tenant YAML); a bare
-// number is refused rather than guessed at, since the size parser would read it as bytes.
+// Compute shares are written like the tenant YAML's ("60%"); normalised to "<number>%".
 std::string normalise_percent(std::string& text) {
-  SizeSpec spec;
+  double percent = 0;
   const char* why = nullptr;
-  if (!parse_size(text, spec, &why) || spec.kind != SizeSpec::Kind::kPercent)
-    return fmt::format(
-        "\"{}\" is not a percentage: write it as above 0% and at most 100%, e.g. 60%", text);
-  text = fmt::format("{}%", spec.percent);
+  if (!parse_percent(text, percent, &why)) return fmt::format("\"{}\" is not a percentage: {}", text, why);
+  text = fmt::format("{}%", percent);
   return {};
 }
 
 double percent_value(const std::string& normalised) {
-  SizeSpec spec;
-  parse_size(normalised, spec, nullptr);
-  return spec.percent;
+  double percent = 0;
+  parse_percent(normalised, percent, nullptr);
+  return percent;
 }
 
+// The configuration's rule, so that a name `run` accepts is one a file could hold too.
 std::string check_tenant(std::string& name) {
-  if (name.empty()) return "a tenant name cannot be empty";
-  for (const char c : name)
-    if (c <= ' ' || c == 0x7f) return "a tenant name cannot contain spaces or control characters";
-  return {};
+  if (valid_tenant_name(name)) return {};
+  return fmt::format("\"{}\" is not a tenant name: 1 to {} letters, digits, '-', '_' or '.'", name,
+                     kMaxTenantNameLength);
 }
 
-// CUDA_VISIBLE_DEVICES: indices or GPU-/MIG- UUIDs separated by commas.
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// CUDA_VISIBLE_DEVICES: indices, GPU-<uuid> or MIG-<uuid> (a unique prefix is enough for
+// CUDA), separated by commas. Anything else CUDA would ignore without a word, hiding GPUs.
 std::string check_gpus(std::string& list) {
-  if (list.empty()) return "the GPU list is empty: give indices or UUIDs, e.g. 0,1 or GPU-<uuid>";
+  constexpr const char* kForms = "write indices or UUIDs separated by commas, e.g. 0,1 or GPU-8f6b0c1e or MIG-5c4a...";
+  if (list.empty()) return fmt::format("the GPU list is empty; {}", kForms);
   size_t start = 0;
   for (;;) {
     const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
-    if (item.empty())
-      return fmt::format("\"{}\" has an empty entry: separate GPUs with single commas", list);
-    for (const char c : item)
-      if (c <= ' ' || c == 0x7f)
-        return fmt::format("\"{}\" contains a space or control character", list);
+    const std::string_view item = std::string_view(list).substr(start, comma == std::string::npos ? comma : comma - start);
+    if (item.empty()) return fmt::format("\"{}\" has an empty entry; {}", list, kForms);
+    std::string_view id = item;
+    if (id.starts_with("MIG-")) id.remove_prefix(4);
+    if (id.starts_with("GPU-")) id.remove_prefix(4);  // GPU-<uuid>, and MIG-GPU-<uuid>/<gi>/<ci> of old drivers
+    const bool uuid = id.size() < item.size() && !id.empty() &&
+                      id.find_first_not_of("0123456789abcdefABCDEF-/") == std::string_view::npos;
+    if (!all_digits(item) && !uuid)
+      return item.size() == list.size() ? fmt::format("\"{}\" is not a GPU index or UUID; {}", item, kForms)
+                                        : fmt::format("\"{}\" in \"{}\" is not a GPU index or UUID; {}", item, list, kForms);
     if (comma == std::string::npos) return {};
     start = comma + 1;
   }
@@ -163,29 +173,114 @@ wire::TenantSpec tenant_spec(const RunOptions& options) {
   return spec;
 }
 
+// The scheduling flags given, as `--share 30%`, for messages; empty when none.
+std::vector<std::string> scheduling_flags(const RunOptions& options) {
+  std::vector<std::string> flags;
+  if (options.share) flags.push_back("--share " + *options.share);
+  if (options.limit) flags.push_back("--limit " + *options.limit);
+  if (options.priority) flags.push_back("--priority " + *options.priority);
+  return flags;
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : separator) + item;
+  return text;
+}
+
+std::string flag_names(const std::vector<std::string>& flags) {
+  std::vector<std::string> names;
+  for (const std::string& flag : flags) names.push_back(flag.substr(0, flag.find(' ')));
+  return join(names, " and ");
+}
+
+// A scheduler started from a file decides every tenant's share, limit and priority. The
+// flags are accepted when they say what the file says for --tenant (so a script that spells
+// them out keeps working) and refused otherwise, with what to do instead.
+void check_against_configured(const RunOptions& options, const std::string& socket, const wire::ControlReply& reply) {
+  const std::vector<std::string> flags = scheduling_flags(options);
+  if (flags.empty() && !options.tenant) return;  // its match rules decide
+  const std::string file = reply.config_path[0] != '\0' ? reply.config_path : "its configuration file";
+  const SegmentMapping segment(reply.shm_name);
+  const SegmentSnapshot snapshot = take_snapshot(*segment);
+  std::vector<std::string> names;
+  const TenantSnapshot* tenant = nullptr;
+  for (const TenantSnapshot& t : snapshot.tenants) {
+    if (t.retired) continue;
+    names.push_back(t.name);
+    if (options.tenant && t.name == *options.tenant) tenant = &t;
+  }
+  if (options.tenant && tenant == nullptr)
+    throw Error(ExitCode::kUsage,
+                fmt::format("the scheduler at {} uses {}, which has no tenant `{}` (its tenants: {})", socket, file,
+                            *options.tenant, join(names)),
+                fmt::format("use --tenant with one of them, or add `{}` to {} and run `cuslice reload`", *options.tenant,
+                            file));
+  if (flags.empty()) return;
+  if (tenant == nullptr)
+    throw Error(ExitCode::kUsage,
+                fmt::format("the scheduler at {} uses {}; tenants and their shares come from that file, so {} "
+                            "cannot be applied",
+                            socket, file, join(flags)),
+                fmt::format("drop {}, or use --tenant NAME to join one of its tenants ({})", flag_names(flags),
+                            join(names)));
+  std::vector<std::string> differences;
+  if (options.share && percent_to_ppm(percent_value(*options.share)) != tenant->share_ppm)
+    differences.push_back(fmt::format("share {:g}% (asked: {})", ppm_to_percent(tenant->share_ppm), *options.share));
+  if (options.limit && percent_to_ppm(percent_value(*options.limit)) != tenant->limit_ppm)
+    differences.push_back(fmt::format("limit {:g}% (asked: {})", ppm_to_percent(tenant->limit_ppm), *options.limit));
+  if (options.priority && *options.priority != priority_name(tenant->priority))
+    differences.push_back(fmt::format("priority {} (asked: {})", priority_name(tenant->priority), *options.priority));
+  if (!differences.empty())
+    throw Error(ExitCode::kUsage,
+                fmt::format("the scheduler at {} uses {}, where tenant `{}` has {}", socket, file, tenant->name,
+                            join(differences)),
+                fmt::format("drop {} (the file decides), or change {} and run `cuslice reload`", flag_names(flags),
+                            file));
+}
+
 // Makes sure the command has a scheduler (see the top of this file) and sets what the hook
 // needs to join it.
 void join_scheduler(const RunOptions& options) {
-  const std::string socket = resolve_socket_path(options.socket);
-  std::optional<SchedulerConnection> connection = connect_or_start_scheduler(socket);
-  if (options.socket) set_env(wire::kSocketEnv, socket);
-  if (!connection) return;  // auto-start is off and nobody answers: unscheduled
+  const SocketChoice choice = socket_choice(options.socket);
+  FoundScheduler found = connect_or_start_scheduler(choice);
+  if (choice.chosen) set_env(wire::kSocketEnv, found.socket);
+  if (!found.connection) {
+    // Auto-start is off and nobody answers: the command runs unscheduled (its hook joins a
+    // scheduler that starts later), so there is nobody to apply a share to.
+    const std::vector<std::string> flags = scheduling_flags(options);
+    if (!flags.empty())
+      throw Error(ExitCode::kUsage,
+                  fmt::format("{} needs a scheduler, and none answers on {} ({}=0: none is started)", join(flags),
+                              choice.describe(), kAutoStartEnv),
+                  fmt::format("drop {}, or unset {} so that `cuslice run` starts one", flag_names(flags),
+                              kAutoStartEnv));
+    return;
+  }
 
   wire::ControlRequest request;
   request.command = wire::ControlCommand::kEnsureTenant;
   request.tenant = tenant_spec(options);
-  const wire::ControlReply reply = connection->request(request);
+  const wire::ControlReply reply = found.connection->request(request);
   switch (reply.status) {
     case wire::ControlStatus::kOk:
       // The descriptor stays open in the command, unnamed: the daemon only needs it open.
-      connection->release_as_lease();
-      set_env(wire::kSocketEnv, socket);
+      found.connection->release_as_lease();
+      set_env(wire::kSocketEnv, found.socket);
       set_env(wire::kTenantEnv, request.tenant.name);
       return;
     case wire::ControlStatus::kUnsupported:
-      return;  // a scheduler with a configuration file: its tenants, its match rules
+      // A scheduler with a configuration file: its tenants, its match rules.
+      check_against_configured(options, found.socket, reply);
+      set_env(wire::kSocketEnv, found.socket);
+      return;
+    case wire::ControlStatus::kForbidden:
+      throw Error(ExitCode::kFailure, fmt::format("the scheduler at {} does not take tenants from you: {}", found.socket,
+                                                  reply.message),
+                  "ask its owner to add the tenant, or pass --socket PATH to start a scheduler of your own");
     default:
-      throw Error(ExitCode::kFailure, fmt::format("the scheduler on {} refused the tenant: {}", socket, reply.message),
+      throw Error(ExitCode::kFailure,
+                  fmt::format("the scheduler at {} refused the tenant: {}", found.socket, reply.message),
                   "see `cuslice status` for the tenants it runs");
   }
 }
@@ -208,9 +303,6 @@ int run(RunOptions& options) {
   set_env_if(kMemoryLimitEnv, options.memory);
   set_env_if(kLogLevelEnv, options.log_level);
   set_env_if(wire::kTenantEnv, options.tenant);
-  set_env_if(kShareEnv, options.share);
-  set_env_if(kComputeLimitEnv, options.limit);
-  set_env_if(kPriorityEnv, options.priority);
   set_env_if(kVisibleDevicesEnv, options.gpus);
 
   exec_command(options.command);
@@ -226,26 +318,30 @@ void add_run_command(CLI::App& root, Action& chosen) {
   cmd->footer([] {
     return "Put the command after '--' so that its own options are not read as cuslice's:\n"
            "  cuslice run --memory 8GiB -- python train.py --epochs 3\n"
-           "  cuslice run --tenant inference --gpus 0 -- ./serve\n";
+           "  cuslice run --tenant inference --gpus 0 -- ./serve\n"
+           "A user other than root needs no set-up: with no scheduler at /run/cuslice, `run`\n"
+           "starts one of the user's own in $XDG_RUNTIME_DIR/cuslice (else /tmp/cuslice-UID).\n";
   });
 
   cmd->add_option("--memory", options->memory,
-                  "GPU memory quota for the command: 4GiB, 4096MiB, 1.5GB or 25% of the device "
-                  "(sets CUSLICE_MEMORY_LIMIT)")
+                  "GPU memory quota of each of the command's processes, per GPU: 4GiB, 4Gi, 4096MiB, "
+                  "4G (4*10^9 bytes) or 25% of the card (sets CUSLICE_MEMORY_LIMIT); with an "
+                  "auto-started scheduler also the tenant's quota")
       ->type_name("SIZE")
       ->check(CLI::Validator(check_memory, ""));
   cmd->add_option("--tenant", options->tenant,
-                  "Tenant to run as (sets CUSLICE_TENANT): one of the scheduler's configuration, or, "
-                  "with an auto-started scheduler, a new one (default: \"default\")")
+                  "Tenant to run as (sets CUSLICE_TENANT): one of a configured scheduler's, or, with "
+                  "an auto-started scheduler, a new one (default: \"default\")")
       ->type_name("NAME")
       ->check(CLI::Validator(check_tenant, ""));
   cmd->add_option("--gpus", options->gpus,
-                  "GPUs the command may see: indices or UUIDs, comma-separated "
+                  "GPUs the command may see: indices or GPU-/MIG- UUIDs, comma-separated "
                   "(sets CUDA_VISIBLE_DEVICES)")
       ->type_name("LIST")
       ->check(CLI::Validator(check_gpus, ""));
   cmd->add_option("--log-level", options->log_level,
-                  "How much the hook logs on stderr (sets CUSLICE_LOG_LEVEL; default: error)")
+                  "How much the hook logs on stderr: off, error, warn, info or debug (sets "
+                  "CUSLICE_LOG_LEVEL; default: error)")
       ->type_name("LEVEL")
       ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
   cmd->add_option("--hook", options->hook,
@@ -254,24 +350,24 @@ void add_run_command(CLI::App& root, Action& chosen) {
       ->type_name("PATH");
 
   cmd->add_option("--socket", options->socket,
-                  "Scheduler socket (sets CUSLICE_SOCKET; default: $CUSLICE_SOCKET, then "
-                  "/run/cuslice/cuslice.sock)")
+                  "Scheduler socket (sets CUSLICE_SOCKET; default: $CUSLICE_SOCKET, else "
+                  "/run/cuslice/cuslice.sock, else your own scheduler's in $XDG_RUNTIME_DIR/cuslice "
+                  "or /tmp/cuslice-UID)")
       ->type_name("PATH")
+      ->transform(CLI::Validator(normalise_socket_flag, ""))
       ->group(kSchedulingGroup);
-  cmd->add_option(
-         "--share", options->share,
-         "Compute share guaranteed when the GPU is contended, e.g. 60% (sets CUSLICE_SHARE)")
+  cmd->add_option("--share", options->share,
+                  "Compute share guaranteed when the GPU is contended, e.g. 60%: the new tenant's, "
+                  "or checked against a configured scheduler's --tenant")
       ->type_name("PCT")
       ->transform(CLI::Validator(normalise_percent, ""))
       ->group(kSchedulingGroup);
   cmd->add_option("--limit", options->limit,
-                  "Most compute the command may use even when the GPU is idle, e.g. 80% "
-                  "(sets CUSLICE_COMPUTE_LIMIT)")
+                  "Most compute the tenant may use even when the GPU is idle, e.g. 80% (as --share)")
       ->type_name("PCT")
       ->transform(CLI::Validator(normalise_percent, ""))
       ->group(kSchedulingGroup);
-  cmd->add_option("--priority", options->priority,
-                  "Scheduling priority: high, normal or low (sets CUSLICE_PRIORITY)")
+  cmd->add_option("--priority", options->priority, "Scheduling priority: high, normal or low (as --share)")
       ->type_name("P")
       ->check(CLI::IsMember({"high", "normal", "low"}))
       ->group(kSchedulingGroup);

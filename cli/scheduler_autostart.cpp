@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "error.h"
+#include "exit_codes.h"
 #include "hook_locator.h"
+#include "runtime_dir.h"
 #include "shm_protocol.h"
 
 namespace cuslice::cli {
@@ -28,20 +30,16 @@ using namespace std::chrono_literals;
 constexpr auto kStartTimeout = 10s;  // the daemon answers in milliseconds; this is for loaded CI
 constexpr auto kLockTimeout = 15s;   // longer than one start, so a waiter sees the first one's result
 constexpr auto kPoll = 20ms;
-
-bool auto_start_enabled() {
-  const char* value = std::getenv(kAutoStartEnv);
-  return value == nullptr || std::strcmp(value, "0") != 0;
-}
+constexpr size_t kLogLines = 5;
 
 // Held for the duration of one start; released (and closed) on destruction.
 class StartLock {
  public:
   explicit StartLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd_ < 0)
       throw Error(ExitCode::kFailure, fmt::format("cannot open {}: {}", path, std::strerror(errno)),
-                  "pass --socket in a directory you can write, e.g. $XDG_RUNTIME_DIR/cuslice.sock");
+                  "pass --socket PATH in a directory you can write");
     const auto deadline = Clock::now() + kLockTimeout;
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK || Clock::now() > deadline) {
@@ -60,21 +58,47 @@ class StartLock {
   int fd_ = -1;
 };
 
-// The last lines of the daemon's log, to say why it did not start.
-std::string log_tail(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  std::string tail;
-  for (size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i) tail += "\n  " + lines[i];
-  return tail;
-}
+// The scheduler's log, opened by us rather than by the daemon, so that a log we cannot
+// write is reported as such, and so that only what this start wrote is shown.
+class DaemonLog {
+ public:
+  explicit DaemonLog(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd_ < 0)
+      throw Error(ExitCode::kFailure,
+                  fmt::format("cannot write the scheduler's log {}: {}", path_, std::strerror(errno)),
+                  "pass --socket PATH in a directory you own, or remove the old log");
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    start_ = end > 0 ? end : 0;
+  }
+  ~DaemonLog() { ::close(fd_); }
+  DaemonLog(const DaemonLog&) = delete;
+  DaemonLog& operator=(const DaemonLog&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+  // The last lines written since this object opened the log, indented; empty if none.
+  std::string tail() const {
+    std::ifstream in(path_);
+    in.seekg(start_);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::string text;
+    for (size_t i = lines.size() > kLogLines ? lines.size() - kLogLines : 0; i < lines.size(); ++i)
+      text += "\n  " + lines[i];
+    return text;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  off_t start_ = 0;
+};
 
 // In the grandchild: becomes the daemon. Never returns.
-[[noreturn]] void exec_daemon(const fs::path& program, const std::string& socket_path, const std::string& log_path) {
+[[noreturn]] void exec_daemon(const fs::path& program, const std::string& socket_path, int log_fd) {
   const int null_fd = ::open("/dev/null", O_RDWR);
-  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (log_fd < 0) log_fd = null_fd;
   ::dup2(null_fd, STDIN_FILENO);
   ::dup2(null_fd, STDOUT_FILENO);
   ::dup2(log_fd, STDERR_FILENO);
@@ -89,47 +113,118 @@ std::string log_tail(const std::string& path) {
   const std::string shm_name = shm_name_for_socket(socket_path);
   ::execl(program.c_str(), program.c_str(), "--ephemeral", "--exit-when-idle", grace.c_str(), "--socket",
           socket_path.c_str(), "--shm-name", shm_name.c_str(), "--log-level", "info", static_cast<char*>(nullptr));
-  ::_exit(127);
+  const std::string why = fmt::format("cannot execute {}: {}\n", program.string(), std::strerror(errno));
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, why.data(), why.size());
+  ::_exit(to_int(ExitCode::kCannotExecute));
 }
 
 bool answering(const std::string& socket_path) { return SchedulerConnection::connect(socket_path).has_value(); }
 
+// What the watcher tells the parent through a pipe.
+struct StartReport {
+  enum Outcome : int { kAnswers = 0, kExited = 1, kTimedOut = 2, kForkFailed = 3 } outcome = kForkFailed;
+  int wait_status = 0;  // with kExited
+};
+
+std::string describe_exit(int wait_status) {
+  if (WIFEXITED(wait_status)) {
+    const int code = WEXITSTATUS(wait_status);
+    for (const ExitCodeDoc& doc : kExitCodeDocs)
+      if (to_int(doc.code) == code) return fmt::format("it exited with status {} ({})", code, doc.meaning);
+    return fmt::format("it exited with status {}", code);
+  }
+  if (WIFSIGNALED(wait_status)) return fmt::format("it was killed by signal {}", WTERMSIG(wait_status));
+  return "it exited";
+}
+
 // Starts the daemon detached and waits until it answers. A middle process watches it, so
-// that we learn of a daemon that exits at once (bad socket directory) without making it
+// that we learn of a daemon that exits at once (a socket it cannot bind) without making it
 // our own child: `run` becomes the user's command next, which must not inherit it.
 void start_daemon(const fs::path& program, const std::string& socket_path) {
-  const std::string log_path = socket_path + ".log";
+  const DaemonLog log(socket_path + ".log");
+  int report_pipe[2];
+  if (::pipe2(report_pipe, O_CLOEXEC) != 0) throw Error(ExitCode::kFailure, fmt::format("pipe: {}", std::strerror(errno)));
   const pid_t watcher = ::fork();
   if (watcher < 0) throw Error(ExitCode::kFailure, fmt::format("fork: {}", std::strerror(errno)));
   if (watcher == 0) {
+    ::close(report_pipe[0]);
+    StartReport report;
+    const auto send = [&] {
+      [[maybe_unused]] const ssize_t n = ::write(report_pipe[1], &report, sizeof report);
+      ::_exit(0);
+    };
     ::setsid();  // no terminal: ^C in the user's shell does not reach the daemon
     const pid_t daemon = ::fork();
-    if (daemon < 0) ::_exit(1);
-    if (daemon == 0) exec_daemon(program, socket_path, log_path);
+    if (daemon < 0) send();
+    if (daemon == 0) exec_daemon(program, socket_path, log.fd());
     const auto deadline = Clock::now() + kStartTimeout;
     while (Clock::now() < deadline) {
-      if (::waitpid(daemon, nullptr, WNOHANG) == daemon) ::_exit(1);
+      if (::waitpid(daemon, &report.wait_status, WNOHANG) == daemon) {
+        report.outcome = StartReport::kExited;
+        send();
+      }
       try {
-        if (answering(socket_path)) ::_exit(0);
+        if (answering(socket_path)) {
+          report.outcome = StartReport::kAnswers;
+          send();
+        }
       } catch (...) {
-        ::_exit(1);
+        // Cannot connect for another reason than "nobody there" yet: keep waiting.
       }
       std::this_thread::sleep_for(kPoll);
     }
-    ::_exit(2);
+    report.outcome = StartReport::kTimedOut;
+    send();
   }
-  int status = 0;
-  while (::waitpid(watcher, &status, 0) < 0 && errno == EINTR) {
+  ::close(report_pipe[1]);
+  StartReport report;
+  ssize_t n;
+  while ((n = ::read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  const bool timed_out = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+  ::close(report_pipe[0]);
+  while (::waitpid(watcher, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (n == static_cast<ssize_t>(sizeof report) && report.outcome == StartReport::kAnswers) return;
+
+  std::string what = "it could not be started (fork failed)";
+  if (n == static_cast<ssize_t>(sizeof report) && report.outcome == StartReport::kExited)
+    what = describe_exit(report.wait_status);
+  else if (n == static_cast<ssize_t>(sizeof report) && report.outcome == StartReport::kTimedOut)
+    what = fmt::format("it did not answer within {} s", std::chrono::seconds(kStartTimeout).count());
+  const std::string logged = log.tail();
   throw Error(ExitCode::kFailure,
-              fmt::format("could not start {} on {}: {}{}", program.string(), socket_path,
-                          timed_out ? "it did not answer within 10 s" : "it exited", log_tail(log_path)),
-              fmt::format("its log is {}; set {}=0 to run without a scheduler", log_path, kAutoStartEnv));
+              fmt::format("could not start {} on {}: {}{}", program.string(), socket_path, what,
+                          logged.empty() ? std::string(", and logged nothing") : ":" + logged),
+              fmt::format("its log is {}; set {}=0 to run without a scheduler", log.path(), kAutoStartEnv));
+}
+
+// The directory of a socket where we are about to start a scheduler.
+void prepare_socket_dir(const SocketChoice& choice, const std::string& socket_path) {
+  const fs::path dir = fs::path(socket_path).parent_path();
+  if (dir.empty()) return;
+  // The user's own directory was created and checked by SocketChoice::ready(); a chosen
+  // socket's directory is created as asked, and the node's as root creates it.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw Error(ExitCode::kFailure,
+                fmt::format("no scheduler answers on {}, and one cannot be started there: cannot create {}: {}",
+                            choice.describe(), dir.string(), ec.message()),
+                choice.chosen ? "pass --socket PATH in a directory you can write"
+                              : "run as root, or pass --socket PATH in a directory you can write");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(ExitCode::kFailure,
+                fmt::format("no scheduler answers on {}, and one cannot be started there: {} is not writable by you",
+                            choice.describe(), dir.string()),
+                "pass --socket PATH in a directory you can write");
 }
 
 }  // namespace
+
+bool auto_start_enabled() {
+  const char* value = std::getenv(kAutoStartEnv);
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
 
 std::string shm_name_for_socket(const std::string& socket_path) {
   if (socket_path == wire::kDefaultSocketPath) return shm::kDefaultName;
@@ -154,23 +249,24 @@ fs::path locate_scheduler() {
                           kSchedulerPathEnv, kAutoStartEnv));
 }
 
-std::optional<SchedulerConnection> connect_or_start_scheduler(const std::string& socket_path) {
-  if (auto connection = SchedulerConnection::connect(socket_path)) return connection;
-  if (!auto_start_enabled()) return std::nullopt;
-  const fs::path program = locate_scheduler();
-  std::error_code ec;
-  const fs::path dir = fs::path(socket_path).parent_path();
-  if (!dir.empty()) fs::create_directories(dir, ec);
-  if (ec)
-    throw Error(ExitCode::kFailure, fmt::format("cannot create {}: {}", dir.string(), ec.message()),
-                "pass --socket in a directory you can write, e.g. $XDG_RUNTIME_DIR/cuslice.sock");
-  {
-    const StartLock lock(socket_path + ".lock");
-    // Someone may have started it while we waited for the lock.
-    if (!answering(socket_path)) start_daemon(program, socket_path);
+FoundScheduler connect_or_start_scheduler(const SocketChoice& choice) {
+  for (size_t i = 0; i < choice.candidates.size(); ++i) {
+    if (!choice.ready(i, false)) continue;  // the user's directory is not there: nobody is
+    if (auto connection = SchedulerConnection::connect(choice.candidates[i]))
+      return {choice.candidates[i], std::move(connection)};
   }
-  if (auto connection = SchedulerConnection::connect(socket_path)) return connection;
-  throw Error(ExitCode::kFailure, fmt::format("the scheduler started on {} but stopped answering", socket_path));
+  const std::string& socket = choice.candidates.back();
+  if (!auto_start_enabled()) return {socket, std::nullopt};
+  const fs::path program = locate_scheduler();
+  choice.ready(choice.candidates.size() - 1, true);
+  prepare_socket_dir(choice, socket);
+  {
+    const StartLock lock(socket + ".lock");
+    // Someone may have started it while we waited for the lock.
+    if (!answering(socket)) start_daemon(program, socket);
+  }
+  if (auto connection = SchedulerConnection::connect(socket)) return {socket, std::move(connection)};
+  throw Error(ExitCode::kFailure, fmt::format("the scheduler started on {} but stopped answering", socket));
 }
 
 }  // namespace cuslice::cli

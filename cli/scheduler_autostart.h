@@ -1,10 +1,17 @@
-// `cuslice run` with nobody answering on the socket: start cuslice-scheduler for the user.
+// `cuslice run` with no scheduler answering: start cuslice-scheduler for the user.
+//
+// Where: on the last socket of the SocketChoice (scheduler_socket.h): the one --socket or
+// $CUSLICE_SOCKET names; else, for root, the node's /run/cuslice/cuslice.sock; else the
+// user's own socket in their private runtime directory (runtime_dir.h), with a segment name
+// derived from that path, so that an ordinary user needs no set-up and never touches the
+// node's socket or segment.
 //
 // The scheduler is started detached (its own session, stdin/stdout closed, its log appended
 // to <socket>.log) in ephemeral mode: no configuration file, tenants added by each
 // `cuslice run` over the socket, exit once no process has been connected for
 // kIdleGraceSeconds. Concurrent `cuslice run`s start one daemon between them: whoever
-// holds the lock <socket>.lock starts it, the others find it answering.
+// holds the lock <socket>.lock starts it, the others find it answering. When it does not
+// start, the error carries its exit status and what it logged in this attempt only.
 //
 // Where the program is: $CUSLICE_SCHEDULER_PATH, else cuslice-scheduler beside this
 // program (installed: both in bin/), else ../scheduler/cuslice-scheduler (the build tree).
@@ -32,9 +39,16 @@ std::string shm_name_for_socket(const std::string& socket_path);
 // Throws Error (kFailure) when there is none.
 std::filesystem::path locate_scheduler();
 
-// A connection to the scheduler answering on `socket_path`; when nobody answers, starts
-// one first unless auto-start is off ($CUSLICE_AUTO_START=0), in which case nullopt.
-// Throws Error when the scheduler cannot be started, with its last log lines.
-std::optional<SchedulerConnection> connect_or_start_scheduler(const std::string& socket_path);
+bool auto_start_enabled();
+
+struct FoundScheduler {
+  std::string socket;  // where it answers; with no connection, where it would be started
+  std::optional<SchedulerConnection> connection;  // nullopt: none answers, auto-start off
+};
+
+// A connection to the first scheduler of `choice` that answers; when none does, starts one
+// first (see above) unless auto-start is off. Throws Error when the scheduler cannot be
+// started, naming the cause.
+FoundScheduler connect_or_start_scheduler(const SocketChoice& choice);
 
 }  // namespace cuslice::cli

@@ -10,15 +10,50 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "error.h"
+#include "runtime_dir.h"
 
 namespace cuslice::cli {
 
-std::string resolve_socket_path(const std::optional<std::string>& flag) {
-  if (flag) return *flag;
-  const char* env = std::getenv(wire::kSocketEnv);
-  return env != nullptr && env[0] != '\0' ? env : wire::kDefaultSocketPath;
+SocketChoice socket_choice(const std::optional<std::string>& flag) {
+  if (flag) return {{*flag}, true, std::nullopt};
+  if (const char* env = std::getenv(wire::kSocketEnv); env != nullptr && env[0] != '\0') return {{env}, true, std::nullopt};
+  SocketChoice choice{{wire::kDefaultSocketPath}, false, std::nullopt};
+  if (::geteuid() != 0) {
+    choice.private_dir = user_runtime_dir_path();
+    choice.candidates.push_back((*choice.private_dir / "cuslice.sock").string());
+  }
+  return choice;
+}
+
+bool SocketChoice::ready(size_t i, bool create) const {
+  if (!private_dir || i + 1 != candidates.size()) return true;
+  std::error_code ec;
+  if (!create && !std::filesystem::exists(std::filesystem::symlink_status(*private_dir, ec))) return false;
+  ensure_private_dir(*private_dir);
+  return true;
+}
+
+std::string normalise_socket_flag(std::string& path) {
+  if (path.empty()) return "the socket path is empty; give a file path such as /tmp/cuslice.sock";
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) return fmt::format("\"{}\" cannot be made absolute: {}", path, ec.message());
+  path = absolute.lexically_normal().string();
+  if (path.back() == '/') return fmt::format("\"{}\" is a directory; give the socket file's path", path);
+  constexpr size_t kMax = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.size() > kMax)
+    return fmt::format("\"{}\" is {} characters long; a Unix socket path has at most {}", path, path.size(), kMax);
+  return {};
+}
+
+std::string SocketChoice::describe() const {
+  std::string text;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == candidates.size() ? " or " : ", ") + candidates[i];
+  return text;
 }
 
 std::optional<SchedulerConnection> SchedulerConnection::connect(const std::string& path) {
@@ -33,9 +68,13 @@ std::optional<SchedulerConnection> SchedulerConnection::connect(const std::strin
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
     ::close(fd);
-    // No socket file, or a file nobody listens on (a daemon that crashed): nobody answers.
-    if (err == ENOENT || err == ECONNREFUSED) return std::nullopt;
-    throw Error(ExitCode::kFailure, fmt::format("cannot connect to {}: {}", path, std::strerror(err)));
+    // No socket file (nor its directory), or a file nobody listens on (a daemon that
+    // crashed): nobody answers.
+    if (err == ENOENT || err == ENOTDIR || err == ECONNREFUSED) return std::nullopt;
+    throw Error(ExitCode::kFailure, fmt::format("cannot connect to the scheduler at {}: {}", path, std::strerror(err)),
+                err == EACCES ? "the socket or its directory does not let your user in: ask whoever runs that "
+                                "scheduler, or pass --socket PATH to use one of your own"
+                              : "");
   }
   return SchedulerConnection(fd);
 }

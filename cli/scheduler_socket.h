@@ -3,15 +3,40 @@
 // instead; this is only for the tool.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "socket_protocol.h"
 
 namespace cuslice::cli {
 
-// --socket if given, else $CUSLICE_SOCKET, else the default path: where hooks look too.
-std::string resolve_socket_path(const std::optional<std::string>& flag);
+// The sockets `cuslice` tries, in order; the first whose scheduler answers is the one used.
+//   - --socket if given, else $CUSLICE_SOCKET: that one only (the user chose it);
+//   - else the node's scheduler at /run/cuslice/cuslice.sock, then, for a user other than
+//     root, the user's own at <user_runtime_dir_path()>/cuslice.sock (runtime_dir.h): where
+//     `cuslice run` starts one when the node has none.
+struct SocketChoice {
+  std::vector<std::string> candidates;  // never empty
+  bool chosen = false;                  // from --socket or $CUSLICE_SOCKET
+  // The user's private directory, when the last candidate is the user's own socket: it is
+  // checked before that socket is trusted, and only when the node's does not answer.
+  std::optional<std::filesystem::path> private_dir;
+
+  // Whether candidate `i` can be tried: always, except the user's own when its directory
+  // does not exist and `create` is false. Creates that directory when `create`; throws
+  // Error when it is not safe (runtime_dir.h).
+  bool ready(size_t i, bool create) const;
+  // "/run/cuslice/cuslice.sock or /tmp/cuslice-1000/cuslice.sock", for messages.
+  std::string describe() const;
+};
+SocketChoice socket_choice(const std::optional<std::string>& flag);
+
+// The validator of every --socket flag (CLI11: empty when good, else why not): a path the
+// kernel can bind, made absolute, since a command may change directory before its hook
+// reads CUSLICE_SOCKET.
+std::string normalise_socket_flag(std::string& path);
 
 // A reload re-reads and checks a file; even on a loaded machine that is well under this.
 inline constexpr int kReplyTimeoutMs = 10'000;

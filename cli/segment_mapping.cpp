@@ -17,7 +17,9 @@ SegmentMapping::SegmentMapping(const std::string& name) {
   const int fd = shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) {
     const int err = errno;
-    throw Error(ExitCode::kFailure, fmt::format("cannot open the shared segment {}: {}", name, std::strerror(err)),
+    // No segment: no scheduler ran under that name, or it stopped cleanly.
+    throw Error(err == ENOENT ? ExitCode::kNoScheduler : ExitCode::kFailure,
+                fmt::format("cannot open the shared segment {}: {}", name, std::strerror(err)),
                 err == ENOENT ? "is cuslice-scheduler running? (or pass --shm-name / --socket)" : "");
   }
   struct stat st {};

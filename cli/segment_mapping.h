@@ -11,8 +11,8 @@ namespace cuslice::cli {
 
 class SegmentMapping {
  public:
-  // Maps `name` (e.g. "/cuslice"). Throws Error: kFailure when it does not exist or cannot
-  // be read, or when it is not a segment of a compatible ABI (magic, major).
+  // Maps `name` (e.g. "/cuslice"). Throws Error: kNoScheduler when it does not exist,
+  // kFailure when it cannot be read or is not a segment of a compatible ABI (magic, major).
   explicit SegmentMapping(const std::string& name);
   ~SegmentMapping();
   SegmentMapping(const SegmentMapping&) = delete;

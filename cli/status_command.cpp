@@ -1,9 +1,14 @@
-// `cuslice status [--json] [--watch [SECONDS]] [--shm-name N] [--socket P]`: what every
+// `cuslice status [--json] [--watch [INTERVAL]] [--shm-name N] [--socket P]`: what every
 // tenant has and gets on every GPU, read from the scheduler's shared segment.
 //
 // The segment is the source of truth and is mapped read-only; the socket is only asked
 // which segment to read (when --shm-name is not given) and whether the daemon answers. So
 // the output does not depend on the daemon being reachable while its segment exists.
+//
+// stdout carries only the table or the JSON documents (one per refresh, each valid JSON);
+// every error goes to stderr. With no scheduler and no segment, status exits at once with
+// kNoScheduler, --watch included; once --watch has shown something, a scheduler that goes
+// away (a restart) is reported on stderr and watched for until interrupted.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,12 +20,14 @@
 #include <string>
 #include <thread>
 
+#include "cdi_spec.h"
 #include "commands.h"
 #include "error.h"
 #include "scheduler_autostart.h"
 #include "scheduler_socket.h"
 #include "segment_mapping.h"
 #include "segment_snapshot.h"
+#include "size.h"
 #include "status_view.h"
 
 namespace cuslice::cli {
@@ -29,6 +36,8 @@ namespace {
 // A daemon that accepts but does not answer (stopped, swamped) must not stall the status
 // the segment can give on its own.
 constexpr int kDescribeTimeoutMs = 1'000;
+constexpr uint64_t kMinWatchNs = 100'000'000;        // 0.1 s: a redraw loop, not a busy loop
+constexpr uint64_t kMaxWatchNs = 86'400'000'000'000;  // a day
 
 struct StatusOptions {
   bool json = false;
@@ -37,30 +46,88 @@ struct StatusOptions {
   std::optional<std::string> socket;
 };
 
-// One look at the daemon and its segment, rendered. Throws Error when there is no segment.
-std::string render_once(const StatusOptions& options) {
-  DaemonView daemon;
-  daemon.socket_path = resolve_socket_path(options.socket);
-  std::optional<wire::ControlReply> described;
-  try {
-    described = ask_scheduler(daemon.socket_path, wire::ControlCommand::kDescribe, kDescribeTimeoutMs);
-  } catch (const Error&) {
-    // Not answering (or not ours): the segment can still be read.
-  }
-  daemon.reachable = described && described->status == wire::ControlStatus::kOk;
-  if (daemon.reachable && described->config_path[0] != '\0') daemon.config_path = described->config_path;
-  daemon.shm_name = options.shm_name    ? *options.shm_name
-                    : daemon.reachable ? std::string(described->shm_name)
-                                       : shm_name_for_socket(daemon.socket_path);
+// --watch's interval: seconds as a bare number (as it always was) or a duration ("500ms").
+// Rewritten to seconds for CLI11's conversion to double.
+std::string normalise_interval(std::string& text) {
+  uint64_t ns = 0;
+  const char* why = nullptr;
+  const bool bare = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+  if (!parse_duration(bare ? text + "s" : text, ns, &why))
+    return fmt::format("\"{}\" is not an interval: {} (or a bare number of seconds, e.g. 2)", text, why);
+  if (ns < kMinWatchNs || ns > kMaxWatchNs)
+    return fmt::format("\"{}\" is outside 0.1s to 24h", text);
+  text = fmt::format("{}", static_cast<double>(ns) / 1e9);
+  return {};
+}
 
-  const SegmentMapping segment(daemon.shm_name);
-  const SegmentSnapshot snapshot = take_snapshot(*segment);
-  return options.json ? status_json(snapshot, daemon).dump() + "\n" : status_table(snapshot, daemon);
+std::string check_shm_name(std::string& name) {
+  const std::string problem = shm_name_problem(name);
+  return problem.empty() ? problem : fmt::format("\"{}\": {}", name, problem);
+}
+
+struct Found {
+  DaemonView daemon;
+  std::unique_ptr<SegmentMapping> segment;
+};
+
+// The scheduler to show: the first candidate socket that answers; else the first whose
+// segment is still there (a daemon killed, or not answering). Throws Error (kNoScheduler)
+// when there is neither.
+Found find_scheduler(const StatusOptions& options) {
+  const SocketChoice choice = socket_choice(options.socket);
+  for (size_t i = 0; i < choice.candidates.size(); ++i) {
+    if (!choice.ready(i, false)) continue;
+    const std::string& socket = choice.candidates[i];
+    std::optional<wire::ControlReply> described;
+    try {
+      described = ask_scheduler(socket, wire::ControlCommand::kDescribe, kDescribeTimeoutMs);
+    } catch (const Error&) {
+      // Not answering (or not ours): the segment can still be read.
+    }
+    if (!described || described->status != wire::ControlStatus::kOk) continue;
+    DaemonView daemon;
+    daemon.socket_path = socket;
+    daemon.reachable = true;
+    if (described->config_path[0] != '\0') daemon.config_path = described->config_path;
+    daemon.shm_name = options.shm_name.value_or(described->shm_name);
+    return {daemon, std::make_unique<SegmentMapping>(daemon.shm_name)};
+  }
+  for (size_t i = 0; i < choice.candidates.size(); ++i) {
+    if (!choice.ready(i, false)) continue;
+    const std::string& socket = choice.candidates[i];
+    DaemonView daemon;
+    daemon.socket_path = socket;
+    daemon.shm_name = options.shm_name.value_or(shm_name_for_socket(socket));
+    try {
+      return {daemon, std::make_unique<SegmentMapping>(daemon.shm_name)};
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::kNoScheduler) throw;  // there, but unreadable: say why
+    }
+  }
+  throw Error(ExitCode::kNoScheduler,
+              options.shm_name ? fmt::format("no scheduler answers on {}, and there is no segment {}", choice.describe(),
+                                             *options.shm_name)
+                               : fmt::format("no scheduler answers on {}", choice.describe()),
+              "`cuslice run` starts one; a node-wide one is `systemctl start cuslice-scheduler` (docs/cli.md)");
+}
+
+// One look at the daemon and its segment, rendered. Throws Error.
+std::string render_once(const StatusOptions& options) {
+  const Found found = find_scheduler(options);
+  const SegmentSnapshot snapshot = take_snapshot(**found.segment);
+  return options.json ? status_json(snapshot, found.daemon).dump() + "\n" : status_table(snapshot, found.daemon);
+}
+
+void write_stdout(const std::string& text) {
+  if (std::fputs(text.c_str(), stdout) == EOF || std::fflush(stdout) != 0)
+    throw Error(ExitCode::kFailure, "cannot write to standard output");
 }
 
 int status(const StatusOptions& options) {
+  // The first look decides: no scheduler is an error at once, --watch or not.
+  std::string frame = render_once(options);
   if (!options.watch_seconds) {
-    std::fputs(render_once(options).c_str(), stdout);
+    write_stdout(frame);
     return to_int(ExitCode::kOk);
   }
   // --watch: redraw in place on a terminal; elsewhere (a pipe, --json) one document after
@@ -68,17 +135,18 @@ int status(const StatusOptions& options) {
   const bool redraw = !options.json && ::isatty(STDOUT_FILENO);
   const auto period = std::chrono::duration<double>(*options.watch_seconds);
   for (;;) {
-    std::string frame;
-    try {
-      frame = render_once(options);
-    } catch (const Error& e) {
-      // The daemon may be restarting; keep watching rather than exit.
-      frame = fmt::format("cuslice status: {}\n", e.what());
-    }
-    if (redraw) frame = "\x1b[H\x1b[2J" + frame;
-    std::fputs(frame.c_str(), stdout);
-    std::fflush(stdout);
+    write_stdout(redraw ? "\x1b[H\x1b[2J" + frame : frame);
     std::this_thread::sleep_for(period);
+    for (;;) {
+      try {
+        frame = render_once(options);
+        break;
+      } catch (const Error& e) {
+        // The daemon may be restarting: say so on stderr and keep watching.
+        print_error("cuslice status", e.what(), "");
+        std::this_thread::sleep_for(period);
+      }
+    }
   }
 }
 
@@ -88,16 +156,21 @@ void add_status_command(CLI::App& root, Action& chosen) {
   auto options = std::make_shared<StatusOptions>();
   CLI::App* cmd = root.add_subcommand("status", "Show every tenant's memory, share and waiting time on every GPU");
   cmd->add_flag("--json", options->json, "Print JSON (schema in docs/operations.md) instead of a table");
-  cmd->add_option("--watch", options->watch_seconds, "Refresh every SECONDS (default 2) until interrupted")
+  cmd->add_option("--watch", options->watch_seconds,
+                  "Refresh every INTERVAL until interrupted: seconds (default 2) or a duration such as 500ms")
       ->expected(0, 1)
       ->default_str("2")
-      ->type_name("[SECONDS]")
-      ->check(CLI::PositiveNumber);
+      ->type_name("[INTERVAL]")
+      ->transform(CLI::Validator(normalise_interval, ""));
   cmd->add_option("--shm-name", options->shm_name,
                   "Shared segment to read (default: the one the scheduler on the socket names)")
-      ->type_name("NAME");
-  cmd->add_option("--socket", options->socket, "Scheduler socket (default: $CUSLICE_SOCKET, then /run/cuslice/cuslice.sock)")
-      ->type_name("PATH");
+      ->type_name("NAME")
+      ->check(CLI::Validator(check_shm_name, ""));
+  cmd->add_option("--socket", options->socket,
+                  "Scheduler socket (default: $CUSLICE_SOCKET, else /run/cuslice/cuslice.sock, else your "
+                  "own scheduler's)")
+      ->type_name("PATH")
+      ->transform(CLI::Validator(normalise_socket_flag, ""));
   cmd->callback([options, &chosen] { chosen = [options] { return status(*options); }; });
 }
 

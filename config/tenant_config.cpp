@@ -11,29 +11,6 @@
 namespace cuslice {
 namespace {
 
-// Durations as people write them: "20ms", "1s", "500us", "1.5s". Returns false on anything
-// else, including zero and negative values.
-bool parse_duration(std::string_view text, std::chrono::nanoseconds& out) {
-  size_t i = 0;
-  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
-  if (i == 0) return false;
-  double value = 0;
-  std::istringstream number{std::string(text.substr(0, i))};
-  number.imbue(std::locale::classic());
-  if (!(number >> value) || !number.eof()) return false;
-  const std::string_view unit = text.substr(i);
-  double scale = 0;
-  if (unit == "ns") scale = 1;
-  else if (unit == "us") scale = 1e3;
-  else if (unit == "ms") scale = 1e6;
-  else if (unit == "s") scale = 1e9;
-  else return false;
-  const double ns = std::round(value * scale);
-  if (!(ns >= 1 && ns < 9e18)) return false;
-  out = std::chrono::nanoseconds(static_cast<int64_t>(ns));
-  return true;
-}
-
 ConfigError make_error(const std::string& file, const YAML::Mark& mark, std::string message) {
   // yaml-cpp marks are 0-based, and a null mark (-1) means "no position".
   const int line = mark.line >= 0 ? mark.line + 1 : 0;
@@ -103,20 +80,25 @@ class Parser {
 
   std::optional<std::chrono::nanoseconds> duration(const YAML::Node& node, const std::string& key) {
     if (!expect_scalar(node, key)) return std::nullopt;
-    std::chrono::nanoseconds value{};
-    if (!parse_duration(node.Scalar(), value)) {
-      error(node, "bad duration `" + node.Scalar() + "` for `" + key +
-                      "`: use a positive number with ns, us, ms or s, e.g. 20ms");
+    uint64_t ns = 0;
+    const char* why = nullptr;
+    if (!parse_duration(node.Scalar(), ns, &why)) {
+      error(node, "bad duration `" + node.Scalar() + "` for `" + key + "`: " + why);
       return std::nullopt;
     }
-    return value;
+    if (ns == 0) {
+      error(node, "`" + key + "` must be above zero");
+      return std::nullopt;
+    }
+    return std::chrono::nanoseconds(ns);  // at most kMaxDurationNs: fits
   }
 
   std::optional<SizeSpec> size(const YAML::Node& node, const std::string& key) {
     if (!expect_scalar(node, key)) return std::nullopt;
     SizeSpec spec;
     const char* why = nullptr;
-    if (!parse_size(node.Scalar(), spec, &why)) {
+    // A bare number is a byte count, as in a Kubernetes resource quantity.
+    if (!parse_size(node.Scalar(), spec, &why, SizeForms{.bare_bytes = true, .percent = true})) {
       error(node, "bad size `" + node.Scalar() + "` for `" + key + "`: " + why);
       return std::nullopt;
     }
@@ -130,14 +112,13 @@ class Parser {
   // A percentage in (0, 100], written with its '%'.
   std::optional<double> percent(const YAML::Node& node, const std::string& key) {
     if (!expect_scalar(node, key)) return std::nullopt;
-    SizeSpec spec;
+    double value = 0;
     const char* why = nullptr;
-    if (!parse_size(node.Scalar(), spec, &why) || spec.kind != SizeSpec::Kind::kPercent) {
-      error(node, "bad percentage `" + node.Scalar() + "` for `" + key +
-                      "`: write a number above 0 and at most 100 followed by %, e.g. 40%");
+    if (!parse_percent(node.Scalar(), value, &why)) {
+      error(node, "bad percentage `" + node.Scalar() + "` for `" + key + "`: " + why);
       return std::nullopt;
     }
-    return spec.percent;
+    return value;
   }
 
   std::optional<uint32_t> id(const YAML::Node& node, const std::string& key) {
@@ -317,9 +298,9 @@ class Parser {
       // Point at the share that first goes over.
       double running = 0;
       for (const YAML::Node& s : share_marks_) {
-        SizeSpec spec;
-        if (!parse_size(s.Scalar(), spec, nullptr)) continue;
-        running += spec.percent;
+        double percent = 0;
+        if (!parse_percent(s.Scalar(), percent, nullptr)) continue;
+        running += percent;
         if (running > 100.0 + 1e-9) {
           error(s, msg.str());
           break;

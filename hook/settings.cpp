@@ -32,33 +32,26 @@ bool parse_log_level(const char* v, log::Level& out) {
   return false;
 }
 
+// The hook's sizes: a bare number is a byte count, as the variables' names and defaults say.
+constexpr SizeForms kLimitForms{.bare_bytes = true, .percent = true};
+constexpr SizeForms kByteForms{.bare_bytes = true, .percent = false};
+
 void read_bytes(Settings& s, const char* var, uint64_t& out) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return;
   SizeSpec spec;
   const char* why = nullptr;
-  if (!parse_size(v, spec, &why) || spec.kind != SizeSpec::Kind::kBytes)
-    fail(s, var, v, why ? why : "must be a size in bytes, not a percentage");
+  if (!parse_size(v, spec, &why, kByteForms))
+    fail(s, var, v, why);
   else
     out = spec.bytes;
 }
 
-// A duration: a number with us, ms or s.
 void read_duration(Settings& s, const char* var, uint64_t& out_ns) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return;
-  char* end = nullptr;
-  const double value = std::strtod(v, &end);
-  double scale = 0;
-  if (end != v && value >= 0) {
-    if (std::strcmp(end, "us") == 0) scale = 1e3;
-    else if (std::strcmp(end, "ms") == 0) scale = 1e6;
-    else if (std::strcmp(end, "s") == 0) scale = 1e9;
-  }
-  if (scale == 0)
-    fail(s, var, v, "a duration is a number followed by us, ms or s, e.g. 500us");
-  else
-    out_ns = static_cast<uint64_t>(value * scale);
+  const char* why = nullptr;
+  if (!parse_duration(v, out_ns, &why)) fail(s, var, v, why);
 }
 
 }  // namespace
@@ -69,7 +62,7 @@ bool parse_memory_limit(const char* text, Settings& s) {
   // Either one size for every device, or "ordinal:size" items separated by commas.
   if (rest.find(':') == std::string_view::npos) {
     SizeSpec spec;
-    if (!parse_size(rest, spec, &why)) {
+    if (!parse_size(rest, spec, &why, kLimitForms)) {
       fail(s, "CUSLICE_MEMORY_LIMIT", text, why);
       return false;
     }
@@ -102,7 +95,7 @@ bool parse_memory_limit(const char* text, Settings& s) {
       return false;
     }
     SizeSpec spec;
-    if (!parse_size(item.substr(colon + 1), spec, &why)) {
+    if (!parse_size(item.substr(colon + 1), spec, &why, kLimitForms)) {
       fail(s, "CUSLICE_MEMORY_LIMIT", text, why);
       return false;
     }

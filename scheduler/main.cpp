@@ -1,18 +1,71 @@
-// cuslice-scheduler: the per-node daemon that shares each GPU among tenants.
+// cuslice-scheduler: the per-node daemon that shares each GPU among tenants. This file
+// owns its command line and its exit status (protocol/exit_codes.h): 0 after a clean stop,
+// 2 for bad flags, 3 for a configuration file with errors, 1 for any other failure.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <string>
 
 #include "daemon.h"
+#include "exit_codes.h"
 #include "logging.h"
 #include "shm_protocol.h"
+#include "size.h"
 #include "socket_protocol.h"
+#include "tenant_config.h"
+
+namespace {
+
+using cuslice::ExitCode;
+using cuslice::to_int;
+
+// What --version prints: the program's version and the protocols it speaks, so that a
+// mismatch with a hook or a `cuslice` (`cuslice version`) can be seen at a glance.
+std::string version_text() {
+  return fmt::format(
+      "cuslice-scheduler {}\n"
+      "shared segment ABI {}.{}\n"
+      "socket protocol: registration {}, control {}",
+      CUSLICE_VERSION, cuslice::shm::kAbiMajor, cuslice::shm::kAbiMinor, cuslice::wire::kVersion,
+      cuslice::wire::kControlVersion);
+}
+
+// --exit-when-idle: seconds as a bare number (what `cuslice run` passes) or a duration
+// ("500ms"), through the one parser of durations, so that "inf" or "1e300" cannot reach the
+// timer's arithmetic. Rewritten as seconds for CLI11's conversion to double.
+std::string normalise_idle(std::string& text) {
+  uint64_t ns = 0;
+  const char* why = nullptr;
+  const bool bare = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+  if (!cuslice::parse_duration(bare ? text + "s" : text, ns, &why))
+    return fmt::format("\"{}\" is not a duration: {} (or a bare number of seconds, e.g. 2)", text, why);
+  if (ns == 0) return fmt::format("\"{}\": the idle time must be above zero", text);
+  text = fmt::format("{}", static_cast<double>(ns) / 1e9);
+  return {};
+}
+
+// The file is checked here, before the daemon takes the socket and the segment, so that a
+// file with errors exits kConfigInvalid (with every error logged) rather than a generic 1.
+bool config_is_valid(const std::string& path) {
+  const cuslice::ConfigResult result = cuslice::load_config_file(path);
+  for (const cuslice::ConfigError& e : result.errors) spdlog::error("{}", e.to_string());
+  if (!result.ok()) spdlog::error("invalid configuration {}: not started", path);
+  return result.ok();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cuslice-scheduler: shares each GPU among tenants by policy"};
+  app.set_version_flag("--version", version_text());
+  app.footer(
+      "Exit status: 0 stopped cleanly, 1 failure, 2 bad flags, 3 configuration invalid "
+      "(docs/cli.md)");
   cuslice::DaemonOptions options;
   const char* env_socket = std::getenv(cuslice::wire::kSocketEnv);
   options.socket_path = env_socket && env_socket[0] ? env_socket : cuslice::wire::kDefaultSocketPath;
@@ -30,7 +83,7 @@ int main(int argc, char** argv) {
   app.add_option("--exit-when-idle", idle_seconds,
                  "exit once no process, lease or request has been connected for SECONDS")
       ->type_name("SECONDS")
-      ->check(CLI::PositiveNumber);
+      ->transform(CLI::Validator(normalise_idle, ""));
   app.add_option("--socket", options.socket_path, "Unix socket hooks register on (default $CUSLICE_SOCKET or " +
                                                       std::string(cuslice::wire::kDefaultSocketPath) + ")");
   app.add_option("--shm-name", options.shm_name, "shared-memory segment name")->capture_default_str();
@@ -47,28 +100,44 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--metrics-address", options.metrics_address, "IPv4 address the metrics endpoint listens on")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // the message, on stderr
+    return to_int(ExitCode::kUsage);
+  }
 
   cuslice::configure_logging(target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
                              spdlog::level::from_str(level));
   if (!options.ephemeral && options.config_path.empty()) {
     spdlog::error("give --config FILE, or --ephemeral to take tenants from `cuslice run`");
-    return 2;
+    return to_int(ExitCode::kUsage);
   }
   if (options.shm_name.empty() || options.shm_name[0] != '/' || options.shm_name.size() >= cuslice::shm::kNameSize) {
     spdlog::error("--shm-name must start with '/' and be shorter than {} characters", cuslice::shm::kNameSize);
-    return 2;
+    return to_int(ExitCode::kUsage);
   }
   // Absolute, so that `cuslice status` and reload messages name the file wherever they run.
   if (!options.config_path.empty()) options.config_path = std::filesystem::absolute(options.config_path).string();
   if (app.count("--exit-when-idle")) options.exit_when_idle_seconds = idle_seconds;
   if (app.count("--metrics-port")) options.metrics_port = metrics_port;
+  if (!options.config_path.empty() && !config_is_valid(options.config_path)) return to_int(ExitCode::kConfigInvalid);
+
+  // SIGTERM, SIGINT and SIGHUP stay pending until the daemon reads them from its signalfd.
+  // Blocked here, before it takes the socket and the segment, a stop that comes while it
+  // starts is still a clean stop (exit 0, segment removed), not death by the signal.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (const int s : {SIGHUP, SIGTERM, SIGINT}) sigaddset(&signals, s);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
 
   try {
     cuslice::Daemon daemon(options);
     return daemon.run();
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    return to_int(ExitCode::kFailure);
   }
 }

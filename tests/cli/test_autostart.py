@@ -82,24 +82,98 @@ def test_a_run_whose_command_ends_at_once_still_leaves_no_scheduler(run_cuslice,
     eventually(lambda: not socket_path.exists(), "the scheduler to exit")
 
 
-def test_a_scheduler_with_a_file_keeps_its_tenants(run_cuslice, hook, tmp_path):
-    s = Scheduler(tmp_path, config="tenants:\n  - {name: a}\n").wait_ready()
-    try:
-        result = run_cuslice("run", "--hook", hook, "--socket", s.socket, "--tenant", "zz",
-                             "--share", "10%", "--", "env", env={"CUSLICE_AUTO_START": "1"})
-        assert result.returncode == 0, result.stderr
-        assert "CUSLICE_TENANT=zz" in result.stdout.splitlines()
-        assert [t["name"] for t in status(run_cuslice, s.socket)["tenants"]] == ["a"]
-    finally:
-        s.stop()
+CONFIGURED = """\
+tenants:
+  - {name: a, priority: high, compute: {share: 60%, limit: 90%}}
+  - {name: b}
+"""
+
+
+@pytest.fixture
+def configured(tmp_path):
+    s = Scheduler(tmp_path, config=CONFIGURED).wait_ready()
+    yield s
+    s.stop()
+
+
+def run_beside(run_cuslice, hook, scheduler, *flags, command=("env",)):
+    return run_cuslice("run", "--hook", hook, "--socket", scheduler.socket, *flags, "--", *command,
+                       env={"CUSLICE_AUTO_START": "1"})
+
+
+@pytest.mark.parametrize("flags", [(), ("--tenant", "b"), ("--memory", "1GiB"), ("--tenant", "a", "--share", "60%"),
+                                   ("--tenant", "a", "--share", "60%", "--limit", "90%", "--priority", "high"),
+                                   ("--tenant", "b", "--share", "40%", "--priority", "normal")])
+def test_a_scheduler_with_a_file_takes_flags_that_say_what_the_file_says(run_cuslice, hook, configured, flags):
+    result = run_beside(run_cuslice, hook, configured, *flags)
+    assert result.returncode == 0, result.stderr
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    assert env["CUSLICE_SOCKET"] == str(configured.socket)
+    assert [t["name"] for t in status(run_cuslice, configured.socket)["tenants"]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("flags, message, hint", [
+    (("--share", "30%"),
+     "the scheduler at {socket} uses {config}; tenants and their shares come from that file, so --share 30% "
+     "cannot be applied",
+     "drop --share, or use --tenant NAME to join one of its tenants (a, b)"),
+    (("--priority", "low", "--limit", "50%"),
+     "the scheduler at {socket} uses {config}; tenants and their shares come from that file, so --limit 50%, "
+     "--priority low cannot be applied",
+     "drop --limit and --priority, or use --tenant NAME to join one of its tenants (a, b)"),
+    (("--tenant", "a", "--share", "30%"),
+     "the scheduler at {socket} uses {config}, where tenant `a` has share 60% (asked: 30%)",
+     "drop --share (the file decides), or change {config} and run `cuslice reload`"),
+    (("--tenant", "a", "--priority", "low", "--limit", "90%"),
+     "the scheduler at {socket} uses {config}, where tenant `a` has priority high (asked: low)",
+     "drop --limit and --priority (the file decides), or change {config} and run `cuslice reload`"),
+    (("--tenant", "zz",),
+     "the scheduler at {socket} uses {config}, which has no tenant `zz` (its tenants: a, b)",
+     "use --tenant with one of them, or add `zz` to {config} and run `cuslice reload`"),
+])
+def test_a_scheduler_with_a_file_refuses_flags_it_would_ignore(run_cuslice, hook, configured, tmp_path, flags,
+                                                                 message, hint):
+    marker = tmp_path / "ran"
+    result = run_beside(run_cuslice, hook, configured, *flags, command=("touch", marker))
+    assert result.returncode == 2, result.stderr
+    where = {"socket": configured.socket, "config": configured.config}
+    assert result.stderr.splitlines() == ["cuslice run: " + message.format(**where), "  " + hint.format(**where)]
+    assert not marker.exists()
+    assert [t["name"] for t in status(run_cuslice, configured.socket)["tenants"]] == ["a", "b"]
 
 
 def test_a_scheduler_that_cannot_start_is_reported_with_its_log(run_cuslice, hook, socket_path):
     result = run_cuslice("run", "--hook", hook, "--socket", socket_path, "--", "true",
                          env={"CUSLICE_AUTO_START": "1", "CUSLICE_SCHEDULER_PATH": "/bin/false"})
     assert result.returncode == 1
-    assert "could not start /bin/false" in result.stderr
+    assert f"could not start /bin/false on {socket_path}: it exited with status 1" in result.stderr
+    assert "logged nothing" in result.stderr
+    assert f"its log is {socket_path}.log" in result.stderr
     assert "CUSLICE_AUTO_START=0" in result.stderr
+
+
+def test_only_this_attempts_log_lines_are_shown(run_cuslice, hook, tmp_path):
+    """Lines an earlier scheduler left in the log must not stand in for this start's cause."""
+    socket_path = tmp_path / "sock"
+    (tmp_path / "sock.log").write_text("an old line from another day\n")
+    fake = tmp_path / "fake-scheduler"
+    fake.write_text("#!/bin/sh\necho 'cannot bind: Address in use (this attempt)' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    result = run_cuslice("run", "--hook", hook, "--socket", socket_path, "--", "true",
+                         env={"CUSLICE_AUTO_START": "1", "CUSLICE_SCHEDULER_PATH": str(fake)})
+    assert result.returncode == 1
+    assert "it exited with status 3 (configuration invalid)" in result.stderr
+    assert "cannot bind: Address in use (this attempt)" in result.stderr
+    assert "an old line" not in result.stderr
+
+
+def test_a_socket_directory_that_cannot_be_made_names_the_cause(run_cuslice, hook, tmp_path):
+    (tmp_path / "file").write_text("")
+    socket_path = tmp_path / "file" / "sub" / "cuslice.sock"
+    result = run_cuslice("run", "--hook", hook, "--socket", socket_path, "--", "true", env={"CUSLICE_AUTO_START": "1"})
+    assert result.returncode == 1
+    assert f"no scheduler answers on {socket_path}, and one cannot be started there: cannot create" in result.stderr
+    assert "--socket PATH" in result.stderr
 
 
 def test_auto_start_can_be_turned_off(run_cuslice, hook, socket_path):

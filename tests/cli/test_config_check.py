@@ -40,7 +40,7 @@ tenants:
     assert result.returncode == 3
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"{path}:2:12: bad duration `0ms` for `quantum`: use a positive number with ns, us, ms or s, e.g. 20ms",
+        f"{path}:2:12: `quantum` must be above zero",
         f"{path}:3:17: bad `metrics_port` `70000`: expected a TCP port from 1 to 65535",
         f"{path}:8:15: bad priority `urgent`: expected high, normal or low",
         f"{path}:9:22: the tenants' shares add up to 110%, more than 100%",

@@ -55,5 +55,5 @@ def test_reload_of_an_ephemeral_scheduler_is_refused(run_cuslice, tmp_path):
 
 def test_reload_without_a_scheduler_fails(run_cuslice, tmp_path):
     result = run_cuslice("reload", "--socket", tmp_path / "none.sock")
-    assert result.returncode == 1
-    assert "no scheduler answers" in result.stderr
+    assert result.returncode == 4  # no scheduler: protocol/exit_codes.h
+    assert f"no scheduler answers on {tmp_path / 'none.sock'}" in result.stderr

@@ -54,22 +54,34 @@ def test_the_hook_is_really_loaded_into_the_command(run_cuslice, hook, other_pre
 # --- the variables the hook and the scheduler read --------------------------------------
 
 
-def test_options_become_the_environment_the_hook_and_scheduler_read(run_cuslice, hook):
+def test_options_become_the_environment_the_hook_reads(run_cuslice, hook):
     env = child_env(
         run_cuslice(
             "run", "--hook", hook, "--memory", "4GiB", "--tenant", "training",
-            "--gpus", "0,GPU-1234",
-            "--log-level", "debug", "--share", "60%", "--limit", "80.5%", "--priority", "high",
-            "--", "env",
+            "--gpus", "0,GPU-1234,MIG-5c4a0b2e,MIG-GPU-8f6b0c1e-77aa/1/0", "--log-level", "debug", "--", "env",
         )
     )
     assert env["CUSLICE_MEMORY_LIMIT"] == "4GiB"
     assert env["CUSLICE_TENANT"] == "training"
-    assert env["CUDA_VISIBLE_DEVICES"] == "0,GPU-1234"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,GPU-1234,MIG-5c4a0b2e,MIG-GPU-8f6b0c1e-77aa/1/0"
     assert env["CUSLICE_LOG_LEVEL"] == "debug"
-    assert env["CUSLICE_SHARE"] == "60%"
-    assert env["CUSLICE_COMPUTE_LIMIT"] == "80.5%"
-    assert env["CUSLICE_PRIORITY"] == "high"
+    # Nothing reads these: the scheduling flags go to the scheduler, not the environment.
+    assert not {"CUSLICE_SHARE", "CUSLICE_COMPUTE_LIMIT", "CUSLICE_PRIORITY"} & env.keys()
+
+
+@pytest.mark.parametrize("flags", [["--share", "60%"], ["--limit", "80.5%"], ["--priority", "high"],
+                                   ["--share", "10%", "--priority", "low"]])
+def test_scheduling_flags_without_a_scheduler_are_refused_not_dropped(run_cuslice, hook, tmp_path, flags):
+    marker = tmp_path / "ran"
+    result = run_cuslice("run", "--hook", hook, "--socket", tmp_path / "none.sock", *flags, "--", "touch", marker,
+                         env={"CUSLICE_AUTO_START": "0"})
+    assert result.returncode == 2, result.stderr
+    first, hint = result.stderr.splitlines()
+    assert first.startswith("cuslice run: " + " ".join(flags[:2]))
+    assert "needs a scheduler, and none answers on " + str(tmp_path / "none.sock") in first
+    assert "CUSLICE_AUTO_START=0" in first
+    assert hint.strip().startswith("drop " + flags[0])
+    assert not marker.exists()
 
 
 def test_percent_memory_is_passed_through(run_cuslice, hook):
@@ -93,18 +105,39 @@ def test_arguments_after_the_double_dash_belong_to_the_command(run_cuslice, hook
 # --- usage errors: exit 2, a message naming the problem, nothing run ----------------------
 
 
+# Every flag of `run`: the message names the flag, the value and what is accepted.
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--memory", "4 furlongs"], ["--memory", "4 furlongs", "unit"]),
-        (["--memory", "lots"], ["--memory", "lots"]),
-        (["--share", "60"], ["--share", "percentage"]),
-        (["--share", "150%"], ["--share", "150%"]),
+        (["--memory", "4 furlongs"], ["--memory", '"4 furlongs"', "unknown unit", "4GiB", "4Gi", "4G"]),
+        (["--memory", "4 GiB"], ["--memory", '"4 GiB"', "no space"]),
+        (["--memory", "lots"], ["--memory", '"lots"', "4GiB"]),
+        (["--memory", "4"], ["--memory", '"4"', "a unit is needed", "4GiB"]),
+        (["--memory", "4gb"], ["--memory", '"4gb"', "case-sensitive"]),
+        (["--memory", "0GiB"], ["--memory", '"0GiB"', "above zero"]),
+        (["--memory", "-1GiB"], ["--memory", '"-1GiB"', "no sign"]),
+        (["--memory", "1e30B"], ["--memory", '"1e30B"', "unknown unit"]),
+        (["--memory", "99999999999999999999999B"], ["--memory", "too large"]),
+        (["--memory", "150%"], ["--memory", '"150%"', "at most 100%"]),
+        (["--share", "60"], ["--share", '"60"', "written with %", "60%"]),
+        (["--share", "150%"], ["--share", '"150%"', "at most 100%"]),
+        (["--share", "0%"], ["--share", '"0%"', "above 0%"]),
+        (["--limit", "lots"], ["--limit", '"lots"', "60%"]),
         (["--share", "60%", "--limit", "50%"], ["--limit", "below", "--share"]),
-        (["--priority", "urgent"], ["--priority", "urgent"]),
-        (["--log-level", "chatty"], ["--log-level", "chatty"]),
-        (["--gpus", "0,,1"], ["0,,1", "empty entry"]),
-        (["--tenant", ""], ["tenant"]),
+        (["--priority", "urgent"], ["--priority", "urgent", "high,normal,low"]),
+        (["--log-level", "chatty"], ["--log-level", "chatty", "off,error,warn,info,debug"]),
+        (["--gpus", "0,,1"], ["--gpus", '"0,,1"', "empty entry", "GPU-"]),
+        (["--gpus", "foo"], ["--gpus", '"foo"', "not a GPU index or UUID", "0,1"]),
+        (["--gpus", "0,foo"], ["--gpus", '"foo" in "0,foo"']),
+        (["--gpus", "GPU-xyz"], ["--gpus", '"GPU-xyz"']),
+        (["--gpus", "GPU-"], ["--gpus", '"GPU-"']),
+        (["--gpus", "MIG-GPU-"], ["--gpus", '"MIG-GPU-"']),
+        (["--gpus", ""], ["--gpus", "empty"]),
+        (["--tenant", ""], ["--tenant", "tenant name"]),
+        (["--tenant", "a/b"], ["--tenant", '"a/b"', "letters, digits"]),
+        (["--tenant", "x" * 64], ["--tenant", "1 to 63"]),
+        (["--socket", ""], ["--socket", "empty"]),
+        (["--socket", "/tmp/" + "s" * 120], ["--socket", "at most 107"]),
         (["--no-such-option"], ["--no-such-option"]),
     ],
 )
@@ -246,5 +279,5 @@ def test_a_relative_hook_path_is_made_absolute(run_cuslice, hook, tmp_path):
 def test_version_and_dash_dash_version_agree(run_cuslice):
     version = run_cuslice("version")
     assert version.returncode == 0
-    assert version.stdout.startswith("cuslice ") and version.stdout.count("\n") == 1
+    assert version.stdout.startswith("cuslice ")
     assert run_cuslice("--version").stdout == version.stdout

@@ -139,11 +139,28 @@ def test_the_segment_alone_is_enough_when_the_daemon_does_not_answer(run_cuslice
     assert doc["gpus"][0]["tenants"][0]["memory_used_bytes"] == GiB
 
 
-def test_no_scheduler_is_a_failure_with_a_hint(run_cuslice, tmp_path):
-    result = run_cuslice("status", "--socket", tmp_path / "none.sock")
-    assert result.returncode == 1
-    assert "cannot open the shared segment" in result.stderr
-    assert "is cuslice-scheduler running?" in result.stderr
+NO_SCHEDULER = 4  # protocol/exit_codes.h, docs/cli.md
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"], ["--watch"], ["--json", "--watch"], ["--json", "--watch", "0.1"]])
+def test_no_scheduler_is_reported_at_once_on_stderr(cuslice_bin, tmp_path, flags):
+    # Not run_cuslice: a --watch that never ends must fail this test, not hang it.
+    result = subprocess.run(
+        [str(cuslice_bin), "status", *flags, "--socket", str(tmp_path / "none.sock")],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, capture_output=True, text=True,
+        timeout=DEADLINE,
+    )
+    assert result.returncode == NO_SCHEDULER, result.stderr
+    assert result.stdout == ""  # --json: valid JSON or nothing
+    assert result.stderr.splitlines()[0] == f"cuslice status: no scheduler answers on {tmp_path / 'none.sock'}"
+    assert "cuslice run" in result.stderr  # what to do
+
+
+def test_a_segment_that_is_not_there_is_no_scheduler(run_cuslice, tmp_path):
+    result = run_cuslice("status", "--json", "--socket", tmp_path / "none.sock", "--shm-name", "/cuslice-test-none")
+    assert result.returncode == NO_SCHEDULER
+    assert result.stdout == ""
+    assert "there is no segment /cuslice-test-none" in result.stderr
 
 
 def test_watch_json_prints_one_document_per_refresh(cuslice_bin, scheduler):
@@ -216,8 +233,9 @@ def test_watch_keeps_going_while_the_scheduler_is_away(cuslice_bin, tmp_path):
         # Piped, the table is not redrawn: frames follow each other.
         assert "cuslice-scheduler running" in read_frames(fd, 2, b"cuslice-scheduler running")
         first.stop()
-        gone = read_frames(fd, 2, b"cannot open the shared segment")
-        assert gone.count("cannot open the shared segment") >= 2, gone
+        # Errors go to stderr, never among the frames on stdout.
+        gone = read_frames(watch.stderr.fileno(), 2, b"no scheduler answers")
+        assert gone.count(f"cuslice status: no scheduler answers on {first.socket}") >= 2, gone
         assert watch.poll() is None, "the watch ended when the scheduler went away"
         second = Scheduler(tmp_path, config=CONFIG).wait_ready()
         back = read_frames(fd, 1, b"cuslice-scheduler running")
@@ -229,6 +247,41 @@ def test_watch_keeps_going_while_the_scheduler_is_away(cuslice_bin, tmp_path):
             second.stop()
 
 
-def test_watch_takes_an_optional_interval(run_cuslice):
-    result = run_cuslice("status", "--watch", "soon")
+@pytest.mark.parametrize("interval", ["soon", "0", "0.01", "-1", "2days", "1e3", "inf"])
+def test_watch_takes_an_optional_interval(run_cuslice, interval):
+    result = run_cuslice("status", "--watch", interval)
     assert result.returncode == 2
+    assert result.stderr.startswith(f'cuslice status: --watch: "{interval}"'), result.stderr
+    assert result.stdout == ""
+
+
+def test_watch_interval_may_be_a_duration(cuslice_bin, scheduler):
+    watch = subprocess.Popen(
+        [str(cuslice_bin), "status", "--json", "--watch", "100ms", "--socket", str(scheduler.socket)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    try:
+        assert json.loads(watch.stdout.readline())["daemon"]["pid"] == scheduler.process.pid
+        assert json.loads(watch.stdout.readline())["daemon"]["pid"] == scheduler.process.pid
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=DEADLINE)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["status", "--shm-name", "cuslice"], ['--shm-name: "cuslice"', "'/' followed by a file name"]),
+    (["status", "--shm-name", "/a/b"], ['--shm-name: "/a/b"']),
+    (["status", "--socket", ""], ["--socket: the socket path is empty"]),
+    (["status", "--socket", "/tmp/"], ['--socket: "/tmp/" is a directory']),
+    (["reload", "--socket", ""], ["--socket: the socket path is empty"]),
+    (["reload", "--socket", "/" + "s" * 200], ["--socket", "at most 107"]),
+    (["status", "--no-such-flag"], ["--no-such-flag"]),
+])
+def test_bad_flags_of_status_and_reload_are_usage_errors(run_cuslice, args, expected):
+    result = run_cuslice(*args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"cuslice {args[0]}: "), result.stderr
+    for text in expected:
+        assert text in result.stderr
+    assert result.stdout == ""

@@ -119,26 +119,27 @@ TEST_F(TenantConfigTest, UnknownKeyInTenantAndCompute) {
 
 TEST_F(TenantConfigTest, BadMemoryUnit) {
   EXPECT_EQ(only_error(load("tenants:\n  - name: a\n    memory: 4GB2\n")),
-            "3:13: bad size `4GB2` for `memory`: unknown unit: use B, KB, MB, GB, TB, KiB, MiB, "
-            "GiB, TiB or %");
+            "3:13: bad size `4GB2` for `memory`: unknown unit; write a number and a unit: 4GiB or "
+            "4Gi (4*2^30 bytes), 4096MiB, 4G or 4GB (decimal: 4*10^9 bytes), 512B, or 25%");
 }
 
 TEST_F(TenantConfigTest, BadPercentage) {
   EXPECT_EQ(only_error(load("tenants:\n  - name: a\n    compute:\n      share: 140%\n")),
-            "4:14: bad percentage `140%` for `share`: write a number above 0 and at most 100 "
-            "followed by %, e.g. 40%");
+            "4:14: bad percentage `140%` for `share`: a percentage is above 0% and at most 100%");
   EXPECT_EQ(only_error(load("tenants:\n  - name: a\n    compute: {limit: 0.5}\n")),
-            "3:22: bad percentage `0.5` for `limit`: write a number above 0 and at most 100 "
-            "followed by %, e.g. 40%");
+            "3:22: bad percentage `0.5` for `limit`: a percentage is written with %; write a number "
+            "above 0 and at most 100 followed by %, e.g. 60% or 12.5%");
 }
 
 TEST_F(TenantConfigTest, BadDuration) {
   EXPECT_EQ(only_error(load("scheduler:\n  quantum: 20 ms\ntenants:\n  - name: a\n")),
-            "2:12: bad duration `20 ms` for `quantum`: use a positive number with ns, us, ms or "
-            "s, e.g. 20ms");
+            "2:12: bad duration `20 ms` for `quantum`: no space inside a duration; write a number "
+            "and a unit: 20ms, 1.5s, 500us or 500ns");
   EXPECT_EQ(only_error(load("scheduler:\n  limit_window: 0s\ntenants:\n  - name: a\n")),
-            "2:17: bad duration `0s` for `limit_window`: use a positive number with ns, us, ms "
-            "or s, e.g. 20ms");
+            "2:17: `limit_window` must be above zero");
+  EXPECT_EQ(only_error(load("scheduler:\n  quantum: 1e30s\ntenants:\n  - name: a\n")),
+            "2:12: bad duration `1e30s` for `quantum`: unknown unit; write a number and a unit: "
+            "20ms, 1.5s, 500us or 500ns");
 }
 
 TEST_F(TenantConfigTest, SharesOverOneHundredPercentPointAtTheShareThatGoesOver) {

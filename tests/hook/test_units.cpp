@@ -1,45 +1,59 @@
-// Pieces of the hook that need no driver: size and quota parsing, the allocation table.
+// Pieces of the hook that need no driver: its settings and quota parsing, the allocation table.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "allocation_table.h"
 #include "settings.h"
-#include "size.h"
 
 namespace {
 
 using cuslice::SizeSpec;
 
-TEST(Size, AcceptsTheUsualSpellings) {
-  SizeSpec s;
-  const char* why = nullptr;
-  ASSERT_TRUE(cuslice::parse_size("4GiB", s, &why));
-  EXPECT_EQ(s.bytes, 4ull << 30);
-  ASSERT_TRUE(cuslice::parse_size("4096MiB", s, &why));
-  EXPECT_EQ(s.bytes, 4ull << 30);
-  ASSERT_TRUE(cuslice::parse_size(" 1.5 gb ", s, &why));
-  EXPECT_EQ(s.bytes, 1500000000ull);
-  ASSERT_TRUE(cuslice::parse_size("1024", s, &why));
-  EXPECT_EQ(s.bytes, 1024u);
-  ASSERT_TRUE(cuslice::parse_size("25%", s, &why));
-  EXPECT_EQ(s.kind, SizeSpec::Kind::kPercent);
-  EXPECT_EQ(s.resolve(80ull << 30), 20ull << 30);
-}
-
-TEST(Size, RejectsWhatItCannotRead) {
-  SizeSpec s;
-  const char* why = nullptr;
-  EXPECT_FALSE(cuslice::parse_size("4 furlongs", s, &why));
-  EXPECT_STREQ(why, "unknown unit: use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or %");
-  EXPECT_FALSE(cuslice::parse_size("", s, &why));
-  EXPECT_FALSE(cuslice::parse_size("GiB", s, &why));
-  EXPECT_FALSE(cuslice::parse_size("150%", s, &why));
-  EXPECT_FALSE(cuslice::parse_size("0%", s, &why));
-  EXPECT_FALSE(cuslice::parse_size("-4GiB", s, &why));
-  EXPECT_FALSE(cuslice::parse_size("1.2.3GiB", s, &why));
+// The spellings themselves are tabled in tests/config/size_test.cpp; here, that the hook's
+// variables go through that parser and refuse, rather than misread, what it refuses.
+TEST(Settings, VariablesUseTheOneParserOfSizesAndDurations) {
+  struct Case {
+    const char* var;
+    const char* value;
+    bool valid;
+  };
+  const Case cases[] = {
+      {"CUSLICE_MAX_QUEUED", "500ns", true},
+      {"CUSLICE_MAX_QUEUED", "1.5ms", true},
+      {"CUSLICE_PARK_QUEUED", "0us", true},
+      {"CUSLICE_MAX_QUEUED", "infms", false},
+      {"CUSLICE_MAX_QUEUED", "0x10ms", false},
+      {"CUSLICE_PREEMPT_QUEUED", "77727777777777777777ms", false},
+      {"CUSLICE_PARK_QUEUED", "1e30s", false},
+      {"CUSLICE_PARK_QUEUED", "20", false},
+      {"CUSLICE_CONTEXT_BYTES", "600MiB", true},
+      {"CUSLICE_CONTEXT_BYTES", "629145600", true},
+      {"CUSLICE_CONTEXT_BYTES", "25%", false},
+      {"CUSLICE_CONTEXT_HEADROOM", "99999999999999999999999B", false},
+  };
+  for (const Case& c : cases) {
+    ASSERT_EQ(setenv(c.var, c.value, 1), 0);
+    cuslice::load_settings();
+    const cuslice::Settings& s = cuslice::settings();
+    EXPECT_EQ(s.valid, c.valid) << c.var << "=" << c.value << ": " << s.error;
+    if (!c.valid) {
+      EXPECT_NE(std::string(s.error).find(c.var), std::string::npos) << s.error;
+    }
+    unsetenv(c.var);
+  }
+  ASSERT_EQ(setenv("CUSLICE_MAX_QUEUED", "1.5ms", 1), 0);
+  ASSERT_EQ(setenv("CUSLICE_CONTEXT_BYTES", "1Gi", 1), 0);
+  cuslice::load_settings();
+  EXPECT_EQ(cuslice::settings().max_queued_ns, 1'500'000u);
+  EXPECT_EQ(cuslice::settings().context_bytes, 1ull << 30);
+  unsetenv("CUSLICE_MAX_QUEUED");
+  unsetenv("CUSLICE_CONTEXT_BYTES");
+  cuslice::load_settings();
 }
 
 TEST(MemoryLimit, OneValueForEveryDeviceOrOnePerOrdinal) {

@@ -460,7 +460,7 @@ TEST_F(SchedulerProcessTest, RefusesToStartOnABadConfiguration) {
     _exit(127);
   }
   children_.push_back(pid);
-  EXPECT_EQ(wait_exit(pid), 1);
+  EXPECT_EQ(wait_exit(pid), 3);  // ExitCode::kConfigInvalid (protocol/exit_codes.h)
   EXPECT_FALSE(daemon_listening());
 }
 
