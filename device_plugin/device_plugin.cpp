@@ -202,9 +202,11 @@ void DevicePlugin::sync_scheduler_and_pods() {
   const Clock::time_point now = Clock::now();
 
   std::lock_guard lock(mutex_);
+  const bool first = !scheduler_checked_;
+  scheduler_checked_ = true;
   // 2. The scheduler.
   if (!state) {
-    if (ledger_.scheduler_reachable()) {
+    if (ledger_.scheduler_reachable() || first) {
       spdlog::warn("cuslice-scheduler: {}; every device is unhealthy until it answers", why);
       ledger_.set_scheduler_reachable(false);
       changed();
@@ -257,6 +259,7 @@ void DevicePlugin::sync_scheduler_and_pods() {
       if (pod_resources_identity_) removals_allowed_from_ = now + options_.kubelet_settle;
       pod_resources_identity_ = pod_socket;
     }
+    spdlog::debug("PodResources: {} containers hold our devices", holdings->size());
     Ledger::ReconcileResult result = ledger_.reconcile(*holdings, now, now >= removals_allowed_from_);
     for (const std::string& w : result.warnings) spdlog::warn("{}", w);
     for (const Allocation& a : result.removed) {

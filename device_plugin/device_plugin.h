@@ -91,6 +91,7 @@ class DevicePlugin {
   std::vector<std::string> pending_removals_;                 // tenants to remove once it answers
   std::set<std::string> warned_unlimited_;                    // other tenants without a quota
   std::string last_gpu_problem_, last_pods_problem_;
+  bool scheduler_checked_ = false;
 
   // Registration state: the loop's alone.
   std::unique_ptr<Endpoint> memory_endpoint_, compute_endpoint_;

@@ -15,6 +15,7 @@
 // between the segment, the sockets and the policies. Its members are defined by concept:
 //   daemon.cpp        construction, the loop, the idle timer, stop
 //   clients.cpp       the socket's clients: accept, register, control, drop, slots
+//   plugin_control.cpp  the device plugin's requests (its tenants: plugin_tenants.h)
 //   tenant_table.cpp  the configuration applied to the segment's tenants, reload
 //   scheduling.cpp    the scheduling step and what it publishes in the segment
 //   os_fds.{h,cpp}    the listening socket, timerfds and the clock they run on
@@ -33,6 +34,7 @@
 #include "metrics_exposition.h"
 #include "metrics_server.h"
 #include "nvml_reader.h"
+#include "plugin_tenants.h"
 #include "share_window.h"
 #include "shared_segment.h"
 #include "socket_protocol.h"
@@ -104,8 +106,12 @@ class Daemon {
   void answer_control(int fd, Client& client, const wire::ControlRequest& req);
   void drop_client(int fd);
   void release_slot(uint32_t slot);
-  // Per tenant, the workload its registered processes agree on (metrics labels).
+  // Per tenant, the workload its registered processes agree on (metrics labels); the
+  // device plugin's labels for its tenants.
   TenantWorkloads workloads() const;
+
+  // plugin_control.cpp
+  void answer_plugin(int fd, Client& client, const wire::PluginRequest& req);
 
   // scheduling.cpp
   void schedule();
@@ -127,7 +133,8 @@ class Daemon {
   void stop();
 
   DaemonOptions options_;
-  Config config_;
+  Config config_;  // the file's (or `cuslice run`'s) tenants
+  PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
   PolicyParams policy_params_;
   // Before the segment: a second daemon must fail on the socket before it replaces the
   // first one's segment.

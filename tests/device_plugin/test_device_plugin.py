@@ -8,7 +8,10 @@ Waits are bounded polls that return as soon as the condition holds.
 """
 import json
 import os
+import re
 import signal
+import socket
+import urllib.request
 import subprocess
 import sys
 import time
@@ -26,7 +29,7 @@ COMPUTE = "cuslice.io/gpu-compute"
 CONFIG = "scheduler:\n  quantum: 50ms\ntenants: []\n"
 
 
-class TestKubelet:
+class Kubelet:
     def __init__(self, plugin_dir, pod_socket):
         self.process = subprocess.Popen(
             [str(built("CUSLICE_TEST_KUBELET")), "--plugin-dir", str(plugin_dir),
@@ -72,15 +75,17 @@ class TestKubelet:
 class NodeScheduler(Scheduler):
     """cuslice-scheduler with CONFIG, on tmp_path/s.sock and the segment `shm_name`."""
 
-    def __init__(self, tmp_path, shm_name):
+    def __init__(self, tmp_path, shm_name, metrics_port):
         self.socket = tmp_path / "s.sock"
         self.shm_name = shm_name
+        self.metrics_port = metrics_port
         self.config = tmp_path / "cuslice.yaml"
         if not self.config.exists():
             self.config.write_text(CONFIG)
         self.process = subprocess.Popen(
             [str(built("CUSLICE_SCHEDULER_BIN")), "--socket", str(self.socket), "--shm-name", shm_name,
-             "--config", str(self.config), "--log-level", "info"],
+             "--config", str(self.config), "--log-level", "info",
+             "--metrics-port", str(metrics_port), "--metrics-address", "127.0.0.1"],
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -98,8 +103,11 @@ class Node:
         self.dev.mkdir()
         for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(gpus)]:
             (self.dev / name).touch()
-        self.scheduler = NodeScheduler(tmp_path, unique_shm_name()).wait_ready()
-        self.kubelet = TestKubelet(self.plugin_dir, self.pod_socket)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), port).wait_ready()
+        self.kubelet = Kubelet(self.plugin_dir, self.pod_socket)
         self.plugin = None
         self.plugin_logs = []
         self.start_plugin()
@@ -124,7 +132,7 @@ class Node:
              "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
              "--dev-root", str(self.dev),
              "--poll-interval", "0.1", "--removal-delay", "0.3", "--kubelet-settle", "2",
-             "--unseen-grace", "3"],
+             "--unseen-grace", "3", "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "info")],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
 
     def stop_plugin(self, sig=signal.SIGTERM):
@@ -142,10 +150,19 @@ class Node:
     def tenants(self):
         return {t["name"]: t for t in self.status()["tenants"] if t["state"] == "active"}
 
+    def labels(self, tenant):
+        """The namespace/pod/container labels of the tenant's metrics ({} while it has none)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.scheduler.metrics_port}/metrics", timeout=DEADLINE) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if f'tenant="{tenant}"' in line and "namespace=" in line:
+                return dict(re.findall(r'(namespace|pod|container)="([^"]*)"', line))
+        return {}
+
     def restart_scheduler(self):
         """Stops the scheduler and starts a new one on the same socket and segment name."""
         self.scheduler.stop()
-        self.scheduler = NodeScheduler(self.tmp, self.scheduler.shm_name).wait_ready()
+        self.scheduler = NodeScheduler(self.tmp, self.scheduler.shm_name, self.scheduler.metrics_port).wait_ready()
 
     def close(self):
         self.kubelet.close()
@@ -262,6 +279,8 @@ def test_two_pods_get_tenants_with_exactly_their_quota_and_share(make_node):
     assert tenants[ta]["memory_quota_bytes"] == 8 * GiB
     assert tenants[tb]["memory_quota_bytes"] == 4 * GiB
     assert tenants[ta]["limit"] == 1.0  # a share, not a cap
+    assert node.labels(ta) == {"namespace": "team-a", "pod": "a", "container": "main"}
+    assert node.labels(tb) == {"namespace": "team-a", "pod": "b", "container": "main"}
 
     # A process started with the container's environment joins its tenant and is held to it.
     env = {"CUSLICE_TENANT": tenant_env(a)["CUSLICE_TENANT"]}
@@ -303,7 +322,7 @@ def test_a_deleted_pods_tenant_goes_and_its_memory_can_be_given_again(make_node)
     a = node.kubelet.admit("a", memory=12)
     assert a["ok"]
     name = tenant_name(a)
-    eventually(lambda: name in node.tenants(), "the tenant")
+    eventually(lambda: node.labels(name).get("pod") == "a", "the plugin to see the pod")
     assert not node.kubelet.admit("b", memory=8)["ok"]  # 4 GiB left
     node.kubelet.ok("delete", namespace="team-a", pod="a")
     started = time.monotonic()
