@@ -9,6 +9,7 @@
 //   timerfd (stats)    -> publish each tenant's achieved share, a few times a second
 //   timerfd (watchdog) -> WATCHDOG=1 to systemd, at half its WATCHDOG_USEC
 //   timerfd (idle)     -> with --exit-when-idle: nobody connected for the grace period
+//   inotify            -> with --watch-config: the file changed, reload as on SIGHUP
 //   metrics epoll fd   -> libmicrohttpd's sockets, served on this same thread
 //
 // The policy itself lives in TokenPolicy (one per GPU); this class only moves facts
@@ -31,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config_watch.h"
 #include "metrics_exposition.h"
 #include "metrics_server.h"
 #include "nvml_reader.h"
@@ -55,6 +57,7 @@ struct DaemonOptions {
   // started it has time to connect even on a loaded machine.
   std::optional<double> exit_when_idle_seconds;
   std::optional<uint16_t> metrics_port;  // overrides the file's scheduler.metrics_port
+  bool watch_config = false;             // reload when the file changes (config_watch.h)
   std::string metrics_address = "0.0.0.0";
 };
 
@@ -152,6 +155,7 @@ class Daemon {
   int idle_fd_ = -1;      // -1: without exit_when_idle
   bool idle_armed_ = false;
   std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<ConfigWatch> config_watch_;  // with watch_config only
   std::unordered_map<int, Client> clients_;
 
   // Indexed by segment tenant index; a tenant keeps its index across reloads.
