@@ -93,10 +93,14 @@ class NodeScheduler(Scheduler):
 class Node:
     """A node: scheduler, test kubelet and plugin, on private sockets and a private segment."""
 
-    def __init__(self, tmp_path, gpus=4, memory=16 * GiB):
+    # Fast polls and short delays, so that the tests wait less.
+    TIMING = ("--poll-interval", "0.1", "--removal-delay", "0.3", "--kubelet-settle", "2", "--unseen-grace", "3")
+
+    def __init__(self, tmp_path, gpus=4, memory=16 * GiB, timing=TIMING):
         self.tmp = tmp_path
         self.gpus = gpus
         self.memory = memory
+        self.timing = timing
         self.plugin_dir = tmp_path / "device-plugins"
         self.pod_socket = tmp_path / "pod-resources" / "kubelet.sock"
         self.dev = tmp_path / "dev"
@@ -130,9 +134,8 @@ class Node:
              "--shm-name", self.scheduler.shm_name,
              "--hook", str(built("CUSLICE_HOOK_LIB")),
              "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
-             "--dev-root", str(self.dev),
-             "--poll-interval", "0.1", "--removal-delay", "0.3", "--kubelet-settle", "2",
-             "--unseen-grace", "3", "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "info")],
+             "--dev-root", str(self.dev), *self.timing,
+             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "info")],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
 
     def stop_plugin(self, sig=signal.SIGTERM):
