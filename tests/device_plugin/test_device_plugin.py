@@ -434,3 +434,40 @@ def test_compute_without_memory_is_logged_as_getting_no_gpu(make_node):
     eventually(lambda: "team-a/c/main holds 20 cuslice.io/gpu-compute but no cuslice.io/gpu-memory: it gets no GPU"
                in node.logs(), "the warning")
     assert not node.tenants()
+
+
+def test_the_real_hook_in_a_one_gpu_container_view_charges_the_nodes_gpu(make_node):
+    """Inside a container NVML numbers the one GPU it sees 0; CUSLICE_GPU_INDICES from the
+    Allocate answer makes the hook use the node's index, where the scheduler counts the tenant."""
+    node = make_node(gpus=3)
+    node.kubelet.admit("fill", memory=14)  # GPU 0 nearly full: the next pod goes elsewhere
+    pod = node.kubelet.admit("p", memory=4)
+    env = tenant_env(pod)
+    gpu = int(env["CUSLICE_GPU_INDICES"])
+    assert gpu != 0, env
+    held = 256 << 20
+    child = subprocess.Popen(
+        [str(built("CUSLICE_HOOK_TESTS")), "--gtest_filter=TenantChild.Hold"],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+             "LD_PRELOAD": str(built("CUSLICE_HOOK_LIB")),
+             "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")),
+             "FAKE_CUDA_DEVICE_COUNT": "1",  # the container's view: its one GPU
+             "TEST_HOLD": str(held),
+             "CUSLICE_SOCKET": str(node.scheduler.socket),
+             "CUSLICE_TENANT": env["CUSLICE_TENANT"],
+             "CUSLICE_GPU_INDICES": env["CUSLICE_GPU_INDICES"],
+             "CUSLICE_MEMORY_LIMIT": env["CUSLICE_MEMORY_LIMIT"]},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in child.stdout:
+            if line.strip() == "ready":
+                break
+        else:
+            pytest.fail(f"the child did not hold its memory: {child.stderr.read()}")
+        name = tenant_name(pod)
+        rows = {g["index"]: {r["name"]: r for r in g["tenants"]} for g in node.status()["gpus"]}
+        assert rows[gpu][name]["memory_used_bytes"] >= held, rows
+        assert rows.get(0, {}).get(name, {}).get("memory_used_bytes", 0) == 0, rows
+    finally:
+        child.stdin.close()
+        child.wait(timeout=DEADLINE)
