@@ -7,6 +7,7 @@
 
 #include "device_ids.h"
 #include "pod_resources.h"
+#include "ppm.h"
 
 namespace cuslice::device_plugin {
 namespace {
@@ -150,7 +151,7 @@ bool DevicePlugin::allocate(Resource resource, const std::vector<std::string>& i
     }
     in_scheduler_[a.tenant] = spec;
     spdlog::info("tenant {}: {} on GPU {} ({}), share {:g}%", a.tenant, gib_text(a.memory_bytes()), a.gpu,
-                 a.gpu_uuid, spec.share_ppm / 1e4);
+                 a.gpu_uuid, ppm_to_percent(spec.share_ppm));
     changed();
   }
   out = memory_response(a, minors_.count(a.gpu) ? minors_.at(a.gpu) : std::nullopt, options_.response);
@@ -223,7 +224,7 @@ void DevicePlugin::sync_scheduler_and_pods() {
       uint64_t held = options_.reserve_memory;
       for (const OtherTenant& t : state->other_tenants) {
         if (t.memory_bytes) held += *t.memory_bytes;
-        else if (t.memory_ppm) held += g.memory_total / 1'000'000 * *t.memory_ppm;
+        else if (t.memory_ppm) held += ppm_of_bytes(g.memory_total, *t.memory_ppm);
       }
       ledger_.set_held_back(g.index, held);
     }

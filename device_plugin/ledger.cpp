@@ -6,12 +6,10 @@
 #include <optional>
 
 #include "device_ids.h"
+#include "ppm.h"
 
 namespace cuslice::device_plugin {
 namespace {
-
-constexpr uint32_t kPpmPerPercent = 10'000;
-constexpr uint32_t kFullPpm = 1'000'000;
 
 std::string join(const std::vector<std::string>& parts, const char* separator) {
   std::string out;
@@ -325,19 +323,19 @@ Ledger::ReconcileResult Ledger::reconcile(const std::vector<Holding>& holdings, 
 }
 
 uint32_t Ledger::share_ppm(const Allocation& allocation) const {
-  if (allocation.compute_percent > 0) return std::min(allocation.compute_percent * kPpmPerPercent, kFullPpm);
+  if (allocation.compute_percent > 0) return std::min(allocation.compute_percent * kPpmPerPercent, kPpmWhole);
   uint32_t explicit_ppm = 0, without = 0;
   for (const auto& [name, a] : allocations_) {
     if (a.tenant.empty() || a.gpu != allocation.gpu) continue;
     if (a.compute_percent > 0) explicit_ppm += a.compute_percent * kPpmPerPercent;
     else ++without;
   }
-  const uint32_t left = explicit_ppm < kFullPpm ? kFullPpm - explicit_ppm : 0;
+  const uint32_t left = explicit_ppm < kPpmWhole ? kPpmWhole - explicit_ppm : 0;
   return std::max(left / std::max(without, uint32_t{1}), kPpmPerPercent);
 }
 
 uint32_t Ledger::limit_ppm(const Allocation& allocation) const {
-  return options_.cap_compute && allocation.compute_percent > 0 ? share_ppm(allocation) : kFullPpm;
+  return options_.cap_compute && allocation.compute_percent > 0 ? share_ppm(allocation) : kPpmWhole;
 }
 
 }  // namespace cuslice::device_plugin

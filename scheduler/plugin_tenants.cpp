@@ -5,10 +5,11 @@
 #include <cctype>
 #include <cstring>
 
+#include "ppm.h"
+
 namespace cuslice {
 namespace {
 
-constexpr uint32_t kFullPpm = 1'000'000;
 constexpr size_t kMinKey = 16;
 
 template <size_t N>
@@ -102,7 +103,7 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
     out.message = fmt::format("tenant `{}`: no memory quota", name);
   } else if (spec.priority > 2) {
     out.message = fmt::format("tenant `{}`: bad priority {}", name, spec.priority);
-  } else if (spec.share_ppm == 0 || spec.share_ppm > kFullPpm || spec.limit_ppm == 0 || spec.limit_ppm > kFullPpm ||
+  } else if (spec.share_ppm == 0 || spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole ||
              spec.limit_ppm < spec.share_ppm) {
     out.message = fmt::format("tenant `{}`: share {} and limit {} (millionths) are not 0 < share <= limit <= 1000000",
                               name, spec.share_ppm, spec.limit_ppm);
@@ -118,7 +119,7 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
     tenants_.emplace(name, Record{spec, std::nullopt});
     out.ok = out.changed = true;
     out.message = fmt::format("added tenant `{}`: {} bytes on GPU {}, share {:g}%", name, spec.memory_bytes, spec.gpu,
-                              spec.share_ppm / 1e4);
+                              ppm_to_percent(spec.share_ppm));
     return out;
   }
   wire::PluginTenant& have = it->second.spec;
@@ -189,11 +190,11 @@ void PluginTenants::append_to(Config& config, std::vector<double>& shares) const
     t.name = name;
     t.priority = static_cast<Priority>(r.spec.priority);
     t.memory = SizeSpec{SizeSpec::Kind::kBytes, r.spec.memory_bytes, 0.0};
-    t.share_percent = r.spec.share_ppm / 1e4;
-    t.limit_percent = r.spec.limit_ppm / 1e4;
+    t.share_percent = ppm_to_percent(r.spec.share_ppm);
+    t.limit_percent = ppm_to_percent(r.spec.limit_ppm);
     t.allow_env = false;  // joined through check_join only
     config.tenants.push_back(std::move(t));
-    shares.push_back(r.spec.share_ppm / 1e4);
+    shares.push_back(ppm_to_percent(r.spec.share_ppm));
   }
 }
 

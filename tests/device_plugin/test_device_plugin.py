@@ -1,4 +1,4 @@
-"""cuslice-device-plugin end to end: a test kubelet (test_kubelet.cpp) that speaks the
+"""cuslice-device-plugin end to end: a fake kubelet (fake_kubelet.cpp) that speaks the
 kubelet's Device Plugin and PodResources APIs over Unix sockets drives the real plugin,
 which sees the fake NVML's GPUs and makes tenants in the real cuslice-scheduler; `cuslice
 status --json` and processes that register like the hook (fake_hooked_process) check what
@@ -32,7 +32,7 @@ CONFIG = "scheduler:\n  quantum: 50ms\ntenants: []\n"
 class Kubelet:
     def __init__(self, plugin_dir, pod_socket):
         self.process = subprocess.Popen(
-            [str(built("CUSLICE_TEST_KUBELET")), "--plugin-dir", str(plugin_dir),
+            [str(built("CUSLICE_FAKE_KUBELET")), "--plugin-dir", str(plugin_dir),
              "--pod-resources-socket", str(pod_socket)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert json.loads(self.process.stdout.readline())["ready"]
@@ -41,7 +41,7 @@ class Kubelet:
         self.process.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
-        assert line, f"the test kubelet died: {self.process.stderr.read()}"
+        assert line, f"the fake kubelet died: {self.process.stderr.read()}"
         return json.loads(line)
 
     def ok(self, cmd, **args):
@@ -91,7 +91,7 @@ class NodeScheduler(Scheduler):
 
 
 class Node:
-    """A node: scheduler, test kubelet and plugin, on private sockets and a private segment."""
+    """A node: scheduler, fake kubelet and plugin, on private sockets and a private segment."""
 
     # Fast polls and short delays, so that the tests wait less.
     TIMING = ("--poll-interval", "0.1", "--removal-delay", "0.3", "--kubelet-settle", "2", "--unseen-grace", "3")

@@ -1,6 +1,6 @@
 """The GPU half of tests/gpu/device_plugin.sh (which checks the machine and finds cuslice first).
 
-A scheduler on a private socket and segment, the test kubelet, and cuslice-device-plugin on
+A scheduler on a private socket and segment, the fake kubelet, and cuslice-device-plugin on
 the real NVML. Prints each check as it goes, writes the log and a summary table to --out, and
 exits 1 if a check failed.
 """
@@ -66,7 +66,7 @@ def wait_for(condition, timeout=30.0):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tree", type=Path, required=True)
-    parser.add_argument("--test-kubelet", type=Path, required=True)
+    parser.add_argument("--fake-kubelet", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     bin_dir, hook = args.tree / "bin", args.tree / "lib" / "libcuslice.so"
@@ -92,9 +92,9 @@ def main():
         start([bin_dir / "cuslice-scheduler", "--config", tmp / "cuslice.yaml", "--socket", socket,
                "--shm-name", shm], stderr=open(args.out / "device_plugin.scheduler.log", "w"))
         wait_for(socket.exists)
-        # The tarball carries gRPC and protobuf for the plugin: the test kubelet uses them too.
+        # The tarball carries gRPC and protobuf for the plugin: the fake kubelet uses them too.
         kubelet_env = dict(os.environ, LD_LIBRARY_PATH=str(args.tree / "lib"))
-        kubelet = start([args.test_kubelet, "--plugin-dir", tmp / "device-plugins",
+        kubelet = start([args.fake_kubelet, "--plugin-dir", tmp / "device-plugins",
                          "--pod-resources-socket", tmp / "pod-resources" / "kubelet.sock"],
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=kubelet_env)
         assert json.loads(kubelet.stdout.readline())["ready"]

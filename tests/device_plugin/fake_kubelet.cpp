@@ -2,7 +2,7 @@
 // protos and Unix sockets, driven line by line from a test (JSON in on stdin, JSON out on
 // stdout, one line each).
 //
-//   test_kubelet --plugin-dir DIR --pod-resources-socket PATH
+//   fake_kubelet --plugin-dir DIR --pod-resources-socket PATH
 //
 // It serves Registration on DIR/kubelet.sock; on Register it dials the plugin's endpoint,
 // asks its options and keeps its ListAndWatch stream, as the kubelet's devicemanager does.
@@ -403,7 +403,7 @@ int main(int argc, char** argv) {
     else if (flag == "--pod-resources-socket") pod_socket = argv[i + 1];
   }
   if (dir.empty() || pod_socket.empty()) {
-    std::cerr << "usage: test_kubelet --plugin-dir DIR --pod-resources-socket PATH\n";
+    std::cerr << "usage: fake_kubelet --plugin-dir DIR --pod-resources-socket PATH\n";
     return 2;
   }
   TestKubelet kubelet(dir, pod_socket);
