@@ -48,6 +48,14 @@ std::string render_once(const StatusOptions& options) {
     // Not answering (or not ours): the segment can still be read.
   }
   daemon.reachable = described && described->status == wire::ControlStatus::kOk;
+  if (daemon.reachable) {
+    try {
+      if (auto connection = SchedulerConnection::connect(daemon.socket_path))
+        daemon.workloads = connection->workloads(kDescribeTimeoutMs);
+    } catch (const Error&) {
+      // Labels are extra: the status stands without them.
+    }
+  }
   if (daemon.reachable && described->config_path[0] != '\0') daemon.config_path = described->config_path;
   daemon.shm_name = options.shm_name    ? *options.shm_name
                     : daemon.reachable ? std::string(described->shm_name)

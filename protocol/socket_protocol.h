@@ -21,6 +21,9 @@
 //   - The client sends one ControlRequest; the daemon answers one ControlReply.
 //   - kDescribe: what the daemon is (pid, mode, segment name, configuration file).
 //   - kReload: as SIGHUP; the reply says ok, or carries every configuration error.
+//   - kWorkloads: the Kubernetes workload (namespace, pod, container) of each tenant that has
+//     one, from the device plugin or from its processes' WorkloadMessage; answered by a
+//     WorkloadList instead of a ControlReply. Anybody may ask (`cuslice status`).
 //   - kEnsureTenant: only for a daemon started with --ephemeral (tenants from `cuslice run`
 //     flags, no file); others answer kUnsupported. Adds the tenant, or accepts it when one
 //     of that name has the same parameters. On success the connection becomes a *lease*:
@@ -117,6 +120,7 @@ enum class ControlCommand : uint32_t {
   kDescribe = 1,
   kReload = 2,
   kEnsureTenant = 3,
+  kWorkloads = 4,
 };
 
 // A tenant as `cuslice run` describes it (kEnsureTenant). Same meaning as the YAML keys.
@@ -161,6 +165,23 @@ struct ControlReply {
   // What happened, for people: on kReload's kFailed, one configuration error per line
   // (`file:line:column: message`), cut short with a final "..." line when they do not fit.
   char message[8192] = {};
+};
+
+// kWorkloads' answer: tenants by name with their workload. Strings NUL-terminated.
+struct TenantWorkload {
+  char tenant[shm::kNameSize] = {};
+  char pod_namespace[64] = {};
+  char pod_name[256] = {};
+  char container_name[64] = {};
+};
+
+struct WorkloadList {
+  uint32_t magic = kControlMagic;
+  uint16_t version = kControlVersion;
+  uint16_t size = sizeof(WorkloadList);
+  ControlStatus status = ControlStatus::kOk;
+  uint32_t count = 0;  // entries of `tenants` used
+  TenantWorkload tenants[shm::kMaxTenants];
 };
 
 inline constexpr uint32_t kPluginMagic = 0x50434C43;  // "CLCP"
@@ -218,6 +239,7 @@ struct PluginList {
 
 static_assert(std::is_trivially_copyable_v<WorkloadMessage> && sizeof(WorkloadMessage) == 392);
 static_assert(std::is_trivially_copyable_v<PluginRequest> && std::is_trivially_copyable_v<PluginList>);
+static_assert(std::is_trivially_copyable_v<WorkloadList> && sizeof(WorkloadList) != sizeof(ControlReply));
 static_assert(sizeof(PluginTenant) == 64 + 64 + 16 + 8 + 48 + 64 + 64 + 256 + 64);
 static_assert(offsetof(PluginRequest, magic) == 0 && offsetof(PluginRequest, tenant) == 16);
 static_assert(std::is_trivially_copyable_v<RegisterRequest>);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,9 @@ void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& 
                                  " is not supported (daemon speaks " + std::to_string(wire::kControlVersion) + ")"});
   } else if (req.command == wire::ControlCommand::kDescribe) {
     reply.status = wire::ControlStatus::kOk;
+  } else if (req.command == wire::ControlCommand::kWorkloads) {
+    answer_workloads(fd);  // a reply of its own
+    return;
   } else if (req.command != wire::ControlCommand::kReload && req.command != wire::ControlCommand::kEnsureTenant) {
     reply.status = wire::ControlStatus::kBadRequest;
     fill_message(reply.message, {"unknown control command"});
@@ -312,6 +316,22 @@ TenantWorkloads Daemon::workloads() const {
   }
   for (auto& [name, w] : plugin_tenants_.workloads()) out[name] = std::move(w);
   return out;
+}
+
+void Daemon::answer_workloads(int fd) {
+  auto list = std::make_unique<wire::WorkloadList>();
+  for (const auto& [name, w] : workloads()) {
+    if (list->count == shm::kMaxTenants) break;
+    if (w.pod_namespace.empty() && w.pod_name.empty() && w.container_name.empty()) continue;
+    wire::TenantWorkload& out = list->tenants[list->count++];
+    std::strncpy(out.tenant, name.c_str(), sizeof out.tenant - 1);
+    std::strncpy(out.pod_namespace, w.pod_namespace.c_str(), sizeof out.pod_namespace - 1);
+    std::strncpy(out.pod_name, w.pod_name.c_str(), sizeof out.pod_name - 1);
+    std::strncpy(out.container_name, w.container_name.c_str(), sizeof out.container_name - 1);
+  }
+  if (send(fd, list.get(), sizeof *list, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof *list)
+    spdlog::warn("could not send the workloads: {}", std::strerror(errno));
+  drop_client(fd);
 }
 
 }  // namespace cuslice

@@ -112,6 +112,7 @@ class Daemon {
   // Per tenant, the workload its registered processes agree on (metrics labels); the
   // device plugin's labels for its tenants.
   TenantWorkloads workloads() const;
+  void answer_workloads(int fd);  // kWorkloads
 
   // plugin_control.cpp
   void answer_plugin(int fd, Client& client, const wire::PluginRequest& req);

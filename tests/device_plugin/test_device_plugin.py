@@ -284,6 +284,7 @@ def test_two_pods_get_tenants_with_exactly_their_quota_and_share(make_node):
     assert tenants[ta]["limit"] == 1.0  # a share, not a cap
     assert node.labels(ta) == {"namespace": "team-a", "pod": "a", "container": "main"}
     assert node.labels(tb) == {"namespace": "team-a", "pod": "b", "container": "main"}
+    assert tenants[ta]["workload"] == {"namespace": "team-a", "pod": "a", "container": "main"}
 
     # A process started with the container's environment joins its tenant and is held to it.
     env = {"CUSLICE_TENANT": tenant_env(a)["CUSLICE_TENANT"]}
