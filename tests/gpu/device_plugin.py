@@ -39,6 +39,7 @@ time.sleep(float(os.environ.get("HOLD_SECONDS", "3")))
 
 class Run:
     def __init__(self, out):
+        out.mkdir(parents=True, exist_ok=True)
         self.log = open(out / "device_plugin.log", "w")
         self.rows = []
 
@@ -146,8 +147,10 @@ def main():
         # mounts by their host paths (the socket's directory, the hook that /etc/ld.so.preload
         # names); the GPU the container would see, alone.
         mounts = {m["container_path"]: m["host_path"] for m in answer["mounts"]}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-               **env_from_allocate}
+        # The image's environment (here: this one, without cuslice's own settings) and the answer's.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("CUSLICE_") and k not in ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES")}
+        env.update(env_from_allocate)
         env["CUSLICE_SOCKET"] = os.path.join(mounts["/run/cuslice"], os.path.basename(env["CUSLICE_SOCKET"]))
         env["LD_PRELOAD"] = mounts["/opt/cuslice/lib/libcuslice.so"]
         env["CUDA_VISIBLE_DEVICES"] = card["uuid"]
