@@ -3,6 +3,7 @@
 #include "scheduler_link.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "client.h"
 #include "driver.h"
@@ -65,8 +66,11 @@ bool start() {
       if (tenant != nullptr && *tenant != '\0') {
         // Asked for a tenant: charge memory so that a scheduler that comes back counts it.
         g_enabled = true;
-        CUSLICE_LOG(kWarn, "tenant '%s' asked for, but %s: compute ungated, memory on local limits",
-                    tenant, client::last_error());
+        // The name only: a device plugin tenant's credential follows a ':' and stays secret.
+        const char* colon = std::strchr(tenant, ':');
+        const int shown = colon ? static_cast<int>(colon - tenant) : static_cast<int>(std::strlen(tenant));
+        CUSLICE_LOG(kWarn, "tenant '%.*s' asked for, but %s: compute ungated, memory on local limits",
+                    shown, tenant, client::last_error());
       }
       return true;
   }

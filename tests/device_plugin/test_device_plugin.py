@@ -472,3 +472,22 @@ def test_the_real_hook_in_a_one_gpu_container_view_charges_the_nodes_gpu(make_no
     finally:
         child.stdin.close()
         child.wait(timeout=DEADLINE)
+
+
+def test_the_hook_never_prints_the_credential(tmp_path):
+    """With no scheduler the hook warns once, naming the tenant: not its credential, which
+    would land in the pod's log."""
+    key = "0123456789abcdef0123456789abcdef"
+    child = subprocess.run(
+        [str(built("CUSLICE_HOOK_TESTS")), "--gtest_filter=TenantChild.Hold"],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+             "LD_PRELOAD": str(built("CUSLICE_HOOK_LIB")),
+             "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")),
+             "TEST_HOLD": str(64 << 20),
+             "CUSLICE_SOCKET": str(tmp_path / "nobody.sock"),
+             "CUSLICE_TENANT": "k8s-0123456789ab:" + key,
+             "CUSLICE_LOG_LEVEL": "warn"},
+        input="", capture_output=True, text=True, timeout=DEADLINE)
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "tenant 'k8s-0123456789ab' asked for" in child.stderr, child.stderr
+    assert key not in child.stderr + child.stdout
