@@ -7,10 +7,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "error.h"
 #include "runtime_dir.h"
@@ -108,6 +110,33 @@ wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& requ
               n == 0 ? "the scheduler closed the connection without answering"
                      : "the scheduler's answer is not one this cuslice understands",
               "is cuslice-scheduler the same version as cuslice? (cuslice version)");
+}
+
+TenantWorkloads SchedulerConnection::workloads(int timeout_ms) {
+  wire::ControlRequest request;
+  request.command = wire::ControlCommand::kWorkloads;
+  if (::send(fd_, &request, sizeof request, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request))
+    throw Error(ExitCode::kFailure, fmt::format("cannot send to the scheduler: {}", std::strerror(errno)));
+  pollfd p{fd_, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&p, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) throw Error(ExitCode::kFailure, fmt::format("the scheduler did not answer within {} ms", timeout_ms));
+  auto list = std::make_unique<wire::WorkloadList>();
+  const ssize_t n = ::recv(fd_, list.get(), sizeof *list, 0);
+  TenantWorkloads out;
+  // Anything else (a ControlReply saying "unknown control command"): a daemon from before
+  // the request, which has no workloads to tell.
+  if (n != static_cast<ssize_t>(sizeof *list) || list->magic != wire::kControlMagic) return out;
+  const auto text = [](const char* field, size_t size) { return std::string(field, strnlen(field, size)); };
+  for (uint32_t i = 0; i < std::min<uint32_t>(list->count, shm::kMaxTenants); ++i) {
+    const wire::TenantWorkload& t = list->tenants[i];
+    out[text(t.tenant, sizeof t.tenant)] = {text(t.pod_namespace, sizeof t.pod_namespace),
+                                           text(t.pod_name, sizeof t.pod_name),
+                                           text(t.container_name, sizeof t.container_name)};
+  }
+  return out;
 }
 
 int SchedulerConnection::release_as_lease() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics_exposition.h"
 #include "socket_protocol.h"
 
 namespace cuslice::cli {
@@ -54,6 +55,10 @@ class SchedulerConnection {
 
   // Sends `request` and waits up to `timeout_ms` for the reply; throws Error on failure.
   wire::ControlReply request(const wire::ControlRequest& request, int timeout_ms = kReplyTimeoutMs);
+
+  // kWorkloads: each tenant's Kubernetes workload, by tenant name; empty from a daemon that
+  // does not know the request. Throws Error like request().
+  TenantWorkloads workloads(int timeout_ms = kReplyTimeoutMs);
 
   // Gives up ownership and makes the descriptor survive exec: the lease `cuslice run`
   // passes on to its command (the daemon counts the command alive while it stays open).

@@ -90,6 +90,12 @@ Found find_scheduler(const StatusOptions& options) {
     daemon.reachable = true;
     if (described->config_path[0] != '\0') daemon.config_path = described->config_path;
     daemon.shm_name = options.shm_name.value_or(described->shm_name);
+    try {
+      if (auto connection = SchedulerConnection::connect(socket))
+        daemon.workloads = connection->workloads(kDescribeTimeoutMs);
+    } catch (const Error&) {
+      // Labels are extra: the status stands without them.
+    }
     return {daemon, std::make_unique<SegmentMapping>(daemon.shm_name)};
   }
   for (size_t i = 0; i < choice.candidates.size(); ++i) {

@@ -41,6 +41,14 @@ std::string quota_text(const TenantSnapshot& t, const TenantGpuSnapshot& use) {
   return "none";
 }
 
+// The tenant's Kubernetes workload, or null.
+json workload_json(const DaemonView& d, const std::string& tenant) {
+  auto it = d.workloads.find(tenant);
+  if (it == d.workloads.end()) return nullptr;
+  return {{"namespace", it->second.pod_namespace}, {"pod", it->second.pod_name},
+          {"container", it->second.container_name}};
+}
+
 std::string pids_text(const std::vector<pid_t>& pids) {
   if (pids.empty()) return "-";
   std::string text;
@@ -97,6 +105,7 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
         {"memory_quota_bytes", or_null(t.memory_quota_bytes)},
         {"memory_quota_fraction", t.memory_quota_ppm ? json(*t.memory_quota_ppm / kPpm) : json(nullptr)},
         {"pids", t.pids},
+        {"workload", workload_json(d, t.name)},
     });
   }
 
@@ -162,6 +171,9 @@ std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
                                                    : "none";
     line(fmt::format(kTenantRow, t.name + (t.retired ? " (retired)" : ""), priority_name(t.priority),
                      percent(t.share_ppm), percent(t.limit_ppm), t.pids.size(), quota, pids_text(t.pids)));
+    if (auto w = d.workloads.find(t.name); w != d.workloads.end())
+      line(fmt::format("    pod {}/{}, container {}", w->second.pod_namespace, w->second.pod_name,
+                       w->second.container_name.empty() ? "?" : w->second.container_name));
   }
 
   if (s.gpus.empty()) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "metrics_exposition.h"
 #include "segment_snapshot.h"
 
 namespace cuslice::cli {
@@ -24,6 +25,7 @@ struct DaemonView {
   std::string shm_name;
   bool reachable = false;                  // answered on the socket just now
   std::optional<std::string> config_path;  // when it answered and has a file
+  TenantWorkloads workloads;               // Kubernetes namespace/pod/container by tenant
 };
 
 nlohmann::json status_json(const SegmentSnapshot& snapshot, const DaemonView& daemon);

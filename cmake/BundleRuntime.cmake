@@ -2,8 +2,8 @@
 # has installed the tree into its staging folder; the .deb is left alone, it depends on
 # Debian's packages instead).
 #
-# Copies into lib/ every shared library that bin/cuslice, bin/cuslice-scheduler and
-# lib/libcuslice.so load, directly or through each other, except the system's own set below,
+# Copies into lib/ every shared library that bin/cuslice, bin/cuslice-scheduler,
+# bin/cuslice-device-plugin and lib/libcuslice.so load, directly or through each other, except the system's own set below,
 # and sets RUNPATH so that the loader finds the copies wherever the tarball is unpacked:
 # $ORIGIN/../lib on the programs, $ORIGIN on the copies (each copy's own dependencies are then
 # found beside it, not in the system). Lists what was copied in share/cuslice/bundled-libraries.txt.
@@ -25,7 +25,7 @@ if(NOT PATCHELF)
   message(FATAL_ERROR "BundleRuntime: patchelf is needed to build the tarball (apt-get install patchelf)")
 endif()
 
-set(programs "${root}/bin/cuslice" "${root}/bin/cuslice-scheduler")
+set(programs "${root}/bin/cuslice" "${root}/bin/cuslice-scheduler" "${root}/bin/cuslice-device-plugin")
 file(GET_RUNTIME_DEPENDENCIES
   EXECUTABLES ${programs}
   LIBRARIES "${root}/lib/libcuslice.so"

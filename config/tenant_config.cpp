@@ -34,7 +34,7 @@ class Parser {
     if (root["tenants"]) {
       parse_tenants(root["tenants"]);
     } else {
-      error(root, "missing `tenants:` (a list of at least one tenant)");
+      error(root, "missing `tenants:` (a list of tenants; `[]` when the device plugin makes them all)");
     }
     check_cross_references();
     return finish();
@@ -184,8 +184,9 @@ class Parser {
   }
 
   void parse_tenants(const YAML::Node& node) {
-    if (!node.IsSequence() || node.size() == 0) {
-      error(node, "`tenants` must be a list of at least one tenant (`- name: ...`)");
+    // Empty is allowed: on a Kubernetes node the device plugin may make every tenant.
+    if (!node.IsSequence()) {
+      error(node, "`tenants` must be a list of tenants (`- name: ...`, or `[]`)");
       return;
     }
     if (node.size() > kMaxConfigTenants) {

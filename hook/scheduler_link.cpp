@@ -3,6 +3,7 @@
 #include "scheduler_link.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "client.h"
 #include "driver.h"
@@ -24,6 +25,28 @@ void on_event(client::Event event, const char* detail) {
     CUSLICE_LOG(kInfo, "%s", detail);
 }
 
+// CUSLICE_GPU_INDICES: the node's GPU index of each CUDA device the process sees, in CUDA
+// order ("2", "2,5"), as the Kubernetes device plugin gives it: inside a container NVML
+// numbers only the GPUs the container sees, from 0, while the scheduler numbers them as the
+// node does. Read once, after cuInit. Unset or malformed: 0 (the NVML lookup stands).
+int node_gpu_indices(int (&out)[kMaxDevices]) {
+  const char* text = std::getenv("CUSLICE_GPU_INDICES");
+  if (text == nullptr || *text == '\0') return 0;
+  int count = 0, value = -1;
+  for (const char* c = text;; ++c) {
+    if (*c >= '0' && *c <= '9' && value < 1000) {
+      value = (value < 0 ? 0 : value * 10) + (*c - '0');
+    } else if ((*c == ',' || *c == '\0') && value >= 0 && count < kMaxDevices) {
+      out[count++] = value;
+      value = -1;
+      if (*c == '\0') return count;
+    } else {
+      CUSLICE_LOG(kWarn, "CUSLICE_GPU_INDICES=%s is not a list of GPU indices; ignored", text);
+      return 0;
+    }
+  }
+}
+
 }  // namespace
 
 bool start() {
@@ -43,8 +66,11 @@ bool start() {
       if (tenant != nullptr && *tenant != '\0') {
         // Asked for a tenant: charge memory so that a scheduler that comes back counts it.
         g_enabled = true;
-        CUSLICE_LOG(kWarn, "tenant '%s' asked for, but %s: compute ungated, memory on local limits",
-                    tenant, client::last_error());
+        // The name only: a device plugin tenant's credential follows a ':' and stays secret.
+        const char* colon = std::strchr(tenant, ':');
+        const int shown = colon ? static_cast<int>(colon - tenant) : static_cast<int>(std::strlen(tenant));
+        CUSLICE_LOG(kWarn, "tenant '%.*s' asked for, but %s: compute ungated, memory on local limits",
+                    shown, tenant, client::last_error());
       }
       return true;
   }
@@ -67,10 +93,14 @@ void on_cuda_initialised(int device_count) {
   auto by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
   auto index = reinterpret_cast<Index>(nvml_symbol("nvmlDeviceGetIndex"));
   const bool nvml = init && by_uuid && index && init() == NVML_SUCCESS;
+  int given[kMaxDevices];
+  const int given_count = node_gpu_indices(given);
   for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
     CUuuid u;
     const bool have_uuid = get_uuid && get_uuid(&u, d) == CUDA_SUCCESS;
-    if (nvml && have_uuid) {
+    if (d < given_count) {
+      g_gpu[d] = given[d];
+    } else if (nvml && have_uuid) {
       char text[kGpuUuidText];
       format_gpu_uuid(u, text);
       nvmlDevice_t h;

@@ -21,6 +21,9 @@
 //   - The client sends one ControlRequest; the daemon answers one ControlReply.
 //   - kDescribe: what the daemon is (pid, mode, segment name, configuration file).
 //   - kReload: as SIGHUP; the reply says ok, or carries every configuration error.
+//   - kWorkloads: the Kubernetes workload (namespace, pod, container) of each tenant that has
+//     one, from the device plugin or from its processes' WorkloadMessage; answered by a
+//     WorkloadList instead of a ControlReply. Anybody may ask (`cuslice status`).
 //   - kEnsureTenant: only for a daemon started with --ephemeral (tenants from `cuslice run`
 //     flags, no file); others answer kUnsupported. Adds the tenant, or accepts it when one
 //     of that name has the same parameters. On success the connection becomes a *lease*:
@@ -28,6 +31,17 @@
 //     and an ephemeral daemon that exits when idle counts it as a client.
 // kReload and kEnsureTenant are accepted only from root or the daemon's own uid
 // (SO_PEERCRED): the socket is open to every local user so that any process can register.
+//
+// Plugin requests (cuslice-device-plugin, the Kubernetes device plugin) are a third kind of
+// first message, a PluginRequest, told apart by its own magic and versioned on its own:
+//   - kApply: create the plugin tenant `tenant.name`, or update its share, cap and labels
+//     (memory, GPU and credential are fixed at creation). Answered by a ControlReply.
+//   - kRemove: remove it (kept, retired, until its processes exit). Answered by a ControlReply.
+//   - kList: every plugin tenant, credentials included. Answered by a PluginList.
+// Only root or the daemon's own uid may send them. A plugin tenant lives in the daemon's
+// memory, beside the file's tenants, until removed or the daemon exits; it is joined only
+// with CUSLICE_TENANT=<name>:<key>, the key being the credential given at creation, and
+// only from the pod (cgroup) of the first process that joined it (docs/kubernetes.md).
 #pragma once
 
 #include <cstddef>
@@ -106,6 +120,7 @@ enum class ControlCommand : uint32_t {
   kDescribe = 1,
   kReload = 2,
   kEnsureTenant = 3,
+  kWorkloads = 4,
 };
 
 // A tenant as `cuslice run` describes it (kEnsureTenant). Same meaning as the YAML keys.
@@ -152,7 +167,81 @@ struct ControlReply {
   char message[8192] = {};
 };
 
+// kWorkloads' answer: tenants by name with their workload. Strings NUL-terminated.
+struct TenantWorkload {
+  char tenant[shm::kNameSize] = {};
+  char pod_namespace[64] = {};
+  char pod_name[256] = {};
+  char container_name[64] = {};
+};
+
+struct WorkloadList {
+  uint32_t magic = kControlMagic;
+  uint16_t version = kControlVersion;
+  uint16_t size = sizeof(WorkloadList);
+  ControlStatus status = ControlStatus::kOk;
+  uint32_t count = 0;  // entries of `tenants` used
+  TenantWorkload tenants[shm::kMaxTenants];
+};
+
+inline constexpr uint32_t kPluginMagic = 0x50434C43;  // "CLCP"
+inline constexpr uint16_t kPluginVersion = 1;
+// Separates a plugin tenant's name from its credential in CUSLICE_TENANT: never part of a
+// tenant name (valid_tenant_name).
+inline constexpr char kTenantKeySeparator = ':';
+// The memory device IDs (GiB units) a plugin tenant holds, as a bitmap: units 0 to 511.
+inline constexpr uint32_t kMaxPluginUnits = 512;
+
+enum class PluginCommand : uint32_t {
+  kApply = 1,
+  kRemove = 2,
+  kList = 3,
+};
+
+// A tenant the device plugin made for one container. Strings NUL-terminated.
+struct PluginTenant {
+  char name[shm::kNameSize] = {};  // the tenant's name; the YAML's rules for names
+  char key[64] = {};               // credential: 16 to 63 characters, never in the segment
+  uint32_t gpu = 0;                // the GPU its memory is on (NVML index on the node)
+  uint32_t priority = 1;           // 0 low, 1 normal, 2 high
+  uint32_t share_ppm = 0;          // share of its GPU under contention, (0, 1e6]
+  uint32_t limit_ppm = 1'000'000;  // cap; 1e6: uncapped
+  uint64_t memory_bytes = 0;       // memory quota on its GPU, > 0
+  char gpu_uuid[48] = {};          // for people (status, logs)
+  // The plugin's record of which memory IDs the tenant holds (bit u: unit u), kept for it
+  // so that a restarted plugin finds its allocations here.
+  uint64_t units[kMaxPluginUnits / 64] = {};
+  // The Kubernetes workload (from the kubelet's PodResources): labels of the tenant's
+  // metrics; empty until the plugin has seen the pod.
+  char pod_namespace[64] = {};
+  char pod_name[256] = {};
+  char container_name[64] = {};
+};
+
+struct PluginRequest {
+  uint32_t magic = kPluginMagic;
+  uint16_t version = kPluginVersion;
+  uint16_t size = sizeof(PluginRequest);
+  PluginCommand command = PluginCommand::kList;
+  uint32_t reserved0 = 0;
+  PluginTenant tenant;  // kApply: all of it; kRemove: the name; kList: nothing
+};
+
+struct PluginList {
+  uint32_t magic = kPluginMagic;
+  uint16_t version = kPluginVersion;
+  uint16_t size = sizeof(PluginList);
+  ControlStatus status = ControlStatus::kBadRequest;
+  uint32_t count = 0;  // entries of `tenants` used
+  char message[256] = {};
+  PluginTenant tenants[shm::kMaxTenants];
+};
+
 static_assert(std::is_trivially_copyable_v<WorkloadMessage> && sizeof(WorkloadMessage) == 392);
+static_assert(std::is_trivially_copyable_v<PluginRequest> && std::is_trivially_copyable_v<PluginList>);
+static_assert(std::is_trivially_copyable_v<WorkloadList> && sizeof(WorkloadList) != sizeof(ControlReply));
+static_assert(sizeof(PluginTenant) == 64 + 64 + 16 + 8 + 48 + 64 + 64 + 256 + 64);
+static_assert(offsetof(PluginRequest, magic) == 0 && offsetof(PluginRequest, tenant) == 16);
 static_assert(std::is_trivially_copyable_v<RegisterRequest>);
 static_assert(std::is_trivially_copyable_v<RegisterReply>);
 static_assert(sizeof(RegisterRequest) == 8 + 64 + 8 * shm::kMaxGpus);

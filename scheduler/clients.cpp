@@ -1,6 +1,7 @@
 // The daemon's clients: the connections on its socket, from accept to EOF. A hook's first
 // message registers it (a tenant by the assignment rules, a process slot in the segment);
-// `cuslice`'s is a control request (describe, reload, ensure-tenant), answered here. Every
+// `cuslice`'s is a control request (describe, reload, ensure-tenant), answered here; the
+// device plugin's requests are answered in plugin_control.cpp. Every
 // decision about who may do what on the socket belongs in this file. Calls the tenant
 // table (reload, apply_config) and one scheduling step after a client's kick; never the
 // token itself.
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -112,7 +114,9 @@ void Daemon::on_client_readable(int fd) {
 void Daemon::on_first_message(int fd, Client& client) {
   // Either message fits, with a byte to spare to notice a longer one; SOCK_SEQPACKET
   // delivers one whole message per recv (a longer one is cut, and n says so).
-  unsigned char bytes[std::max(sizeof(wire::RegisterRequest), sizeof(wire::ControlRequest)) + 1];
+  unsigned char bytes[std::max({sizeof(wire::RegisterRequest), sizeof(wire::ControlRequest),
+                                sizeof(wire::PluginRequest)}) +
+                      1];
   const ssize_t n = recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   uint32_t magic = 0;
@@ -126,6 +130,10 @@ void Daemon::on_first_message(int fd, Client& client) {
     // Header only from a message of another size: answer_control sees its version.
     std::memcpy(&req, bytes, n == static_cast<ssize_t>(sizeof req) ? sizeof req : offsetof(wire::ControlRequest, command));
     answer_control(fd, client, req);
+  } else if (magic == wire::kPluginMagic && n >= static_cast<ssize_t>(offsetof(wire::PluginRequest, command))) {
+    wire::PluginRequest req;
+    std::memcpy(&req, bytes, n == static_cast<ssize_t>(sizeof req) ? sizeof req : offsetof(wire::PluginRequest, command));
+    answer_plugin(fd, client, req);
   } else {
     drop_client(fd);
   }
@@ -144,6 +152,9 @@ void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& 
                                  " is not supported (daemon speaks " + std::to_string(wire::kControlVersion) + ")"});
   } else if (req.command == wire::ControlCommand::kDescribe) {
     reply.status = wire::ControlStatus::kOk;
+  } else if (req.command == wire::ControlCommand::kWorkloads) {
+    answer_workloads(fd);  // a reply of its own
+    return;
   } else if (req.command != wire::ControlCommand::kReload && req.command != wire::ControlCommand::kEnsureTenant) {
     reply.status = wire::ControlStatus::kBadRequest;
     fill_message(reply.message, {"unknown control command"});
@@ -196,7 +207,10 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   }
   req.tenant[sizeof req.tenant - 1] = '\0';
   const PeerIdentity peer{client.pid, client.uid, client.gid, process_cgroup(client.pid)};
-  const Assignment assignment = assign_tenant(config_, peer, req.tenant);
+  // A device plugin tenant is joined with its credential from its pod only (plugin_tenants.h).
+  const PluginJoin join = plugin_tenants_.check_join(req.tenant, peer.cgroup);
+  const Assignment assignment = join.plugin ? Assignment{join.ok ? 0 : -1, join.reason}
+                                            : assign_tenant(config_, peer, req.tenant);
   if (assignment.tenant < 0) {
     spdlog::warn("refused pid {} (uid {}): {}", client.pid, client.uid, assignment.reason);
     reply.status = wire::RegisterStatus::kRefused;
@@ -204,7 +218,7 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
     drop_client(fd);
     return;
   }
-  const std::string& name = config_.tenants[assignment.tenant].name;
+  const std::string& name = join.plugin ? join.tenant : config_.tenants[assignment.tenant].name;
   uint32_t tenant = shm::kNoTenant;
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
     if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) tenant = t;
@@ -233,6 +247,7 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   client.kind = ClientKind::kHook;
   client.slot = static_cast<int>(slot);
   ++tenant_processes_[tenant];
+  if (join.plugin) plugin_tenants_.joined(name, peer.cgroup);
 
   reply.status = wire::RegisterStatus::kOk;
   reply.slot = slot;
@@ -299,7 +314,24 @@ TenantWorkloads Daemon::workloads() const {
     if (w.pod_name != client.workload.pod_name) w.pod_name.clear();
     if (w.container_name != client.workload.container_name) w.container_name.clear();
   }
+  for (auto& [name, w] : plugin_tenants_.workloads()) out[name] = std::move(w);
   return out;
+}
+
+void Daemon::answer_workloads(int fd) {
+  auto list = std::make_unique<wire::WorkloadList>();
+  for (const auto& [name, w] : workloads()) {
+    if (list->count == shm::kMaxTenants) break;
+    if (w.pod_namespace.empty() && w.pod_name.empty() && w.container_name.empty()) continue;
+    wire::TenantWorkload& out = list->tenants[list->count++];
+    std::strncpy(out.tenant, name.c_str(), sizeof out.tenant - 1);
+    std::strncpy(out.pod_namespace, w.pod_namespace.c_str(), sizeof out.pod_namespace - 1);
+    std::strncpy(out.pod_name, w.pod_name.c_str(), sizeof out.pod_name - 1);
+    std::strncpy(out.container_name, w.container_name.c_str(), sizeof out.container_name - 1);
+  }
+  if (send(fd, list.get(), sizeof *list, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof *list)
+    spdlog::warn("could not send the workloads: {}", std::strerror(errno));
+  drop_client(fd);
 }
 
 }  // namespace cuslice

@@ -77,6 +77,11 @@ Daemon::Daemon(DaemonOptions options)
     idle_armed_ = true;
   }
 
+  if (options_.watch_config && !options_.ephemeral) {
+    config_watch_ = std::make_unique<ConfigWatch>(options_.config_path);
+    add_to_epoll(config_watch_->fd(), EPOLLIN);
+  }
+
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params_, tenant_params_);
   apply_config(config_);
   segment_->quantum_ns = static_cast<uint64_t>(config_.scheduler.quantum.count());
@@ -177,6 +182,11 @@ int Daemon::run() {
           spdlog::info("idle for the grace period: exiting");
           stop();
           return 0;
+        }
+      } else if (config_watch_ && fd == config_watch_->fd()) {
+        if (config_watch_->changed()) {
+          spdlog::info("{} changed: reloading", options_.config_path);
+          reload_notifying_systemd();
         }
       } else if (metrics_ && fd == metrics_->fd()) {
         // Served below.

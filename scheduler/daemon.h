@@ -9,12 +9,14 @@
 //   timerfd (stats)    -> publish each tenant's achieved share, a few times a second
 //   timerfd (watchdog) -> WATCHDOG=1 to systemd, at half its WATCHDOG_USEC
 //   timerfd (idle)     -> with --exit-when-idle: nobody connected for the grace period
+//   inotify            -> with --watch-config: the file changed, reload as on SIGHUP
 //   metrics epoll fd   -> libmicrohttpd's sockets, served on this same thread
 //
 // The policy itself lives in TokenPolicy (one per GPU); this class only moves facts
 // between the segment, the sockets and the policies. Its members are defined by concept:
 //   daemon.cpp        construction, the loop, the idle timer, stop
 //   clients.cpp       the socket's clients: accept, register, control, drop, slots
+//   plugin_control.cpp  the device plugin's requests (its tenants: plugin_tenants.h)
 //   tenant_table.cpp  the configuration applied to the segment's tenants, reload
 //   scheduling.cpp    the scheduling step and what it publishes in the segment
 //   os_fds.{h,cpp}    the listening socket, timerfds and the clock they run on
@@ -30,9 +32,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "config_watch.h"
 #include "metrics_exposition.h"
 #include "metrics_server.h"
 #include "nvml_reader.h"
+#include "plugin_tenants.h"
 #include "share_window.h"
 #include "shared_segment.h"
 #include "socket_protocol.h"
@@ -53,6 +57,7 @@ struct DaemonOptions {
   // started it has time to connect even on a loaded machine.
   std::optional<double> exit_when_idle_seconds;
   std::optional<uint16_t> metrics_port;  // overrides the file's scheduler.metrics_port
+  bool watch_config = false;             // reload when the file changes (config_watch.h)
   std::string metrics_address = "0.0.0.0";
 };
 
@@ -104,8 +109,13 @@ class Daemon {
   void answer_control(int fd, Client& client, const wire::ControlRequest& req);
   void drop_client(int fd);
   void release_slot(uint32_t slot);
-  // Per tenant, the workload its registered processes agree on (metrics labels).
+  // Per tenant, the workload its registered processes agree on (metrics labels); the
+  // device plugin's labels for its tenants.
   TenantWorkloads workloads() const;
+  void answer_workloads(int fd);  // kWorkloads
+
+  // plugin_control.cpp
+  void answer_plugin(int fd, Client& client, const wire::PluginRequest& req);
 
   // scheduling.cpp
   void schedule();
@@ -127,7 +137,8 @@ class Daemon {
   void stop();
 
   DaemonOptions options_;
-  Config config_;
+  Config config_;  // the file's (or `cuslice run`'s) tenants
+  PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
   PolicyParams policy_params_;
   // Before the segment: a second daemon must fail on the socket before it replaces the
   // first one's segment.
@@ -145,6 +156,7 @@ class Daemon {
   int idle_fd_ = -1;      // -1: without exit_when_idle
   bool idle_armed_ = false;
   std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<ConfigWatch> config_watch_;  // with watch_config only
   std::unordered_map<int, Client> clients_;
 
   // Indexed by segment tenant index; a tenant keeps its index across reloads.

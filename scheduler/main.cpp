@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
       app.add_flag("--ephemeral", options.ephemeral,
                    "no configuration file: tenants are added by `cuslice run` (what auto-start uses)");
   config->excludes(ephemeral);
+  app.add_flag("--watch-config", options.watch_config,
+               "reload the configuration when its file changes (a Kubernetes ConfigMap, an edit), as on SIGHUP")
+      ->needs(config);
   app.add_option("--exit-when-idle", idle_seconds,
                  "exit once no process, lease or request has been connected for SECONDS")
       ->type_name("SECONDS")

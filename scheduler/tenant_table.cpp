@@ -1,6 +1,7 @@
 // The daemon's tenant table: which segment entry each configured tenant has, with the
-// quotas, shares and limits the hooks and the policies read, applied at start, on reload and
-// when `cuslice run` adds a tenant. Calls the config loader, the segment and the policies'
+// quotas, shares and limits the hooks and the policies read, applied at start, on reload,
+// when `cuslice run` adds a tenant and when the device plugin changes its tenants (which
+// every application of the file's tenants keeps, plugin_tenants.h). Calls the config loader, the segment and the policies'
 // reconfigure(); never the client sockets (clients.cpp) nor the token (scheduling.cpp),
 // except that a reload runs one scheduling step at once.
 #include <systemd/sd-daemon.h>
@@ -63,9 +64,12 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
 }
 
 
-void Daemon::apply_config(const Config& config) {
+void Daemon::apply_config(const Config& file) {
   std::array<bool, shm::kMaxTenants> kept{};
-  const std::vector<double> shares = config.effective_shares();
+  // The device plugin's tenants beside the file's, with the shares it gave them.
+  Config config = file;
+  std::vector<double> shares = file.effective_shares();
+  plugin_tenants_.append_to(config, shares);
   for (size_t i = 0; i < config.tenants.size(); ++i) {
     const TenantConfig& tc = config.tenants[i];
     // Same name, same index: processes already registered keep their tenant.

@@ -45,6 +45,9 @@ cuslice_tree() {
       ln -s "$path/cli/cuslice" "$dir/bin/cuslice"
       ln -s "$path/scheduler/cuslice-scheduler" "$dir/bin/cuslice-scheduler"
       ln -s "$path/hook/libcuslice.so" "$dir/lib/libcuslice.so"
+      if [ -x "$path/device_plugin/cuslice-device-plugin" ]; then
+        ln -s "$path/device_plugin/cuslice-device-plugin" "$dir/bin/cuslice-device-plugin"
+      fi
       path=$dir
     fi
   else

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config patchelf
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
   libsystemd-dev nlohmann-json3-dev libmicrohttpd-dev prometheus-cpp-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3 python3-pytest python3-yaml python3-jsonschema python3-kubernetes
 )
 missing=()

@@ -42,7 +42,7 @@ SegmentSnapshot snapshot() {
 }
 
 TEST(StatusViewTest, JsonFollowsTheDocumentedSchema) {
-  const nlohmann::json j = status_json(snapshot(), {"/s.sock", "/cuslice", true, "/etc/c.yaml"});
+  const nlohmann::json j = status_json(snapshot(), {"/s.sock", "/cuslice", true, "/etc/c.yaml", {}});
   EXPECT_EQ(j["schema_version"], 1);
   EXPECT_EQ(j["daemon"]["mode"], "config");
   EXPECT_EQ(j["daemon"]["pid"], 42);
@@ -65,7 +65,7 @@ TEST(StatusViewTest, JsonFollowsTheDocumentedSchema) {
 }
 
 TEST(StatusViewTest, TableShowsEachTenantOnEachGpu) {
-  const std::string table = status_table(snapshot(), {"/s.sock", "/cuslice", false, std::nullopt});
+  const std::string table = status_table(snapshot(), {"/s.sock", "/cuslice", false, std::nullopt, {}});
   EXPECT_NE(table.find("(not answering)"), std::string::npos) << table;
   EXPECT_NE(table.find("token: infer"), std::string::npos) << table;
   EXPECT_NE(table.find("512 MiB / 4.00 GiB"), std::string::npos) << table;
@@ -76,7 +76,7 @@ TEST(StatusViewTest, TableShowsEachTenantOnEachGpu) {
 
 TEST(StatusViewTest, WatchdogFindingsAreShownOnlyWhenThereAreAny) {
   SegmentSnapshot s = snapshot();
-  const DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml"};
+  const DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml", {}};
   EXPECT_EQ(status_table(s, d).find(" ! "), std::string::npos);
   s.gpus[0].unhooked_processes = 2;
   s.gpus[0].unhooked_bytes = 3ull << 30;
@@ -91,6 +91,16 @@ TEST(StatusViewTest, WatchdogFindingsAreShownOnlyWhenThereAreAny) {
   EXPECT_EQ(j["gpus"][0]["unhooked_memory_bytes"], 3ull << 30);
   EXPECT_EQ(j["gpus"][0]["tenants"][0]["over_quota_bytes"], 1ull << 30);
   EXPECT_EQ(j["gpus"][0]["tenants"][0]["watchdog_kills"], 1);
+}
+
+TEST(StatusViewTest, AKubernetesTenantShowsItsPodAndContainer) {
+  DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml", {}};
+  EXPECT_TRUE(status_json(snapshot(), d)["tenants"][0]["workload"].is_null());
+  EXPECT_EQ(status_table(snapshot(), d).find("    pod "), std::string::npos);
+  d.workloads["infer"] = {"team-a", "serve-7f9c", "main"};
+  const nlohmann::json w = status_json(snapshot(), d)["tenants"][0]["workload"];
+  EXPECT_EQ(w, (nlohmann::json{{"namespace", "team-a"}, {"pod", "serve-7f9c"}, {"container", "main"}}));
+  EXPECT_NE(status_table(snapshot(), d).find("\n    pod team-a/serve-7f9c, container main\n"), std::string::npos);
 }
 
 TEST(StatusViewTest, Units) {

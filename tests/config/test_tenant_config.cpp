@@ -206,10 +206,18 @@ TEST_F(TenantConfigTest, UnknownDefaultTenant) {
 
 TEST_F(TenantConfigTest, WrongShapes) {
   EXPECT_EQ(only_error(load("tenants: {name: a}\n")),
-            "1:10: `tenants` must be a list of at least one tenant (`- name: ...`)");
+            "1:10: `tenants` must be a list of tenants (`- name: ...`, or `[]`)");
   EXPECT_EQ(only_error(load("- a\n- b\n")), "1:1: the top level must be a mapping of `key: value`");
-  EXPECT_EQ(only_error(load("scheduler: {}\n")), "1:1: missing `tenants:` (a list of at least one tenant)");
+  EXPECT_EQ(only_error(load("scheduler: {}\n")),
+            "1:1: missing `tenants:` (a list of tenants; `[]` when the device plugin makes them all)");
   EXPECT_EQ(only_error(load("tenants:\n  - name: [a]\n")), "2:11: `name` must be a single value");
+}
+
+TEST_F(TenantConfigTest, AnEmptyTenantListIsAllowed) {
+  // A node whose tenants all come from the Kubernetes device plugin.
+  const ConfigResult r = load("scheduler:\n  quantum: 50ms\ntenants: []\n");
+  EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].to_string());
+  EXPECT_TRUE(r.config.tenants.empty());
 }
 
 TEST_F(TenantConfigTest, TooManyTenants) {

@@ -21,6 +21,7 @@ def test_programs_unit_wrapper_and_example_are_installed(prefix):
     for path, executable in [
         ("bin/cuslice", True),
         ("bin/cuslice-scheduler", True),
+        ("bin/cuslice-device-plugin", True),
         ("share/cuslice/cuslice-entrypoint.sh", True),
         ("share/cuslice/cuslice.example.yaml", False),
         ("lib/systemd/system/cuslice-scheduler.service", False),

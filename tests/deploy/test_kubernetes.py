@@ -5,6 +5,9 @@ serialized back. The client's models drop fields they do not know, so a document
 not come back unchanged has a misspelt or misplaced field.
 """
 import json
+import os
+import re
+import subprocess
 
 import kubernetes.client
 import pytest
@@ -12,10 +15,12 @@ import yaml
 
 MODELS = {
     ("v1", "Namespace"): "V1Namespace",
+    ("v1", "ServiceAccount"): "V1ServiceAccount",
     ("v1", "ConfigMap"): "V1ConfigMap",
     ("v1", "Pod"): "V1Pod",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
 }
+KUSTOMIZATION = "kustomization.yaml"
 
 
 class _Response:
@@ -29,21 +34,26 @@ class _Response:
 def documents(deploy_dir):
     found = []
     for path in sorted((deploy_dir / "kubernetes").glob("*.yaml")):
-        found += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+        if path.name != KUSTOMIZATION:
+            found += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
     assert found, "no manifests in deploy/kubernetes"
     return found
 
 
 @pytest.fixture(scope="module")
 def objects(documents):
-    """{kind: model} for the one object of each kind."""
+    """{kind: model} for the one object of each kind; {"Pod": [models]} for the examples."""
     client = kubernetes.client.ApiClient()
-    by_kind = {}
+    by_kind = {"Pod": []}
     for name, doc in documents:
         key = (doc.get("apiVersion"), doc.get("kind"))
         assert key in MODELS, f"{name}: unexpected {key}"
+        model = client.deserialize(_Response(doc), MODELS[key])
+        if doc["kind"] == "Pod":
+            by_kind["Pod"].append(model)
+            continue
         assert doc["kind"] not in by_kind, f"{name}: a second {doc['kind']}"
-        by_kind[doc["kind"]] = client.deserialize(_Response(doc), MODELS[key])
+        by_kind[doc["kind"]] = model
     return by_kind
 
 
@@ -64,27 +74,57 @@ def test_the_round_trip_catches_a_misspelt_field(documents):
 
 
 def host_paths(pod_spec):
-    return {v.host_path.path: v for v in pod_spec.volumes if v.host_path}
+    return {v.host_path.path: v for v in pod_spec.volumes or [] if v.host_path}
 
 
 def mounts_of(container):
     return {m.name: m for m in container.volume_mounts}
 
 
-def test_the_daemonset_runs_the_scheduler_on_gpu_nodes(objects):
+def containers(objects):
+    return {c.name: c for c in objects["DaemonSet"].spec.template.spec.containers}
+
+
+def flag(container, name):
+    command = container.command
+    return command[command.index(name) + 1]
+
+
+def test_the_daemonset_runs_the_scheduler_and_the_device_plugin_on_gpu_nodes(objects):
     spec = objects["DaemonSet"].spec.template.spec
     assert spec.node_selector == {"nvidia.com/gpu.present": "true"}
     assert any(t.key == "nvidia.com/gpu" and t.operator == "Exists" for t in spec.tolerations)
     assert spec.host_pid  # tenants' pids as the host sees them
-    [scheduler] = spec.containers
-    assert scheduler.command[0].endswith("/cuslice-scheduler")
+    c = containers(objects)
+    assert set(c) == {"scheduler", "device-plugin"}
+    assert c["scheduler"].command[0] == "/usr/local/bin/cuslice-scheduler"
+    assert c["device-plugin"].command[0] == "/usr/local/bin/cuslice-device-plugin"
 
 
-def test_the_daemonset_shares_the_hook_socket_and_segment_through_host_paths(objects):
+def test_nothing_runs_privileged_or_with_a_capability(objects):
+    spec = objects["DaemonSet"].spec.template.spec
+    for c in spec.init_containers + spec.containers:
+        sc = c.security_context
+        assert not sc.privileged, c.name
+        assert sc.allow_privilege_escalation is False, c.name
+        assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add, c.name
+        assert sc.read_only_root_filesystem, c.name
+
+
+def test_a_service_account_of_its_own_with_no_token(objects):
+    account = objects["ServiceAccount"]
+    spec = objects["DaemonSet"].spec.template.spec
+    assert spec.service_account_name == account.metadata.name
+    assert account.automount_service_account_token is False
+    assert spec.automount_service_account_token is False
+    assert account.metadata.namespace == objects["DaemonSet"].metadata.namespace
+
+
+def test_the_scheduler_shares_its_socket_and_segment_through_host_paths(objects):
     spec = objects["DaemonSet"].spec.template.spec
     volumes = host_paths(spec)
     assert {"/opt/cuslice", "/run/cuslice", "/dev/shm"} <= set(volumes)
-    [scheduler] = spec.containers
+    scheduler = containers(objects)["scheduler"]
     mounts = mounts_of(scheduler)
     assert mounts[volumes["/run/cuslice"].name].mount_path == "/run/cuslice"
     assert mounts[volumes["/dev/shm"].name].mount_path == "/dev/shm"
@@ -94,66 +134,131 @@ def test_the_daemonset_shares_the_hook_socket_and_segment_through_host_paths(obj
     assert mounts_of(installer)[volumes["/opt/cuslice"].name].mount_path == "/host/opt/cuslice"
 
 
+def test_the_device_plugin_sees_every_path_it_gives_the_kubelet_where_the_node_has_it(objects):
+    """The kubelet mounts the plugin's host paths into containers: the plugin must see each at
+    the same path, through a hostPath volume of that path or a folder above it."""
+    spec = objects["DaemonSet"].spec.template.spec
+    volumes = {v.name: v for v in spec.volumes}
+    plugin = containers(objects)["device-plugin"]
+    same_place = {}
+    for m in plugin.volume_mounts:
+        source = volumes[m.name].host_path
+        if source is not None and source.path == m.mount_path:
+            same_place[m.mount_path] = m
+    scheduler = containers(objects)["scheduler"]
+
+    def seen(path):
+        return any(path == root or path.startswith(root + "/") for root in same_place)
+    for name in ("--hook", "--preload-file", "--scheduler-socket", "--plugin-dir", "--pod-resources-socket"):
+        assert seen(flag(plugin, name)), f"{name} {flag(plugin, name)}"
+    assert seen("/dev/shm" + flag(plugin, "--shm-name"))
+    assert same_place["/opt/cuslice"].read_only
+    # The scheduler the plugin talks to is the one this pod runs.
+    assert flag(plugin, "--scheduler-socket") == {e.name: e.value for e in scheduler.env}["CUSLICE_SOCKET"]
+    assert flag(plugin, "--hook") == "/opt/cuslice/lib/libcuslice.so"  # where install-hook puts it
+    assert flag(plugin, "--plugin-dir") == "/var/lib/kubelet/device-plugins"
+    assert flag(plugin, "--pod-resources-socket") == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    env = {e.name: e.value for e in plugin.env}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"  # NVML
+
+
 def test_the_daemonset_exposes_metrics_and_probes_them(objects):
-    [scheduler] = objects["DaemonSet"].spec.template.spec.containers
+    scheduler = containers(objects)["scheduler"]
     [port] = [p for p in scheduler.ports if p.name == "metrics"]
     assert port.container_port == 9400
     # Metrics are off unless asked for, on the port the container declares.
-    assert scheduler.command[scheduler.command.index("--metrics-port") + 1] == "9400"
+    assert flag(scheduler, "--metrics-port") == "9400"
     probe = scheduler.liveness_probe
     assert probe is not None and probe.http_get.port == "metrics"
     assert probe.http_get.path == "/healthz"
 
 
-def test_the_daemonset_reads_the_configmaps_file(objects):
+def test_the_scheduler_reads_and_watches_the_configmaps_file(objects):
     spec = objects["DaemonSet"].spec.template.spec
     [config_volume] = [v for v in spec.volumes if v.config_map]
     assert config_volume.config_map.name == objects["ConfigMap"].metadata.name
-    [scheduler] = spec.containers
-    config_path = scheduler.command[scheduler.command.index("--config") + 1]
+    scheduler = containers(objects)["scheduler"]
+    config_path = flag(scheduler, "--config")
     mount = mounts_of(scheduler)[config_volume.name]
     assert mount.sub_path is None  # a subPath mount would never see the ConfigMap change
     assert config_path.rsplit("/", 1) == [mount.mount_path, "cuslice.yaml"]
     assert "cuslice.yaml" in objects["ConfigMap"].data
+    assert "--watch-config" in scheduler.command  # changes apply without kubectl exec
 
 
-@pytest.fixture(scope="module")
-def tenant_config(objects):
-    return yaml.safe_load(objects["ConfigMap"].data["cuslice.yaml"])
+def test_the_configmaps_file_is_valid_for_the_scheduler(objects, tmp_path):
+    build = os.environ.get("CUSLICE_BUILD_DIR")
+    if not build:
+        pytest.fail("CUSLICE_BUILD_DIR is not set: run these tests through ctest, which sets it")
+    path = tmp_path / "cuslice.yaml"
+    path.write_text(objects["ConfigMap"].data["cuslice.yaml"])
+    check = subprocess.run([f"{build}/cli/cuslice", "config", "check", str(path)],
+                           capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert yaml.safe_load(objects["ConfigMap"].data["cuslice.yaml"])["tenants"] == []
 
 
-def test_the_configmaps_yaml_has_the_schedulers_format(tenant_config):
-    assert set(tenant_config) == {"scheduler", "tenants"}
-    assert tenant_config["scheduler"]["quantum"] == "100ms"
-    assert len(tenant_config["tenants"]) >= 2
-    for tenant in tenant_config["tenants"]:
-        assert set(tenant) <= {"name", "priority", "memory", "compute", "match", "allow_env"}
-        assert tenant["priority"] in ("high", "normal", "low")
-        assert set(tenant["compute"]) <= {"share", "limit"}
-        assert isinstance(tenant["match"]["uid"], int)
+def baseline_violations(pod):
+    """The Pod Security Standards' "baseline" and "restricted" rules an example could break."""
+    spec = pod.spec
+    found = []
+    if spec.host_network or spec.host_pid or spec.host_ipc:
+        found.append("host namespaces")
+    if any(v.host_path for v in spec.volumes or []):
+        found.append("hostPath volume")
+    psc = spec.security_context
+    if not (psc and psc.run_as_non_root):
+        found.append("restricted: runAsNonRoot")
+    if not (psc and psc.seccomp_profile and psc.seccomp_profile.type == "RuntimeDefault"):
+        found.append("restricted: seccompProfile")
+    for c in (spec.init_containers or []) + spec.containers:
+        sc = c.security_context
+        if sc is None or sc.privileged or sc.allow_privilege_escalation is not False:
+            found.append(f"{c.name}: privileged or escalation")
+        if sc is None or sc.capabilities is None or sc.capabilities.drop != ["ALL"] or sc.capabilities.add:
+            found.append(f"{c.name}: capabilities")
+        if any(p.host_port for p in c.ports or []):
+            found.append(f"{c.name}: hostPort")
+    return found
 
 
-def test_the_example_pod_is_a_tenant_of_the_configmap(objects, tenant_config):
-    pod = objects["Pod"].spec
-    [container] = pod.containers
-    env = {e.name: e.value for e in container.env}
-    [tenant] = [t for t in tenant_config["tenants"] if t["name"] == env["CUSLICE_TENANT"]]
-    assert pod.security_context.run_as_user == tenant["match"]["uid"]
-    assert container.resources.limits["nvidia.com/gpu"] == "1"
+def test_the_examples_ask_for_fractions_and_pass_pod_security(objects):
+    pods = objects["Pod"]
+    assert len(pods) >= 2
+    for pod in pods:
+        assert baseline_violations(pod) == [], pod.metadata.name
+        [c] = pod.spec.containers
+        limits = c.resources.limits
+        assert int(limits["cuslice.io/gpu-memory"]) > 0 and 0 < int(limits["cuslice.io/gpu-compute"]) <= 100
+        assert "nvidia.com/gpu" not in limits
+        assert not any(e.name.startswith("CUSLICE_") or e.name == "LD_PRELOAD" for e in c.env or [])
+    shares = sum(int(p.spec.containers[0].resources.limits["cuslice.io/gpu-compute"]) for p in pods)
+    assert shares <= 100  # the two fit one GPU
 
 
-def test_the_example_pod_mounts_what_the_daemonset_installs(objects):
-    pod = objects["Pod"].spec
-    volumes = host_paths(pod)
-    assert {"/opt/cuslice", "/run/cuslice", "/dev/shm/cuslice"} <= set(volumes)
-    assert volumes["/dev/shm/cuslice"].host_path.type == "File"
-    [container] = pod.containers
-    mounts = mounts_of(container)
-    assert mounts[volumes["/opt/cuslice"].name].read_only
-    assert mounts[volumes["/dev/shm/cuslice"].name].mount_path == "/dev/shm/cuslice"
-    env = {e.name: e.value for e in container.env}
-    hook_mount = mounts[volumes["/opt/cuslice"].name].mount_path
-    assert env["CUSLICE_HOOK_PATH"] == f"{hook_mount}/lib/libcuslice.so"
-    # The wrapper sets LD_PRELOAD; a pod-level value would replace the image's.
-    assert "LD_PRELOAD" not in env
-    assert container.command[0] == f"{hook_mount}/bin/cuslice-entrypoint.sh"
+def test_the_policy_check_catches_a_hostpath(documents):
+    _, doc = next((n, d) for n, d in documents if d["kind"] == "Pod")
+    broken = json.loads(json.dumps(doc))
+    broken["spec"]["volumes"] = [{"name": "x", "hostPath": {"path": "/opt/cuslice"}}]
+    pod = kubernetes.client.ApiClient().deserialize(_Response(broken), "V1Pod")
+    assert "hostPath volume" in baseline_violations(pod)
+
+
+def test_the_kustomization_installs_every_manifest_but_the_examples(deploy_dir):
+    kustomization = yaml.safe_load((deploy_dir / "kubernetes" / KUSTOMIZATION).read_text())
+    assert kustomization["kind"] == "Kustomization"
+    manifests = {p.name for p in (deploy_dir / "kubernetes").glob("*.yaml")} - {KUSTOMIZATION}
+    assert set(kustomization["resources"]) == manifests - {"example-pods.yaml"}
+    [image] = kustomization["images"]
+    assert image["name"] == "registry.example.com/cuslice"
+
+
+def test_the_dockerfile_builds_from_source_in_stages_on_debian(deploy_dir):
+    text = (deploy_dir / "container" / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
+    assert len(stages) >= 2 and all(s.startswith("debian:") for s in stages), stages
+    assert "COPY . /src" in text and "cmake --install" in text
+    final = text[text.rindex("\nFROM "):]
+    assert "COPY --from=build /install/usr/local/ /usr/local/" in final
+    # What the DaemonSet runs comes from the installation into /usr/local.
+    assert "CMAKE_INSTALL_PREFIX=/usr/local" in text

@@ -81,7 +81,7 @@ else
   python3 "$here/suite.py" --hook "$hook" --bin "$build/gpu-tests" --out "$OUT" || status=1
 fi
 
-checks=(smi_filter captures context_reset cli_live)
+checks=(smi_filter captures context_reset cli_live device_plugin)
 if [ -z "$tree" ]; then
   echo "SKIP: the scheduler checks (${checks[*]}) need cuslice-scheduler: pass --cuslice PATH"
   exit $status
@@ -94,6 +94,7 @@ for check in "${checks[@]}"; do
     captures) bash "$here/capture_stress.sh" --cuslice "$tree" 2 5 ;;
     context_reset) bash "$here/context_reset.sh" --cuslice "$tree" --runs 2 --phases 3 ;;
     cli_live) bash "$here/cli_live.sh" --cuslice "$tree" ;;
+    device_plugin) bash "$here/device_plugin.sh" --cuslice "$tree" ;;
   esac 2>&1 | tee "$OUT/$check.log"
   rc=${PIPESTATUS[0]}
   case $rc in

@@ -92,3 +92,48 @@ def test_ephemeral_exits_when_idle(tmp_path):
     assert answers(s.socket)
     assert s.process.wait(timeout=DEADLINE) == 0
     assert "idle for the grace period" in s.stop()
+
+
+def test_watch_config_reloads_when_the_file_is_rewritten(tmp_path, notify):
+    path, receive_until = notify
+    s = Scheduler(tmp_path, config=CONFIG, args=("--watch-config",),
+                  env={"NOTIFY_SOCKET": str(path)}).wait_ready()
+    try:
+        receive_until("READY=1")
+        (tmp_path / "new.yaml").write_text("tenants:\n  - {name: a}\n  - {name: b}\n")
+        (tmp_path / "new.yaml").rename(s.config)  # how editors and tools save
+        receive_until("RELOADING=1")
+        receive_until("READY=1")
+    finally:
+        err = s.stop()
+    assert "reloaded" in err and ": 2 tenants" in err, err
+
+
+def test_watch_config_follows_a_configmap_update(tmp_path, notify):
+    """The kubelet's layout: cuslice.yaml -> ..data/cuslice.yaml, ..data -> a dated directory,
+    updated by writing a new directory and renaming a new `..data` link over the old one."""
+    path, receive_until = notify
+    mount = tmp_path / "config"
+    (mount / "..2026_01").mkdir(parents=True)
+    (mount / "..2026_01" / "cuslice.yaml").write_text(CONFIG)
+    (mount / "..data").symlink_to("..2026_01")
+    (mount / "cuslice.yaml").symlink_to("..data/cuslice.yaml")
+    s = Scheduler(tmp_path, args=("--config", str(mount / "cuslice.yaml"), "--watch-config"),
+                  env={"NOTIFY_SOCKET": str(path)}).wait_ready()
+    try:
+        receive_until("READY=1")
+        (mount / "..2026_02").mkdir()
+        (mount / "..2026_02" / "cuslice.yaml").write_text("tenants:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
+        (mount / "..data_tmp").symlink_to("..2026_02")
+        (mount / "..data_tmp").rename(mount / "..data")
+        receive_until("RELOADING=1")
+        receive_until("READY=1")
+    finally:
+        err = s.stop()
+    assert ": 3 tenants" in err, err
+
+
+def test_watch_config_needs_a_file(tmp_path):
+    s = Scheduler(tmp_path, args=("--ephemeral", "--watch-config"))
+    assert s.process.wait(timeout=DEADLINE) != 0
+    assert "--watch-config requires --config" in s.stop()

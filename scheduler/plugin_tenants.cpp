@@ -1,0 +1,209 @@
+#include "plugin_tenants.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstring>
+
+#include "ppm.h"
+
+namespace cuslice {
+namespace {
+
+constexpr size_t kMinKey = 16;
+
+template <size_t N>
+std::string text(const char (&field)[N]) {
+  return std::string(field, strnlen(field, N));
+}
+
+// Every string field NUL-terminated and zero after its end, so that records compare as bytes.
+wire::PluginTenant sanitized(const wire::PluginTenant& in) {
+  wire::PluginTenant out = in;
+  const auto clean = [](auto& field) {
+    const size_t n = strnlen(field, sizeof field - 1);
+    std::memset(field + n, 0, sizeof field - n);
+  };
+  clean(out.name);
+  clean(out.key);
+  clean(out.gpu_uuid);
+  clean(out.pod_namespace);
+  clean(out.pod_name);
+  clean(out.container_name);
+  return out;
+}
+
+bool valid_key(std::string_view key) {
+  if (key.size() < kMinKey) return false;
+  for (char c : key)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
+// Compares without stopping at the first difference, so the time taken says nothing of the key.
+bool same_key(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+bool is_pod_component(std::string_view c) {
+  // "pod<uid>" (cgroupfs driver) or "kubepods-<qos>-pod<uid>.slice" (systemd driver).
+  size_t at = c.find("pod");
+  while (at != std::string_view::npos) {
+    std::string_view rest = c.substr(at + 3);
+    if (rest.size() >= 36) {
+      size_t hex = 0, seps = 0;
+      for (size_t i = 0; i < 36; ++i) {
+        const char ch = rest[i];
+        if (std::isxdigit(static_cast<unsigned char>(ch))) ++hex;
+        else if (ch == '-' || ch == '_') ++seps;
+      }
+      if (hex == 32 && seps == 4) return true;
+    }
+    at = c.find("pod", at + 1);
+  }
+  return false;
+}
+
+bool under(std::string_view path, std::string_view root) {
+  if (path.substr(0, root.size()) != root) return false;
+  return path.size() == root.size() || root.back() == '/' || path[root.size()] == '/';
+}
+
+}  // namespace
+
+std::string pod_cgroup(std::string_view cgroup) {
+  size_t start = 0;
+  while (start < cgroup.size()) {
+    const size_t slash = cgroup.find('/', start + 1);
+    const size_t end = slash == std::string_view::npos ? cgroup.size() : slash;
+    std::string_view component = cgroup.substr(start, end - start);
+    if (!component.empty() && component[0] == '/') component.remove_prefix(1);
+    if (is_pod_component(component)) return std::string(cgroup.substr(0, end));
+    start = end;
+  }
+  return std::string(cgroup);
+}
+
+PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& file) {
+  const wire::PluginTenant spec = sanitized(raw);
+  const std::string name = text(spec.name);
+  PluginOutcome out;
+  if (!valid_tenant_name(name)) {
+    out.message = fmt::format("bad tenant name `{}`: 1 to {} characters of letters, digits, '-', '_' or '.'", name,
+                              kMaxTenantNameLength);
+  } else if (file.find_tenant(name) >= 0) {
+    out.message = fmt::format("tenant `{}` is the configuration file's", name);
+  } else if (!valid_key(text(spec.key))) {
+    out.message = fmt::format("tenant `{}`: the credential must be {} to 63 letters, digits, '-' or '_'", name, kMinKey);
+  } else if (spec.gpu >= shm::kMaxGpus) {
+    out.message = fmt::format("tenant `{}`: GPU {} is beyond the {} the scheduler holds", name, spec.gpu, shm::kMaxGpus);
+  } else if (spec.memory_bytes == 0) {
+    out.message = fmt::format("tenant `{}`: no memory quota", name);
+  } else if (spec.priority > 2) {
+    out.message = fmt::format("tenant `{}`: bad priority {}", name, spec.priority);
+  } else if (spec.share_ppm == 0 || spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole ||
+             spec.limit_ppm < spec.share_ppm) {
+    out.message = fmt::format("tenant `{}`: share {} and limit {} (millionths) are not 0 < share <= limit <= 1000000",
+                              name, spec.share_ppm, spec.limit_ppm);
+  }
+  if (!out.message.empty()) return out;
+
+  auto it = tenants_.find(name);
+  if (it == tenants_.end()) {
+    if (file.tenants.size() + tenants_.size() >= kMaxConfigTenants) {
+      out.message = fmt::format("already {} tenants, the most the scheduler holds", kMaxConfigTenants);
+      return out;
+    }
+    tenants_.emplace(name, Record{spec, std::nullopt});
+    out.ok = out.changed = true;
+    out.message = fmt::format("added tenant `{}`: {} bytes on GPU {}, share {:g}%", name, spec.memory_bytes, spec.gpu,
+                              ppm_to_percent(spec.share_ppm));
+    return out;
+  }
+  wire::PluginTenant& have = it->second.spec;
+  if (!same_key(text(have.key), text(spec.key)) || have.gpu != spec.gpu || have.memory_bytes != spec.memory_bytes) {
+    out.message = fmt::format("tenant `{}` exists with another credential, GPU or memory quota (those are fixed)", name);
+    return out;
+  }
+  out.ok = true;
+  out.changed = std::memcmp(&have, &spec, sizeof spec) != 0;
+  have = spec;
+  out.message = out.changed ? fmt::format("updated tenant `{}`", name) : fmt::format("tenant `{}` unchanged", name);
+  return out;
+}
+
+PluginOutcome PluginTenants::remove(std::string_view name) {
+  PluginOutcome out;
+  out.ok = true;
+  out.changed = tenants_.erase(std::string(name)) > 0;
+  out.message = out.changed ? fmt::format("removed tenant `{}`", name) : fmt::format("no tenant `{}`", name);
+  return out;
+}
+
+PluginJoin PluginTenants::check_join(std::string_view requested, const std::string& cgroup) const {
+  PluginJoin join;
+  const size_t colon = requested.find(wire::kTenantKeySeparator);
+  join.tenant = std::string(requested.substr(0, colon));
+  const std::string_view key = colon == std::string_view::npos ? std::string_view{} : requested.substr(colon + 1);
+  auto it = tenants_.find(join.tenant);
+  if (it == tenants_.end()) {
+    if (colon == std::string_view::npos) return join;  // a file tenant's name, or none: not ours
+    join.plugin = true;
+    join.reason = fmt::format("no tenant `{}`: the device plugin removed it (its pod is gone), or the scheduler "
+                              "restarted and the plugin has not made it again yet",
+                              join.tenant);
+    return join;
+  }
+  join.plugin = true;
+  if (colon == std::string_view::npos || !same_key(key, text(it->second.spec.key))) {
+    join.reason = fmt::format("tenant `{}` was made by the device plugin for one container; CUSLICE_TENANT does not "
+                              "carry its credential",
+                              join.tenant);
+    return join;
+  }
+  if (it->second.bound_cgroup && !under(cgroup, *it->second.bound_cgroup)) {
+    join.reason = fmt::format("tenant `{}` belongs to the pod of cgroup {}, not to this process's ({})", join.tenant,
+                              *it->second.bound_cgroup, cgroup.empty() ? "unknown" : cgroup);
+    return join;
+  }
+  join.ok = true;
+  return join;
+}
+
+void PluginTenants::joined(const std::string& tenant, const std::string& cgroup) {
+  auto it = tenants_.find(tenant);
+  if (it != tenants_.end() && !it->second.bound_cgroup && !cgroup.empty()) it->second.bound_cgroup = pod_cgroup(cgroup);
+}
+
+std::vector<wire::PluginTenant> PluginTenants::list() const {
+  std::vector<wire::PluginTenant> out;
+  for (const auto& [name, r] : tenants_) out.push_back(r.spec);
+  return out;
+}
+
+void PluginTenants::append_to(Config& config, std::vector<double>& shares) const {
+  for (const auto& [name, r] : tenants_) {
+    if (config.find_tenant(name) >= 0) continue;
+    TenantConfig t;
+    t.name = name;
+    t.priority = static_cast<Priority>(r.spec.priority);
+    t.memory = SizeSpec{SizeSpec::Kind::kBytes, r.spec.memory_bytes, 0.0};
+    t.share_percent = ppm_to_percent(r.spec.share_ppm);
+    t.limit_percent = ppm_to_percent(r.spec.limit_ppm);
+    t.allow_env = false;  // joined through check_join only
+    config.tenants.push_back(std::move(t));
+    shares.push_back(ppm_to_percent(r.spec.share_ppm));
+  }
+}
+
+TenantWorkloads PluginTenants::workloads() const {
+  TenantWorkloads out;
+  for (const auto& [name, r] : tenants_)
+    if (r.spec.pod_namespace[0] || r.spec.pod_name[0] || r.spec.container_name[0])
+      out[name] = {text(r.spec.pod_namespace), text(r.spec.pod_name), text(r.spec.container_name)};
+  return out;
+}
+
+}  // namespace cuslice

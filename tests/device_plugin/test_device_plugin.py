@@ -1,0 +1,493 @@
+"""cuslice-device-plugin end to end: a fake kubelet (fake_kubelet.cpp) that speaks the
+kubelet's Device Plugin and PodResources APIs over Unix sockets drives the real plugin,
+which sees the fake NVML's GPUs and makes tenants in the real cuslice-scheduler; `cuslice
+status --json` and processes that register like the hook (fake_hooked_process) check what
+the tenants are.
+
+Waits are bounded polls that return as soon as the condition holds.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import urllib.request
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.environ.get("CUSLICE_HARNESS_DIR", ""))
+from scheduler_harness import (DEADLINE, FakeProcess, Scheduler, built, eventually,  # noqa: E402
+                               unique_shm_name)
+
+GiB = 1 << 30
+MEMORY = "cuslice.io/gpu-memory"
+COMPUTE = "cuslice.io/gpu-compute"
+CONFIG = "scheduler:\n  quantum: 50ms\ntenants: []\n"
+
+
+class Kubelet:
+    def __init__(self, plugin_dir, pod_socket):
+        self.process = subprocess.Popen(
+            [str(built("CUSLICE_FAKE_KUBELET")), "--plugin-dir", str(plugin_dir),
+             "--pod-resources-socket", str(pod_socket)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert json.loads(self.process.stdout.readline())["ready"]
+
+    def __call__(self, cmd, **args):
+        self.process.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"the fake kubelet died: {self.process.stderr.read()}"
+        return json.loads(line)
+
+    def ok(self, cmd, **args):
+        answer = self(cmd, **args)
+        assert answer["ok"], answer
+        return answer
+
+    def admit(self, pod, memory=None, compute=None, order=None, pick="preferred", namespace="team-a",
+              container="main"):
+        requests = {}
+        if memory is not None:
+            requests[MEMORY] = memory
+        if compute is not None:
+            requests[COMPUTE] = compute
+        spec = {"name": container, "requests": requests}
+        if order:
+            spec["order"] = order
+        return self("admit", namespace=namespace, pod=pod, containers=[spec], pick=pick)
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.write('{"cmd":"quit"}\n')
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class NodeScheduler(Scheduler):
+    """cuslice-scheduler with CONFIG, on tmp_path/s.sock and the segment `shm_name`."""
+
+    def __init__(self, tmp_path, shm_name, metrics_port):
+        self.socket = tmp_path / "s.sock"
+        self.shm_name = shm_name
+        self.metrics_port = metrics_port
+        self.config = tmp_path / "cuslice.yaml"
+        if not self.config.exists():
+            self.config.write_text(CONFIG)
+        self.process = subprocess.Popen(
+            [str(built("CUSLICE_SCHEDULER_BIN")), "--socket", str(self.socket), "--shm-name", shm_name,
+             "--config", str(self.config), "--log-level", "info",
+             "--metrics-port", str(metrics_port), "--metrics-address", "127.0.0.1"],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Node:
+    """A node: scheduler, fake kubelet and plugin, on private sockets and a private segment."""
+
+    # Fast polls and short delays, so that the tests wait less.
+    TIMING = ("--poll-interval", "0.1", "--removal-delay", "0.3", "--kubelet-settle", "2", "--unseen-grace", "3")
+
+    def __init__(self, tmp_path, gpus=4, memory=16 * GiB, timing=TIMING):
+        self.tmp = tmp_path
+        self.gpus = gpus
+        self.memory = memory
+        self.timing = timing
+        self.plugin_dir = tmp_path / "device-plugins"
+        self.pod_socket = tmp_path / "pod-resources" / "kubelet.sock"
+        self.dev = tmp_path / "dev"
+        self.dev.mkdir()
+        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(gpus)]:
+            (self.dev / name).touch()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), port).wait_ready()
+        self.kubelet = Kubelet(self.plugin_dir, self.pod_socket)
+        self.plugin = None
+        self.plugin_logs = []
+        self.start_plugin()
+
+    def start_plugin(self):
+        fake = built("CUSLICE_FAKE_DRIVER_DIR")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LD_LIBRARY_PATH": str(fake),
+            "FAKE_CUDA_DEVICE_COUNT": str(self.gpus),
+            "FAKE_CUDA_DEVICE_MEMORY": str(self.memory),
+        }
+        log = self.tmp / f"plugin-{len(self.plugin_logs)}.log"
+        self.plugin_logs.append(log)
+        self.plugin = subprocess.Popen(
+            [str(built("CUSLICE_DEVICE_PLUGIN_BIN")),
+             "--plugin-dir", str(self.plugin_dir),
+             "--pod-resources-socket", str(self.pod_socket),
+             "--scheduler-socket", str(self.scheduler.socket),
+             "--shm-name", self.scheduler.shm_name,
+             "--hook", str(built("CUSLICE_HOOK_LIB")),
+             "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
+             "--dev-root", str(self.dev), *self.timing,
+             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "info")],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+
+    def stop_plugin(self, sig=signal.SIGTERM):
+        self.plugin.send_signal(sig)
+        self.plugin.wait(timeout=DEADLINE)
+
+    def status(self):
+        out = subprocess.run(
+            [str(built("CUSLICE_CLI_BIN")), "status", "--json", "--socket", str(self.scheduler.socket),
+             "--shm-name", self.scheduler.shm_name],
+            capture_output=True, text=True, timeout=DEADLINE)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def tenants(self):
+        return {t["name"]: t for t in self.status()["tenants"] if t["state"] == "active"}
+
+    def labels(self, tenant):
+        """The namespace/pod/container labels of the tenant's metrics ({} while it has none)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.scheduler.metrics_port}/metrics", timeout=DEADLINE) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if f'tenant="{tenant}"' in line and "namespace=" in line:
+                return dict(re.findall(r'(namespace|pod|container)="([^"]*)"', line))
+        return {}
+
+    def restart_scheduler(self):
+        """Stops the scheduler and starts a new one on the same socket and segment name."""
+        self.scheduler.stop()
+        self.scheduler = NodeScheduler(self.tmp, self.scheduler.shm_name, self.scheduler.metrics_port).wait_ready()
+
+    def close(self):
+        self.kubelet.close()
+        if self.plugin and self.plugin.poll() is None:
+            self.stop_plugin()
+        self.scheduler.stop()
+
+    def logs(self):
+        return "".join(log.read_text() for log in self.plugin_logs)
+
+
+@pytest.fixture
+def make_node(tmp_path):
+    made = []
+
+    def make(**kwargs):
+        node = Node(tmp_path, **kwargs)
+        made.append(node)
+        node.kubelet.ok("wait_registered", resource=MEMORY)
+        node.kubelet.ok("wait_registered", resource=COMPUTE)
+        return node
+
+    yield make
+    for node in made:
+        node.close()
+
+
+def gpu_of(device_id):
+    return device_id.rsplit("-m", 1)[0]
+
+
+def tenant_env(allocation):
+    return allocation["containers"]["main"][MEMORY]["envs"]
+
+
+def tenant_name(allocation):
+    return tenant_env(allocation)["CUSLICE_TENANT"].split(":")[0]
+
+
+def healthy_count(node, resource):
+    devices = node.kubelet.ok("devices", resource=resource)["devices"]
+    return sum(h == "Healthy" for h in devices.values())
+
+
+@pytest.mark.parametrize("gpus", [1, 3, 8])
+def test_each_gpu_is_advertised_as_its_memory_in_gib_and_100_compute_ids(make_node, gpus):
+    node = make_node(gpus=gpus, memory=24 * GiB)
+    memory = node.kubelet.ok("wait_devices", resource=MEMORY, total=24 * gpus, healthy=24 * gpus)
+    assert memory["total"] == 24 * gpus
+    devices = node.kubelet.ok("devices", resource=MEMORY)["devices"]
+    per_gpu = {}
+    for device_id in devices:
+        per_gpu[gpu_of(device_id)] = per_gpu.get(gpu_of(device_id), 0) + 1
+    assert sorted(per_gpu.values()) == [24] * gpus
+    node.kubelet.ok("wait_devices", resource=COMPUTE, total=100 * gpus, healthy=100 * gpus)
+
+
+def test_preferred_allocation_puts_a_containers_memory_on_one_gpu_the_tightest_fit(make_node):
+    node = make_node(gpus=3)
+    a = node.kubelet.admit("a", memory=10)
+    b = node.kubelet.admit("b", memory=10)
+    c = node.kubelet.admit("c", memory=6)
+    for pod in (a, b, c):
+        assert pod["ok"], pod
+        assert len({gpu_of(i) for i in pod["containers"]["main"][MEMORY]["ids"]}) == 1
+    gpu = {name: tenant_env(pod)["CUSLICE_GPU_INDICES"] for name, pod in (("a", a), ("b", b), ("c", c))}
+    assert gpu["a"] != gpu["b"]
+    assert gpu["c"] == gpu["a"]  # the 6 GiB left beside a, not a fresh GPU
+
+
+def test_allocate_gives_the_container_its_tenant_hook_socket_segment_and_gpu(make_node):
+    node = make_node(gpus=2)
+    pod = node.kubelet.admit("p", memory=8, compute=30)
+    assert pod["ok"], pod
+    memory = pod["containers"]["main"][MEMORY]
+    env = memory["envs"]
+    name, key = env["CUSLICE_TENANT"].split(":")
+    assert name.startswith("k8s-") and len(key) >= 16
+    gpu = int(env["CUSLICE_GPU_INDICES"])
+    assert env["CUSLICE_MEMORY_LIMIT"] == str(8 * GiB)
+    assert env["CUSLICE_SOCKET"] == "/run/cuslice/" + node.scheduler.socket.name
+    assert env["NVIDIA_VISIBLE_DEVICES"] == gpu_of(memory["ids"][0])
+    mounts = {m["container_path"]: m for m in memory["mounts"]}
+    assert mounts["/opt/cuslice/lib/libcuslice.so"] == {
+        "container_path": "/opt/cuslice/lib/libcuslice.so", "host_path": str(built("CUSLICE_HOOK_LIB")),
+        "read_only": True}
+    preload = mounts["/etc/ld.so.preload"]
+    assert preload["read_only"]
+    assert Path(preload["host_path"]).read_text() == "/opt/cuslice/lib/libcuslice.so\n"
+    assert mounts["/run/cuslice"] == {"container_path": "/run/cuslice",
+                                      "host_path": str(node.scheduler.socket.parent), "read_only": True}
+    segment = "/dev/shm" + node.scheduler.shm_name
+    assert mounts[segment] == {"container_path": segment, "host_path": segment, "read_only": False}
+    devices = {d["container_path"]: d["host_path"] for d in memory["devices"]}
+    assert devices == {f"/dev/{n}": str(node.dev / n)
+                       for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", f"nvidia{gpu}")}
+    compute = pod["containers"]["main"][COMPUTE]
+    assert compute["envs"] == {"CUSLICE_COMPUTE_SHARE": "30%"}
+    assert not compute["mounts"] and not compute["devices"]
+
+
+def test_two_pods_get_tenants_with_exactly_their_quota_and_share(make_node):
+    node = make_node(gpus=1)
+    a = node.kubelet.admit("a", memory=8, compute=30, order=[COMPUTE, MEMORY])
+    b = node.kubelet.admit("b", memory=4)
+    assert a["ok"] and b["ok"], (a, b)
+    ta, tb = tenant_name(a), tenant_name(b)
+
+    def linked():
+        t = node.tenants()
+        return ta in t and tb in t and t[ta]["share"] == pytest.approx(0.30) and t[tb]["share"] == pytest.approx(0.70)
+    eventually(linked, "both tenants with their shares")
+    tenants = node.tenants()
+    assert tenants[ta]["memory_quota_bytes"] == 8 * GiB
+    assert tenants[tb]["memory_quota_bytes"] == 4 * GiB
+    assert tenants[ta]["limit"] == 1.0  # a share, not a cap
+    assert node.labels(ta) == {"namespace": "team-a", "pod": "a", "container": "main"}
+    assert node.labels(tb) == {"namespace": "team-a", "pod": "b", "container": "main"}
+    assert tenants[ta]["workload"] == {"namespace": "team-a", "pod": "a", "container": "main"}
+
+    # A process started with the container's environment joins its tenant and is held to it.
+    env = {"CUSLICE_TENANT": tenant_env(a)["CUSLICE_TENANT"]}
+    gpu = tenant_env(a)["CUSLICE_GPU_INDICES"]
+    inside = FakeProcess(node.scheduler.socket, None, "--gpu", gpu, "--reserve", 7 * GiB,
+                         "--over-quota", 2 * GiB, env=env)
+    assert node.tenants()[ta]["pids"] == [inside.pid]
+    inside.close()
+
+
+def test_only_the_container_with_the_credential_joins_a_plugin_tenant(make_node):
+    node = make_node(gpus=1)
+    a = node.kubelet.admit("a", memory=2)
+    assert a["ok"], a
+    name = tenant_name(a)
+    for tenant in (name, name + ":" + "0" * 32, "k8s-000000000000:" + "0" * 32):
+        p = subprocess.run([str(built("CUSLICE_FAKE_PROCESS"))],
+                           env={"CUSLICE_SOCKET": str(node.scheduler.socket), "CUSLICE_TENANT": tenant},
+                           input="", capture_output=True, text=True, timeout=DEADLINE)
+        assert p.returncode == 100, (tenant, p.stdout, p.stderr)
+    assert node.tenants()[name]["pids"] == []
+
+
+def test_a_request_no_single_gpu_can_hold_is_refused_naming_each_gpus_free_memory(make_node):
+    node = make_node(gpus=2)
+    assert node.kubelet.admit("small", memory=6)["ok"]
+    refused = node.kubelet.admit("big", memory=20)
+    assert not refused["ok"]
+    error = refused["error"]
+    assert "cuslice.io/gpu-memory: 20 GiB asked for" in error, error
+    assert "10 GiB free of 16 GiB" in error and "16 GiB free of 16 GiB" in error, error
+    assert len([t for t in node.tenants()]) == 1
+    # The kubelet chose IDs on two GPUs even without the preferred allocation: the same answer.
+    assert "20 GiB asked for" in node.kubelet.admit("big2", memory=20, pick="spread")["error"]
+
+
+def test_a_deleted_pods_tenant_goes_and_its_memory_can_be_given_again(make_node):
+    node = make_node(gpus=1)
+    a = node.kubelet.admit("a", memory=12)
+    assert a["ok"]
+    name = tenant_name(a)
+    eventually(lambda: node.labels(name).get("pod") == "a", "the plugin to see the pod")
+    assert not node.kubelet.admit("b", memory=8)["ok"]  # 4 GiB left
+    node.kubelet.ok("delete", namespace="team-a", pod="a")
+    started = time.monotonic()
+    eventually(lambda: name not in node.tenants(), "the tenant to go")
+    print(f"tenant removed {time.monotonic() - started:.2f} s after the pod left PodResources")
+    assert node.kubelet.admit("b", memory=16)["ok"]
+
+
+def test_a_pod_that_never_shows_up_loses_its_tenant_after_the_grace(make_node):
+    node = make_node(gpus=1)
+    # The memory call succeeds, then the kubelet refuses the compute (more than there is): the
+    # pod is rejected and never appears in PodResources.
+    refused = node.kubelet.admit("x", memory=2, compute=101, order=[MEMORY, COMPUTE])
+    assert not refused["ok"]
+    eventually(lambda: any(t.startswith("k8s-") for t in node.tenants()), "the orphan tenant")
+    eventually(lambda: not node.tenants(), "the orphan tenant to go")
+
+
+def test_a_kubelet_restart_makes_the_plugin_register_again_and_keeps_tenants(make_node):
+    node = make_node(gpus=2)
+    a = node.kubelet.admit("a", memory=4, compute=20)
+    assert a["ok"]
+    name = tenant_name(a)
+    eventually(lambda: name in node.tenants(), "the tenant")
+    node.kubelet.ok("restart", down_ms=300)
+    node.kubelet.ok("wait_registered", resource=MEMORY, count=2)
+    node.kubelet.ok("wait_registered", resource=COMPUTE, count=2)
+    node.kubelet.ok("wait_devices", resource=MEMORY, total=32, healthy=32)
+    assert name in node.tenants()
+    b = node.kubelet.admit("b", memory=4)
+    assert b["ok"], b
+    assert set(b["containers"]["main"][MEMORY]["ids"]).isdisjoint(a["containers"]["main"][MEMORY]["ids"])
+
+
+def test_a_plugin_restart_takes_its_tenants_back_from_the_scheduler(make_node):
+    node = make_node(gpus=1)
+    a = node.kubelet.admit("a", memory=6, compute=40)
+    b = node.kubelet.admit("b", memory=6)
+    ta, tb = tenant_name(a), tenant_name(b)
+    eventually(lambda: node.tenants().get(ta, {}).get("share") == pytest.approx(0.40), "a linked")
+    node.stop_plugin(signal.SIGKILL)
+    before = node.tenants()
+    node.start_plugin()
+    node.kubelet.ok("wait_registered", resource=MEMORY, count=2)
+    after = node.tenants()
+    assert set(after) == {ta, tb} and after[ta]["memory_quota_bytes"] == before[ta]["memory_quota_bytes"]
+    assert after[ta]["share"] == pytest.approx(0.40)
+    # It knows what is held: 4 GiB are left, not 16.
+    assert not node.kubelet.admit("c", memory=5)["ok"]
+    # And still cleans up.
+    node.kubelet.ok("delete", namespace="team-a", pod="a")
+    eventually(lambda: ta not in node.tenants(), "a's tenant to go")
+    assert tb in node.tenants()
+
+
+def test_a_scheduler_restart_marks_devices_unhealthy_then_gets_its_tenants_back(make_node):
+    node = make_node(gpus=2)
+    a = node.kubelet.admit("a", memory=3, compute=10)
+    name = tenant_name(a)
+    eventually(lambda: name in node.tenants(), "the tenant")
+    node.scheduler.stop()
+    node.kubelet.ok("wait_devices", resource=MEMORY, total=32, healthy=0)
+    node.kubelet.ok("wait_devices", resource=COMPUTE, total=200, healthy=0)
+    refused = node.kubelet.admit("b", memory=1)
+    assert not refused["ok"]
+    node.restart_scheduler()
+    node.kubelet.ok("wait_devices", resource=MEMORY, total=32, healthy=32)
+    eventually(lambda: node.tenants().get(name, {}).get("memory_quota_bytes") == 3 * GiB, "the tenant again")
+    eventually(lambda: node.tenants()[name]["share"] == pytest.approx(0.10), "its share again")
+    # The container's credential still works with the new scheduler.
+    p = FakeProcess(node.scheduler.socket, None, "--gpu", tenant_env(a)["CUSLICE_GPU_INDICES"],
+                    env={"CUSLICE_TENANT": tenant_env(a)["CUSLICE_TENANT"]})
+    p.close()
+
+
+def test_eight_gpus_each_container_on_its_own_gpu_and_all_cleaned_up(make_node):
+    node = make_node(gpus=8)
+    pods = {f"p{i}": node.kubelet.admit(f"p{i}", memory=12, compute=50) for i in range(8)}
+    assert all(p["ok"] for p in pods.values()), pods
+    gpus = {tenant_env(p)["CUSLICE_GPU_INDICES"] for p in pods.values()}
+    assert gpus == {str(i) for i in range(8)}
+    names = {tenant_name(p) for p in pods.values()}
+    eventually(lambda: set(node.tenants()) == names, "eight tenants")
+    assert all(t["memory_quota_bytes"] == 12 * GiB for t in node.tenants().values())
+    # No GPU has 12 GiB left.
+    assert not node.kubelet.admit("extra", memory=12)["ok"]
+    assert node.kubelet.admit("small", memory=4)["ok"]
+    for i in range(8):
+        node.kubelet.ok("delete", namespace="team-a", pod=f"p{i}")
+    eventually(lambda: len(node.tenants()) == 1, "only the small pod's tenant")
+
+
+def test_a_configmap_tenants_quota_is_memory_the_plugin_does_not_hand_out(make_node, tmp_path):
+    node = make_node(gpus=1)
+    (tmp_path / "cuslice.yaml").write_text(
+        "scheduler:\n  quantum: 50ms\ntenants:\n  - name: batch\n    memory: 6GiB\n    match: {uid: 4242}\n")
+    node.scheduler.process.send_signal(signal.SIGHUP)
+    node.kubelet.ok("wait_devices", resource=MEMORY, total=10, healthy=10)
+    assert not node.kubelet.admit("a", memory=11)["ok"]
+    assert node.kubelet.admit("a", memory=10)["ok"]
+
+
+def test_compute_without_memory_is_logged_as_getting_no_gpu(make_node):
+    node = make_node(gpus=1)
+    assert node.kubelet.admit("c", compute=20)["ok"]
+    eventually(lambda: "team-a/c/main holds 20 cuslice.io/gpu-compute but no cuslice.io/gpu-memory: it gets no GPU"
+               in node.logs(), "the warning")
+    assert not node.tenants()
+
+
+def test_the_real_hook_in_a_one_gpu_container_view_charges_the_nodes_gpu(make_node):
+    """Inside a container NVML numbers the one GPU it sees 0; CUSLICE_GPU_INDICES from the
+    Allocate answer makes the hook use the node's index, where the scheduler counts the tenant."""
+    node = make_node(gpus=3)
+    node.kubelet.admit("fill", memory=14)  # GPU 0 nearly full: the next pod goes elsewhere
+    pod = node.kubelet.admit("p", memory=4)
+    env = tenant_env(pod)
+    gpu = int(env["CUSLICE_GPU_INDICES"])
+    assert gpu != 0, env
+    held = 256 << 20
+    child = subprocess.Popen(
+        [str(built("CUSLICE_HOOK_TESTS")), "--gtest_filter=TenantChild.Hold"],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+             "LD_PRELOAD": str(built("CUSLICE_HOOK_LIB")),
+             "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")),
+             "FAKE_CUDA_DEVICE_COUNT": "1",  # the container's view: its one GPU
+             "TEST_HOLD": str(held),
+             "CUSLICE_SOCKET": str(node.scheduler.socket),
+             "CUSLICE_TENANT": env["CUSLICE_TENANT"],
+             "CUSLICE_GPU_INDICES": env["CUSLICE_GPU_INDICES"],
+             "CUSLICE_MEMORY_LIMIT": env["CUSLICE_MEMORY_LIMIT"]},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in child.stdout:
+            if line.strip() == "ready":
+                break
+        else:
+            pytest.fail(f"the child did not hold its memory: {child.stderr.read()}")
+        name = tenant_name(pod)
+        rows = {g["index"]: {r["name"]: r for r in g["tenants"]} for g in node.status()["gpus"]}
+        assert rows[gpu][name]["memory_used_bytes"] >= held, rows
+        assert rows.get(0, {}).get(name, {}).get("memory_used_bytes", 0) == 0, rows
+    finally:
+        child.stdin.close()
+        child.wait(timeout=DEADLINE)
+
+
+def test_the_hook_never_prints_the_credential(tmp_path):
+    """With no scheduler the hook warns once, naming the tenant: not its credential, which
+    would land in the pod's log."""
+    key = "0123456789abcdef0123456789abcdef"
+    child = subprocess.run(
+        [str(built("CUSLICE_HOOK_TESTS")), "--gtest_filter=TenantChild.Hold"],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+             "LD_PRELOAD": str(built("CUSLICE_HOOK_LIB")),
+             "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")),
+             "TEST_HOLD": str(64 << 20),
+             "CUSLICE_SOCKET": str(tmp_path / "nobody.sock"),
+             "CUSLICE_TENANT": "k8s-0123456789ab:" + key,
+             "CUSLICE_LOG_LEVEL": "warn"},
+        input="", capture_output=True, text=True, timeout=DEADLINE)
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "tenant 'k8s-0123456789ab' asked for" in child.stderr, child.stderr
+    assert key not in child.stderr + child.stdout
