@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cuslice-device-plugin: pods ask for cuslice.io/gpu-memory (GiB) and cuslice.io/gpu-compute "
                "(% of a GPU); each container becomes a cuslice-scheduler tenant with exactly that"};
   dp::PluginOptions options;
-  std::string reserve = "0";
+  std::string reserve = "0B";
   std::string level = "info";
   std::string target = "stderr";
   double poll_seconds = 1.0;
