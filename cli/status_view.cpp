@@ -159,6 +159,11 @@ std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
                    static_cast<double>(s.quantum_ns) / 1e6));
   if (s.tenants.empty()) {
     line("no tenants yet");
+    // What the usage watchdog found needs no tenant: a process without the hook is in none.
+    for (const GpuSnapshot& g : s.gpus)
+      if (g.unhooked_processes != 0)
+        line(fmt::format("! GPU {}: {} process(es) without the hook hold {} (in no tenant)", g.index,
+                         g.unhooked_processes, format_bytes(g.unhooked_bytes)));
     return out;
   }
 

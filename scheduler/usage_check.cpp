@@ -8,6 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "daemon.h"
 #include "os_fds.h"
 #include "segment_snapshot.h"
@@ -80,10 +83,16 @@ void Daemon::check_usage() {
       spdlog::warn("usage watchdog: tenant {} holds {} bytes on GPU {} by the driver's count, over its quota and "
                    "allowance of {} bytes (pid {} holds the most beyond what its hook charged)",
                    tenants[t].name, v.used_bytes, v.gpu, v.quota_bytes, v.pid);
-    if (v.kill && kill(v.pid, SIGKILL) == 0) {
-      spdlog::warn("usage watchdog: killed pid {} of tenant {} (on_violation: kill)", v.pid,
-                   tenants[t].name);
-      segment_->tenants[t].gpu[v.gpu].watchdog_kills.fetch_add(1, std::memory_order_relaxed);
+    if (v.kill) {
+      if (kill(v.pid, SIGKILL) == 0) {
+        spdlog::warn("usage watchdog: killed pid {} of tenant {} (on_violation: kill)", v.pid, tenants[t].name);
+        segment_->tenants[t].gpu[v.gpu].watchdog_kills.fetch_add(1, std::memory_order_relaxed);
+      } else if (v.is_new) {
+        // Typically EPERM: the daemon lacks CAP_KILL for another user's process.
+        spdlog::error("usage watchdog: cannot kill pid {} of tenant {}: {} (the scheduler needs CAP_KILL to end "
+                      "other users' processes; docs/operations.md)",
+                      v.pid, tenants[t].name, std::strerror(errno));
+      }
     }
   }
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {

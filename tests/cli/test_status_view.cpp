@@ -103,6 +103,16 @@ TEST(StatusViewTest, AKubernetesTenantShowsItsPodAndContainer) {
   EXPECT_NE(status_table(snapshot(), d).find("\n    pod team-a/serve-7f9c, container main\n"), std::string::npos);
 }
 
+TEST(StatusViewTest, ProcessesWithoutTheHookAreShownWithNoTenants) {
+  SegmentSnapshot s = snapshot();
+  s.tenants.clear();
+  s.gpus[0].unhooked_processes = 1;
+  s.gpus[0].unhooked_bytes = 3ull << 30;
+  const std::string table = status_table(s, {"/s.sock", "/cuslice", true, "/etc/c.yaml"});
+  EXPECT_NE(table.find("no tenants yet"), std::string::npos) << table;
+  EXPECT_NE(table.find("! GPU 0: 1 process(es) without the hook hold 3.00 GiB"), std::string::npos) << table;
+}
+
 TEST(StatusViewTest, Units) {
   EXPECT_EQ(format_bytes(0), "0 B");
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");

@@ -31,6 +31,8 @@ def test_the_unit_matches_how_the_scheduler_runs(unit):
     # Where `cmake --install` with the default prefix puts it.
     assert service["ExecStart"].split()[0] == "/usr/local/bin/cuslice-scheduler"
     assert unit["Unit"]["ConditionPathExists"] == "/etc/cuslice/cuslice.yaml"
+    # A bad configuration (3) or bad flags (2) do not get better by restarting.
+    assert service["RestartPreventExitStatus"].split() == ["2", "3"]
 
 
 def test_the_unit_is_hardened(unit):
