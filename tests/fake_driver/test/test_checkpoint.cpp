@@ -171,6 +171,17 @@ TEST_F(Checkpoint, TheCheckpointApiIsFoundByCuGetProcAddress) {
   EXPECT_EQ(lock, reinterpret_cast<void*>(&cuCheckpointProcessLock));
 }
 
+TEST_F(Checkpoint, ItsResultsHaveTheDriversNames) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  ASSERT_EQ(cuGetErrorName(CUDA_ERROR_ILLEGAL_STATE, &name), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "CUDA_ERROR_ILLEGAL_STATE");
+  ASSERT_EQ(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &text), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "out of memory");
+  EXPECT_EQ(cuGetErrorName(static_cast<CUresult>(12345), &name), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetErrorString(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(Checkpoint, ALockHoldsTheTargetsCallsUntilTheUnlock) {
   Channel channel;
   const pid_t child = Holder(channel, kGiB);
