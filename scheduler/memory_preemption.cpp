@@ -258,6 +258,15 @@ void MemoryPreemption::failed(uint32_t tenant, std::string reason) {
   books_[tenant].fits_since.reset();
 }
 
+void MemoryPreemption::adopt_suspended(uint32_t tenant, Nanos now, std::string reason) {
+  if (!valid(tenant)) return;
+  Book& book = books_[tenant];
+  book = Book{};
+  book.state = SuspendState::kSuspended;
+  book.suspended_at = now;
+  book.reason = std::move(reason);
+}
+
 MemoryPreemption::Resumption MemoryPreemption::step(const std::vector<GpuMemory>& gpus,
                                                     const std::vector<uint64_t>& pending, Nanos now) {
   Resumption out;

@@ -130,6 +130,8 @@ class MemoryPreemption {
   void resume_deferred(uint32_t tenant, std::string reason);
   // The tenant's GPU state is lost or stuck: it stays kFailed until its processes are gone.
   void failed(uint32_t tenant, std::string reason);
+  // The tenant was found suspended (by an earlier daemon): it is resumed like any other.
+  void adopt_suspended(uint32_t tenant, Nanos now, std::string reason);
 
   struct Resumption {
     std::vector<uint32_t> resume;  // now kResuming
