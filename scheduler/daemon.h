@@ -149,6 +149,7 @@ class Daemon {
     uint64_t bytes = 0;
     uint64_t reported_free = 0;  // the card's free memory as the hook's driver said
     uint64_t freed = 0;          // by suspensions completed since
+    bool waiting = false;        // told to wait for operations under way (logged once)
     TokenPolicy::Nanos asked{0}, deadline{0};
   };
   struct Suspension {  // one tenant's processes as suspended (or being suspended or resumed)

@@ -218,6 +218,8 @@ void Daemon::decide_memory_waits() {
         for (uint32_t t : v.suspend) start_suspension(t, now);
         break;
       case Verdict::Kind::kWait:
+        if (!w.waiting) spdlog::info("pid {}: {}", w.pid, v.reason);
+        w.waiting = true;
         break;
     }
     still.push_back(w);
@@ -273,6 +275,19 @@ void Daemon::on_suspender_outcomes() {
     for (int32_t pid : o.gone) spdlog::info("tenant {}: pid {} exited while being suspended or resumed", name, pid);
     if (o.job == SuspendJob::Kind::kSuspend) {
       if (o.kind == SuspendOutcome::Kind::kDone) {
+        // What the processes hold now: one may have allocated more before the lock took it.
+        for (const auto& [fd, client] : clients_) {
+          if (client.slot < 0) continue;
+          const shm::ProcessSlot& ps = segment_->processes[client.slot];
+          for (Suspension::Process& p : s.processes) {
+            if (p.pid != client.pid) continue;
+            for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+              const uint64_t now_held = ps.charged[g].load(std::memory_order_relaxed);
+              s.bytes[g] += now_held - p.bytes[g];
+              p.bytes[g] = now_held;
+            }
+          }
+        }
         preemption_.suspended(t, now);
         s.suspended_since = now;
         s.suspended_ns_before = tenant.suspended_ns.load(std::memory_order_relaxed);

@@ -102,6 +102,12 @@ class Job {
       if (r.code == CheckpointApi::kOutOfMemory) {
         why += "; current drivers cannot restore a process after that, so its GPU state is lost: stop it (kill " +
                std::to_string(pid) + ") and start the job again";
+      } else if (now == State::kFailed) {
+        why += "; the driver left it FAILED, its GPU state is lost: stop it (kill " + std::to_string(pid) +
+               ") and start the job again";
+      } else {
+        why += "; it is " + std::string(to_string(now)) + ": stop it (kill " + std::to_string(pid) +
+               ") and start the job again";
       }
     }
     for (auto& [pid, state] : processes_) {

@@ -375,6 +375,17 @@ TEST(MemoryPreemption, ADeferredResumeStaysSuspendedAndIsTriedAgain) {
   EXPECT_EQ(card.step().resume, std::vector<uint32_t>{1});
 }
 
+TEST(MemoryPreemption, ATenantFoundSuspendedIsResumedLikeAnyOther) {
+  PreemptionParams params;
+  params.resume_holdoff = 0s;
+  params.resume_margin = 0;
+  Card card({tenant("serve", kHigh, false, {}), tenant("train", kLow, true, {process(10, 30)})}, params);
+  card.policy.adopt_suspended(1, card.now, "found suspended at start");
+  EXPECT_EQ(card.policy.state(1), SuspendState::kSuspended);
+  EXPECT_EQ(card.policy.reason(1), "found suspended at start");
+  EXPECT_EQ(card.step().resume, std::vector<uint32_t>{1});
+}
+
 TEST(MemoryPreemption, SizesAreWrittenForPeople) {
   EXPECT_EQ(describe_bytes(0), "0 B");
   EXPECT_EQ(describe_bytes(512ull << 20), "512 MiB");
