@@ -71,7 +71,8 @@ struct TenantConfig {
 
 // Memory preemption's settings (docs/preemption.md).
 struct PreemptionSettings {
-  // A checkpoint moves about 1.5 GiB/s on an H100 (docs/benchmarks.md): 60 s covers a full card.
+  // A checkpoint moves about 1.6 GiB/s on an H100 (docs/preemption.md): 60 s covers most of a
+  // card's memory.
   std::chrono::nanoseconds allocation_wait = std::chrono::seconds(60);
   std::chrono::nanoseconds resume_holdoff = std::chrono::seconds(1);
   uint64_t host_reserve = uint64_t{4} << 30;

@@ -248,6 +248,9 @@ void Daemon::start_suspension(uint32_t t, Nanos now) {
   }
   s.busy = true;
   publish_preemption_state(t);
+  // Journalled before the first driver call: a scheduler that dies now leaves processes that
+  // may be locked or checkpointed, and the next one must find them.
+  write_journal();
   suspender_->submit({SuspendJob::Kind::kSuspend, t, s.job_processes()});
 }
 

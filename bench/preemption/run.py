@@ -2,13 +2,13 @@
 preemptible trainer holds, whether the trainer comes back intact, and how fast cuslice's
 suspensions and resumptions move memory against the driver's checkpoint API called directly.
 
-    python3 bench/preemption/run.py --bundle DIR --raw BIN [--out DIR] [--holder-gib 40]
+    python3 bench/preemption/run.py --cuslice DIR --raw BIN [--out DIR] [--holder-gib 40]
         [--ballast-gib 30] [--service-gib 50] [--service-seconds 15]
 
 1. Baseline: a native process holding --holder-gib GiB of known content and checking it in a
    loop; `raw_checkpoint` locks, checkpoints, restores and unlocks it. Memory (nvidia-smi) and
    times give the raw GB/s; the process must go on with its content intact.
-2. cuslice: cuslice-scheduler (the bundle's) with a preemptible low-priority tenant `train`
+2. cuslice: cuslice-scheduler (DIR/bin, the hook DIR/lib) with a preemptible low-priority tenant `train`
    and a high-priority tenant `serve`. A ResNet-50 trainer with a --ballast-gib ballast of
    known content runs in `train`; then a service in `serve` allocates --service-gib GiB at
    once, which the card cannot hold beside the trainer. Measured: the service's wait for its
@@ -162,7 +162,7 @@ tenants:
     memory: 100%
     preemptible: true
 """)
-    bin_dir, lib_dir = os.path.join(a.bundle, "bin"), os.path.join(a.bundle, "lib")
+    bin_dir, lib_dir = os.path.join(a.cuslice, "bin"), os.path.join(a.cuslice, "lib")
     daemon_log = open(os.path.join(logs, "scheduler.log"), "w")
     daemon = subprocess.Popen([os.path.join(bin_dir, "cuslice-scheduler"), "--config", config, "--socket", sock,
                                "--shm-name", shm, "--log-level", "info"], stdout=daemon_log, stderr=subprocess.STDOUT)
@@ -286,7 +286,7 @@ def markdown(card, base, run, results):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bundle", required=True, help="folder with bin/cuslice-scheduler, bin/cuslice, lib/libcuslice.so")
+    p.add_argument("--cuslice", required=True, help="folder with bin/cuslice-scheduler, bin/cuslice, lib/libcuslice.so")
     p.add_argument("--raw", required=True, help="the raw_checkpoint program")
     p.add_argument("--out", default=os.path.join(HERE, "..", "..", "build-gpu", "out"))
     p.add_argument("--python", default=sys.executable)
