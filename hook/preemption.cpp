@@ -25,7 +25,13 @@ int64_t deadline(int /*device*/) {
   return wait > 0 ? now_ns() + wait : 0;
 }
 
-bool room_made(int device, uint64_t bytes, int64_t deadline) {
+bool room_made(int device, uint64_t bytes, int64_t deadline, int round) {
+  if (round > 0) {
+    const int64_t pause = (round < 20 ? round : 20) * 50'000'000LL;  // 50 ms more each time, at most 1 s
+    if (now_ns() + pause >= deadline) return false;
+    const timespec ts{static_cast<time_t>(pause / 1'000'000'000), static_cast<long>(pause % 1'000'000'000)};
+    nanosleep(&ts, nullptr);
+  }
   // The card's free memory as the driver sees it: what the scheduler must add to.
   size_t free = 0, total = 0;
   auto info = real<Sym::cuMemGetInfo_v2>();

@@ -18,7 +18,10 @@ namespace cuslice::preemption {
 // scheduler; 0 when it may not (no scheduler, or nobody the scheduler could suspend).
 int64_t deadline(int device);
 // Asks the scheduler once for `bytes` on `device`; true: memory was freed, allocate again.
-bool room_made(int device, uint64_t bytes, int64_t deadline);
+// `round` counts the requests already made for this allocation: from the second on, it first
+// waits a little longer each time (the memory the scheduler freed was not enough, or was
+// taken meanwhile), so that an allocation that keeps failing does not keep the scheduler busy.
+bool room_made(int device, uint64_t bytes, int64_t deadline, int round);
 
 // `first`: what the driver answered. On CUDA_ERROR_OUT_OF_MEMORY, waits for room and calls
 // `allocate` again as long as the scheduler frees memory; returns the last answer.
@@ -27,7 +30,8 @@ CUresult after_out_of_memory(int device, uint64_t bytes, CUresult first, Allocat
   if (first != CUDA_ERROR_OUT_OF_MEMORY) return first;
   const int64_t until = deadline(device);
   CUresult r = first;
-  while (until != 0 && r == CUDA_ERROR_OUT_OF_MEMORY && room_made(device, bytes, until)) r = allocate();
+  for (int round = 0; until != 0 && r == CUDA_ERROR_OUT_OF_MEMORY && room_made(device, bytes, until, round); ++round)
+    r = allocate();
   return r;
 }
 

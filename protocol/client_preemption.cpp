@@ -54,7 +54,9 @@ MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_
     // A later request of another thread was answered: the daemon answers in order, so this
     // one was too; its memory may be there: try again.
     if (answered != 0 && ((answered - sequence) & kSequenceMask) < (kSequenceMask / 2)) return MemoryAnswer::kRetry;
-    if (g.current.load(std::memory_order_acquire) != att) return MemoryAnswer::kDetached;
+    if (g.current.load(std::memory_order_acquire) != att ||
+        att->segment->state.load(std::memory_order_acquire) != static_cast<uint32_t>(shm::DaemonState::kRunning))
+      return MemoryAnswer::kDetached;  // the daemon left: nobody will answer
     const int64_t left = deadline_ns - now_ns();
     if (left <= 0) return MemoryAnswer::kTimedOut;
     // Bounded slices: a daemon that died never answers, and maintain() notices that elsewhere.

@@ -407,12 +407,14 @@ TEST_F(Checkpoint, ALockWithATimeoutGivesUpWhileACallIsInProgress) {
       if (channel.Heard() == 'w') __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
     });
     char pageable[64];
+    channel.Report('r');  // no other driver call of this process from here on
     const CUresult copied = cuMemcpyDtoHAsync_v2(pageable, device, sizeof pageable, stream);
     release.join();
     if (copied != CUDA_SUCCESS) return 3;
     return channel.Heard() == 'x' ? 0 : 4;
   });
   ASSERT_TRUE(Start());
+  ASSERT_EQ(channel.Awaited(), 'r');
   while (fake_cuda_process_active_calls(child) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CUcheckpointLockArgs args{};
   args.timeoutMs = 50;
