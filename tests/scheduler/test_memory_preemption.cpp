@@ -1,14 +1,9 @@
 // The memory preemption policy on made-up cards, tenants and times: who is suspended for an
 // allocation and in what order, what is never suspended and why, what in-flight operations
-// change, and when suspended tenants come back. Also the host-memory reading it relies on.
+// change, and when suspended tenants come back.
 #include "memory_preemption.h"
 
 #include <gtest/gtest.h>
-
-#include <cstdio>
-#include <fstream>
-
-#include "host_memory.h"
 
 namespace cuslice {
 namespace {
@@ -391,28 +386,6 @@ TEST(MemoryPreemption, SizesAreWrittenForPeople) {
   EXPECT_EQ(describe_bytes(512ull << 20), "512 MiB");
   EXPECT_EQ(describe_bytes(3 * kGiB + kGiB / 5), "3.2 GiB");
   EXPECT_EQ(describe_bytes(2048 * kGiB), "2.0 TiB");
-}
-
-TEST(HostMemory, MemAvailableIsReadInBytes) {
-  const char* meminfo =
-      "MemTotal:       131072000 kB\n"
-      "MemFree:         1000000 kB\n"
-      "MemAvailable:   98765432 kB\n"
-      "Buffers:           12345 kB\n";
-  EXPECT_EQ(parse_mem_available(meminfo), uint64_t{98765432} * 1024);
-  EXPECT_EQ(parse_mem_available("MemTotal: 1 kB\n"), std::nullopt);
-  EXPECT_EQ(parse_mem_available("MemAvailable: lots\n"), std::nullopt);
-  EXPECT_EQ(parse_mem_available("MemAvailable: 12 MB\n"), std::nullopt);
-  EXPECT_EQ(parse_mem_available(""), std::nullopt);
-}
-
-TEST(HostMemory, TheFileIsInjectable) {
-  const std::string path = testing::TempDir() + "/meminfo";
-  std::ofstream(path) << "MemAvailable: 2048 kB\n";
-  EXPECT_EQ(read_mem_available(path), uint64_t{2} << 20);
-  std::remove(path.c_str());
-  EXPECT_EQ(read_mem_available(path), std::nullopt);
-  EXPECT_TRUE(read_mem_available().has_value()) << "this machine's /proc/meminfo";
 }
 
 }  // namespace
