@@ -96,7 +96,10 @@ std::vector<PreemptTenant> Daemon::preempt_tenants() const {
     pt.priority = tenant_params_[t].priority;
     const int c = config_.find_tenant(pt.name);
     pt.preemptible = c >= 0 && config_.tenants[static_cast<size_t>(c)].preemptible;
-    pt.guaranteed = c >= 0 && !pt.preemptible && config_.tenants[static_cast<size_t>(c)].memory.has_value();
+    // A quota that is not preemptible is a guarantee, the file's or one the device plugin sold.
+    const shm::Tenant& st = segment_->tenants[t];
+    pt.guaranteed = !pt.preemptible && (st.memory_quota.load(std::memory_order_relaxed) != shm::kUnlimited ||
+                                        st.memory_quota_ppm.load(std::memory_order_relaxed) != 0);
   }
   std::set<int32_t> registered;
   for (const auto& [fd, client] : clients_) {
