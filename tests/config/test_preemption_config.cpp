@@ -76,11 +76,18 @@ tenants:
   - name: a
     preemptible: maybe
 )");
+  // How the shared parsers explain a bad duration and a bad size, as they do for any key.
+  const auto why = [](const std::string& yaml, const std::string& prefix) {
+    const std::string e = errors(parse(yaml)).at(0);
+    return e.substr(e.find(prefix) + prefix.size());
+  };
+  const std::string bad_duration = why("scheduler: {quantum: soon}\ntenants:\n  - name: a\n", "`quantum`: ");
+  const std::string bad_size = why("tenants:\n  - name: a\n    memory: -1\n", "`memory`: ");
   EXPECT_EQ(errors(r), (std::vector<std::string>{
-                           "3:22: bad duration `0s` for `allocation_wait`: use a positive number with ns, us, ms or s, e.g. 20ms",
-                           "4:21: bad duration `soon` for `resume_holdoff`: use a positive number with ns, us, ms or s, e.g. 20ms",
+                           "3:22: `allocation_wait` must be above zero",
+                           "4:21: bad duration `soon` for `resume_holdoff`: " + bad_duration,
                            "5:19: `host_reserve` is a size in bytes, e.g. 4GiB, not a percentage",
-                           "6:20: bad size `-1` for `resume_margin`: " + errors(parse("tenants:\n  - name: a\n    memory: -1\n"))[0].substr(std::string("3:13: bad size `-1` for `memory`: ").size()),
+                           "6:20: bad size `-1` for `resume_margin`: " + bad_size,
                            "7:5: unknown key `patience` (expected one of: allocation_wait, resume_holdoff, host_reserve, resume_margin)",
                            "10:18: bad `preemptible` `maybe`: expected true or false",
                        }));
