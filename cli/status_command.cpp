@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +67,32 @@ std::string check_shm_name(std::string& name) {
   return problem.empty() ? problem : fmt::format("\"{}\": {}", name, problem);
 }
 
+// Why tenants are suspended (or were refused, or failed), from the daemon: one line per tenant,
+// `name<TAB>state<TAB>reason`. Nothing from a daemon that does not know the request.
+std::map<std::string, std::string> preemption_reasons(const std::string& socket) {
+  std::map<std::string, std::string> reasons;
+  std::optional<wire::ControlReply> reply;
+  try {
+    reply = ask_scheduler(socket, wire::ControlCommand::kPreemption, kDescribeTimeoutMs);
+  } catch (const Error&) {
+    return reasons;
+  }
+  if (!reply || reply->status != wire::ControlStatus::kOk) return reasons;
+  const std::string text(reply->message, strnlen(reply->message, sizeof reply->message));
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string entry = text.substr(at, end - at);
+    at = end + 1;
+    const size_t first = entry.find('\t');
+    const size_t second = first == std::string::npos ? first : entry.find('\t', first + 1);
+    if (second == std::string::npos) continue;
+    reasons[entry.substr(0, first)] = entry.substr(second + 1);
+  }
+  return reasons;
+}
+
 struct Found {
   DaemonView daemon;
   std::unique_ptr<SegmentMapping> segment;
@@ -96,6 +124,7 @@ Found find_scheduler(const StatusOptions& options) {
     } catch (const Error&) {
       // Labels are extra: the status stands without them.
     }
+    daemon.preemption_reasons = preemption_reasons(socket);
     return {daemon, std::make_unique<SegmentMapping>(daemon.shm_name)};
   }
   for (size_t i = 0; i < choice.candidates.size(); ++i) {

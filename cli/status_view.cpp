@@ -106,6 +106,14 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
         {"memory_quota_fraction", t.memory_quota_ppm ? json(*t.memory_quota_ppm / kPpm) : json(nullptr)},
         {"pids", t.pids},
         {"workload", workload_json(d, t.name)},
+        {"preemptible", t.preemptible},
+        {"suspension",
+         {{"state", suspension_name(t.suspension)},
+          {"reason", d.preemption_reasons.count(t.name) ? json(d.preemption_reasons.at(t.name)) : json(nullptr)},
+          {"suspensions", t.suspensions},
+          {"suspended_seconds", static_cast<double>(t.suspended_ns) / kNanosPerSecond},
+          {"suspend_seconds", static_cast<double>(t.suspend_ns) / kNanosPerSecond},
+          {"resume_seconds", static_cast<double>(t.resume_ns) / kNanosPerSecond}}},
     });
   }
 
@@ -127,6 +135,7 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
           {"holds_token", use.holds_token},
           {"over_quota_bytes", use.over_quota_bytes},
           {"watchdog_kills", use.watchdog_kills},
+          {"preemption_moved_bytes", use.bytes_moved},
       });
     }
     const std::string holder = tenant_name(s, g.holder);
@@ -179,6 +188,25 @@ std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
     if (auto w = d.workloads.find(t.name); w != d.workloads.end())
       line(fmt::format("    pod {}/{}, container {}", w->second.pod_namespace, w->second.pod_name,
                        w->second.container_name.empty() ? "?" : w->second.container_name));
+  }
+
+  // Memory preemption: the preemptible tenants, and any tenant the daemon has something to say
+  // about (a request of its refused, a failure).
+  std::vector<const TenantSnapshot*> preempt;
+  for (const TenantSnapshot& t : s.tenants)
+    if (t.preemptible || t.suspension != shm::Tenant::kRunning || d.preemption_reasons.count(t.name)) preempt.push_back(&t);
+  if (!preempt.empty()) {
+    line("");
+    line(fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", "PREEMPTION", "STATE", "SUSPENSIONS", "SUSPENDED",
+                     "MOVED", "WHY"));
+    for (const TenantSnapshot* t : preempt) {
+      uint64_t moved = 0;
+      for (const TenantGpuSnapshot& use : t->gpus) moved += use.bytes_moved;
+      const auto why = d.preemption_reasons.find(t->name);
+      line(fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", t->name, suspension_name(t->suspension),
+                       t->suspensions, format_seconds(static_cast<double>(t->suspended_ns) / kNanosPerSecond),
+                       format_bytes(moved), why != d.preemption_reasons.end() ? why->second : "-"));
+    }
   }
 
   if (s.gpus.empty()) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,9 @@ struct DaemonView {
   bool reachable = false;                  // answered on the socket just now
   std::optional<std::string> config_path;  // when it answered and has a file
   TenantWorkloads workloads;               // Kubernetes namespace/pod/container by tenant
+  // Memory preemption: why each tenant with something to say is in its state (the daemon's
+  // answer to kPreemption), by name.
+  std::map<std::string, std::string> preemption_reasons;
 };
 
 nlohmann::json status_json(const SegmentSnapshot& snapshot, const DaemonView& daemon);

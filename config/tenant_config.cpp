@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -145,7 +146,7 @@ class Parser {
 
   void parse_scheduler(const YAML::Node& node) {
     if (!expect_map(node, "`scheduler`")) return;
-    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant", "metrics_port"});
+    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant", "metrics_port", "preemption"});
     SchedulerSettings& s = result_.config.scheduler;
     if (node["quantum"]) {
       if (auto q = duration(node["quantum"], "quantum")) s.quantum = *q;
@@ -181,6 +182,7 @@ class Parser {
         }
       }
     }
+    if (node["preemption"]) parse_preemption(node["preemption"]);
   }
 
   void parse_tenants(const YAML::Node& node) {
@@ -201,6 +203,8 @@ class Parser {
         error(item["name"], "duplicate tenant name `" + tenant.name + "`");
         continue;
       }
+      tenant_marks_[tenant.name] = item["name"].Mark();
+      if (item["memory"]) memory_marks_[tenant.name] = item["memory"].Mark();
       result_.config.tenants.push_back(std::move(tenant));
     }
   }
@@ -209,7 +213,7 @@ class Parser {
   // other errors are still reported).
   bool parse_tenant(const YAML::Node& item, TenantConfig& t) {
     if (!expect_map(item, "a tenant")) return false;
-    check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation"});
+    check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible"});
     bool named = false;
     if (const YAML::Node n = item["name"]) {
       if (expect_scalar(n, "name")) {
@@ -286,6 +290,9 @@ class Parser {
         else error(v, "bad on_violation `" + v.Scalar() + "`: expected report or kill");
       }
     }
+    if (item["preemptible"]) {
+      if (auto b = boolean(item["preemptible"], "preemptible")) t.preemptible = *b;
+    }
     return named;
   }
 
@@ -308,9 +315,84 @@ class Parser {
         }
       }
     }
+    check_guarantees();
     if (c.scheduler.default_tenant && c.find_tenant(*c.scheduler.default_tenant) < 0) {
       error(default_tenant_mark_, "`default_tenant` names `" + *c.scheduler.default_tenant +
                                       "`, which is not a tenant in this file");
+    }
+  }
+
+  // --- Memory preemption ------------------------------------------------------------------------
+
+  void parse_preemption(const YAML::Node& node) {
+    if (!expect_map(node, "`preemption`")) return;
+    check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin"});
+    PreemptionSettings& p = result_.config.scheduler.preemption;
+    if (node["allocation_wait"]) {
+      if (auto d = duration(node["allocation_wait"], "allocation_wait")) p.allocation_wait = *d;
+    }
+    if (node["resume_holdoff"]) {
+      if (auto d = duration(node["resume_holdoff"], "resume_holdoff")) p.resume_holdoff = *d;
+    }
+    for (const char* key : {"host_reserve", "resume_margin"}) {
+      const YAML::Node n = node[key];
+      if (!n) continue;
+      auto spec = size(n, key);
+      if (!spec) continue;
+      if (spec->kind == SizeSpec::Kind::kPercent) {
+        error(n, std::string("`") + key + "` is a size in bytes, e.g. 4GiB, not a percentage");
+        continue;
+      }
+      (std::string(key) == "host_reserve" ? p.host_reserve : p.resume_margin) = spec->bytes;
+    }
+  }
+
+  // With a preemptible tenant, the others' quotas are guarantees: each non-preemptible tenant
+  // needs one, and together they must fit the card (only preemptible tenants may over-commit).
+  void check_guarantees() {
+    const Config& c = result_.config;
+    const bool any = std::any_of(c.tenants.begin(), c.tenants.end(), [](const auto& t) { return t.preemptible; });
+    if (!any) return;
+    const std::optional<uint64_t> card = c.scheduler.gpu_memory;
+    uint64_t bytes = 0;
+    double percent = 0;
+    bool in_bytes = false;
+    for (const TenantConfig& t : c.tenants) {
+      if (t.preemptible) continue;
+      if (!t.memory) {
+        error(tenant_marks_[t.name], "tenant `" + t.name + "` needs a `memory` quota: with preemptible tenants in "
+                                     "the file, the quotas of the others are guarantees (or mark it "
+                                     "`preemptible: true`)");
+        continue;
+      }
+      if (t.memory->kind == SizeSpec::Kind::kPercent) {
+        percent += t.memory->percent;
+        if (card) bytes += t.memory->resolve(*card);
+      } else {
+        bytes += t.memory->bytes;
+        in_bytes = true;
+      }
+      const YAML::Mark& mark = memory_marks_[t.name];
+      if (card && bytes > *card) {
+        error(mark, "the quotas of the tenants that are not preemptible add up to " + std::to_string(bytes) +
+                        " bytes, more than the card (`gpu_memory` is " + std::to_string(*card) +
+                        " bytes): they are guarantees; mark tenants that may be suspended `preemptible: true`");
+        return;
+      }
+      if (!card && in_bytes) {
+        error(mark, "with preemptible tenants, give `gpu_memory` so that quotas in bytes can be checked "
+                    "against the card, or write the quotas of the tenants that are not preemptible as "
+                    "percentages");
+        return;
+      }
+      if (!card && percent > 100.0 + 1e-9) {
+        std::ostringstream msg;
+        msg << "the quotas of the tenants that are not preemptible add up to " << percent
+            << "% of the card, more than 100%: they are guarantees; mark tenants that may be suspended "
+               "`preemptible: true`";
+        error(mark, msg.str());
+        return;
+      }
     }
   }
 
@@ -318,6 +400,8 @@ class Parser {
   ConfigResult result_;
   YAML::Mark default_tenant_mark_;
   std::vector<YAML::Node> share_marks_;
+  std::map<std::string, YAML::Mark> tenant_marks_;  // of each tenant's `name`
+  std::map<std::string, YAML::Mark> memory_marks_;  // of each tenant's `memory`
 };
 
 }  // namespace

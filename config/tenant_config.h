@@ -12,6 +12,11 @@
 //                              # check and lets the daemon resolve "25%" into bytes
 //     default_tenant: batch    # where processes of no tenant go; absent: they are refused
 //     metrics_port: 9400       # serve Prometheus metrics over HTTP; absent: no metrics
+//     preemption:              # memory preemption (docs/preemption.md); every key optional
+//       allocation_wait: 60s   #   how long an allocation waits for tenants to be suspended
+//       resume_holdoff: 1s     #   how long a suspended tenant's memory must stay free first
+//       host_reserve: 4GiB     #   host memory left available after a suspension
+//       resume_margin: 512MiB  #   card memory left free after a resume
 //   tenants:
 //     - name: inference
 //       priority: high         # high | normal | low; default normal
@@ -19,6 +24,11 @@
 //       compute: {share: 60%, limit: 80%}   # share absent: an equal part of what is left
 //       match: {uid: 1001, gid: 100, cgroup: /kubepods/burstable}  # all given must hold
 //       allow_env: false       # refuse CUSLICE_TENANT=inference unless `match` holds too
+//       preemptible: false     # true: may be suspended to host memory for higher priorities,
+//                              # and may hold memory the card cannot guarantee
+//
+// With a preemptible tenant in the file, the quotas of the others are guarantees: each needs a
+// `memory`, and together they must fit the card.
 #pragma once
 
 #include <chrono>
@@ -56,6 +66,17 @@ struct TenantConfig {
   // the most beyond what its hook charged.
   bool kill_on_violation = false;
   TenantMatch match;
+  bool preemptible = false;
+};
+
+// Memory preemption's settings (docs/preemption.md).
+struct PreemptionSettings {
+  // A checkpoint moves about 1.6 GiB/s on an H100 (docs/preemption.md): 60 s covers most of a
+  // card's memory.
+  std::chrono::nanoseconds allocation_wait = std::chrono::seconds(60);
+  std::chrono::nanoseconds resume_holdoff = std::chrono::seconds(1);
+  uint64_t host_reserve = uint64_t{4} << 30;
+  uint64_t resume_margin = uint64_t{512} << 20;
 };
 
 struct SchedulerSettings {
@@ -66,6 +87,7 @@ struct SchedulerSettings {
   std::optional<uint64_t> gpu_memory;         // bytes of each card
   std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused
   std::optional<uint16_t> metrics_port;       // 1-65535; absent: no metrics endpoint
+  PreemptionSettings preemption;
 };
 
 struct Config {

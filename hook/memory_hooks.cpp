@@ -2,7 +2,9 @@
 // remembered in an allocation table, given back when freed.
 #include "allocation_table.h"
 #include "driver.h"
+#include "preemption.h"
 #include "quota.h"
+#include "shm_protocol.h"
 
 using namespace cuslice;
 
@@ -130,7 +132,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
   const quota::Operation op(dev);
   const uint64_t charged = quota::allocation_charge(bytesize);
   if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = fn(dptr, bytesize);
+  const CUresult r = preemption::after_out_of_memory(dev, charged, fn(dptr, bytesize), [&] { return fn(dptr, bytesize); });
   if (r != CUDA_SUCCESS) {
     quota::uncharge_allocation(dev, charged);
     return r;
@@ -153,6 +155,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t byte
     quota::uncharge_allocation(dev, charged);
     return r;
   }
+  preemption::uses_unmovable(shm::ProcessSlot::kUsesManaged);  // the checkpoint cannot move it
   return remember(device_pointers(), *dptr, dev, charged, [&] { real<Sym::cuMemFree_v2>()(*dptr); });
 }
 
@@ -169,7 +172,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
   // driver pads), then correct to the pitch it chose.
   const uint64_t estimate = quota::allocation_charge(quota::round_up(WidthInBytes, 512) * Height);
   if (!quota::charge_allocation(dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  const CUresult r = preemption::after_out_of_memory(
+      dev, estimate, fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes),
+      [&] { return fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); });
   if (r != CUDA_SUCCESS) {
     quota::uncharge_allocation(dev, estimate);
     return r;
@@ -206,7 +211,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
   const quota::Operation op(dev);
   const uint64_t charged = quota::round_up(size, quota::kGranule);
   if (!quota::charge(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = fn(handle, size, prop, flags);
+  const CUresult r = preemption::after_out_of_memory(dev, charged, fn(handle, size, prop, flags),
+                                                     [&] { return fn(handle, size, prop, flags); });
   if (r != CUDA_SUCCESS) {
     quota::uncharge(dev, charged);
     return r;

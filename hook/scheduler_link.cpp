@@ -10,6 +10,7 @@
 #include "gpu_uuid.h"
 #include "log.h"
 #include "settings.h"
+#include "shm_protocol.h"
 
 namespace cuslice::scheduler_link {
 namespace {
@@ -89,6 +90,7 @@ void on_cuda_initialised(int device_count) {
   using Init = nvmlReturn_t (*)();
   auto get_uuid = reinterpret_cast<GetUuid>(cuda_symbol("cuDeviceGetUuid_v2"));
   auto total = real<Sym::cuDeviceTotalMem_v2>();
+  auto attribute = reinterpret_cast<CUresult (*)(int*, CUdevice_attribute, CUdevice)>(cuda_symbol("cuDeviceGetAttribute"));
   auto init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
   auto by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
   auto index = reinterpret_cast<Index>(nvml_symbol("nvmlDeviceGetIndex"));
@@ -107,6 +109,10 @@ void on_cuda_initialised(int device_count) {
       unsigned int i = 0;
       if (by_uuid(text, &h) == NVML_SUCCESS && index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
     }
+    // A client of an MPS server: the driver's checkpoint cannot suspend it alone.
+    int mps = 0;
+    if (attribute && attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, d) == CUDA_SUCCESS && mps != 0)
+      client::note_checkpoint_blocker(shm::ProcessSlot::kUsesMps);
     size_t bytes = 0;
     if (total && total(&bytes, d) == CUDA_SUCCESS)
       client::set_device(g_gpu[d], bytes, have_uuid ? reinterpret_cast<const unsigned char*>(u.bytes) : nullptr);

@@ -121,6 +121,23 @@ void report_gpu_time(int gpu, uint64_t ns) noexcept;
 // keeping it through a pause only makes the other wait).
 bool lower_priority_waiting(int gpu) noexcept;
 
+// Memory preemption (docs/preemption.md), slow paths only. How long an allocation that did
+// not fit the card may wait for the scheduler to free memory: 0 when it may not (detached, or
+// the scheduler suspends nobody).
+int64_t allocation_wait_ns() noexcept;
+enum class MemoryAnswer {
+  kRetry,     // memory was freed: allocate again
+  kRefused,   // nothing will be freed
+  kTimedOut,  // no answer before the deadline
+  kDetached,  // no scheduler to ask
+};
+// Asks the scheduler to free `bytes` on `gpu`, where the driver reported `free_bytes` free,
+// and waits (a futex on the process's slot) for its answer until deadline_ns (CLOCK_MONOTONIC).
+MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_t deadline_ns) noexcept;
+// This process uses something the driver's checkpoint cannot move (shm::ProcessSlot::kUses*):
+// its tenant is never suspended. Kept across re-attaches.
+void note_checkpoint_blocker(uint32_t flag) noexcept;
+
 // Who else has processes registered (any GPU): another tenant, and one of higher priority
 // than this process's. Scans the process slots: call it now and then, not per launch.
 struct Neighbours {

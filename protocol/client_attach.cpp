@@ -183,6 +183,8 @@ AttachStatus register_now() {
     g.fd.store(s, std::memory_order_relaxed);
   }
   g.error[0] = '\0';
+  seg->processes[reply.slot].checkpoint_flags.fetch_or(g.checkpoint_flags.load(std::memory_order_relaxed),
+                                                       std::memory_order_relaxed);
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
   send_workload(g.fd.load(std::memory_order_relaxed));
@@ -266,6 +268,7 @@ void after_fork_child() noexcept {
   if (fd >= 0) close(fd);  // the child's copy only: the parent stays registered
   for (auto& c : g.local_charged) c.store(0, std::memory_order_relaxed);
   for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
+  g.checkpoint_flags.store(0, std::memory_order_relaxed);  // the child holds none of it
   g.refused.store(false, std::memory_order_relaxed);
   g.next_attempt_ns.store(0, std::memory_order_relaxed);
 }

@@ -35,6 +35,8 @@ struct State {
   std::atomic<uint64_t> device_memory[kMaxGpus] = {};
   std::atomic<uint64_t> device_uuid[kMaxGpus][2] = {};  // CUuuid bytes 0-7, 8-15 (0: unknown)
   std::atomic<bool> refused{false};
+  std::atomic<uint32_t> checkpoint_flags{0};  // shm::ProcessSlot::kUses*, published on attach
+  std::atomic<uint32_t> memory_sequence{0};   // the last MemoryRequest's
   // Per GPU: token_try published a demand on the current attachment (one waiter counted in
   // the slot's flags) that token_unpark has not withdrawn.
   std::atomic<bool> parked[kMaxGpus] = {};

@@ -45,7 +45,10 @@ inline constexpr uint16_t kAbiMajor = 1;
 // Minor 3 added, likewise in zeroed padding, the usage watchdog's findings, written by the
 // daemon alone: GpuState::unhooked_processes/unhooked_bytes and TenantGpu::over_quota_bytes/
 // watchdog_kills.
-inline constexpr uint16_t kAbiMinor = 3;
+// Minor 4 added, likewise in zeroed padding, memory preemption (docs/preemption.md):
+// Segment::allocation_wait_ns, Tenant::preemption and its counters, TenantGpu::moved_mib,
+// ProcessSlot::checkpoint_flags and memory_decision.
+inline constexpr uint16_t kAbiMinor = 4;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -165,7 +168,10 @@ struct alignas(64) TenantGpu {
   // (`on_violation: kill`), monotonic while the tenant exists.
   std::atomic<uint64_t> over_quota_bytes;
   std::atomic<uint32_t> watchdog_kills;
-  uint32_t reserved0;
+  // Since minor 4. MiB of this GPU's memory the tenant's suspensions moved to host memory and
+  // its resumptions moved back, both ways added (memory preemption). Written by the daemon
+  // (fetch_add); wraps after 4 PiB.
+  std::atomic<uint32_t> moved_mib;
 };
 
 struct alignas(64) Tenant {
@@ -184,7 +190,19 @@ struct alignas(64) Tenant {
   // says "25%" and the daemon does not know the card's size; each hook resolves it against
   // the device total it queried from the driver.
   std::atomic<uint32_t> memory_quota_ppm;
-  uint32_t reserved0;
+  // Since minor 4: memory preemption. Bits 0-7: the tenant's suspension state (kRunning ...
+  // kFailed below); kPreemptible: the configuration lets it be suspended. Written by the
+  // daemon (store, relaxed) as the state changes; read by the CLI and the metrics.
+  std::atomic<uint32_t> preemption;
+  enum Preemption : uint32_t {
+    kRunning = 0,
+    kSuspending = 1,
+    kSuspended = 2,
+    kResuming = 3,
+    kSuspendFailed = 4,  // a suspension or resumption failed: `cuslice status` says why
+    kStateMask = 0xFF,
+    kPreemptible = 1u << 8,
+  };
   char name[kNameSize];  // written by the daemon while state is kFree
   // Since minor 1, written by the daemon (relaxed) with the other parameters, before
   // `state`; information for the CLI and the metrics (the daemon keeps its own copy).
@@ -193,6 +211,15 @@ struct alignas(64) Tenant {
   std::atomic<uint32_t> share_ppm;
   // Cap on the tenant's GPU time in millionths; 1'000'000 means uncapped.
   std::atomic<uint32_t> limit_ppm;
+  // Since minor 4, memory preemption's counters, written by the daemon (relaxed), monotonic
+  // while the tenant exists (zeroed with the others for a new tenant): suspensions that
+  // completed; nanoseconds suspended (completed suspensions, and the current one as of the
+  // daemon's last update, a few times a second); nanoseconds the daemon spent suspending and
+  // resuming (from the first driver call to the last, all processes together).
+  std::atomic<uint64_t> suspensions;
+  std::atomic<uint64_t> suspended_ns;
+  std::atomic<uint64_t> suspend_ns;
+  std::atomic<uint64_t> resume_ns;
   TenantGpu gpu[kMaxGpus];
 };
 
@@ -227,6 +254,23 @@ struct alignas(64) ProcessSlot {
   std::atomic<uint32_t> gpu_flags[kMaxGpus];
   static constexpr uint32_t kWaitersMask = 0xFFFF;
   static constexpr uint32_t kBusy = 1u << 16;
+
+  // Since minor 4. What the driver's checkpoint cannot move that this process uses (never
+  // cleared while it lives): its tenant is never suspended. Written by the process (fetch_or).
+  std::atomic<uint32_t> checkpoint_flags;
+  static constexpr uint32_t kUsesIpc = 1u << 0;      // CUDA IPC memory, exported or imported
+  static constexpr uint32_t kUsesManaged = 1u << 1;  // managed memory
+  static constexpr uint32_t kUsesMps = 1u << 2;      // an MPS client
+  // Since minor 4. The daemon's answer to the process's last MemoryRequest
+  // (socket_protocol.h): (request sequence << 8) | MemoryDecision, stored (release) by the
+  // daemon and then FUTEX_WAKE. The process waits on it (FUTEX_WAIT) until its sequence shows.
+  std::atomic<uint32_t> memory_decision;
+  uint8_t reserved1[24];
+};
+// ProcessSlot::memory_decision's low byte.
+enum class MemoryDecision : uint32_t {
+  kRetry = 1,    // memory was freed for the request: allocate again
+  kRefused = 2,  // nothing will be freed: the allocation fails
 };
 
 struct Segment {
@@ -246,7 +290,11 @@ struct Segment {
   int32_t daemon_pid;        // in the daemon's pid namespace
   uint32_t flags;            // kEphemeral: tenants come from `cuslice run`, not a file
   static constexpr uint32_t kEphemeral = 1u << 0;
-  uint8_t reserved1[8];
+  // Since minor 4 (was reserved, zero). How long a hook whose allocation does not fit the card
+  // may wait for the daemon to suspend preemptible tenants (a MemoryRequest): 0 while no
+  // tenant is preemptible or the daemon cannot suspend (no checkpoint API). Written by the
+  // daemon (relaxed) at start and on reload; read by hooks on that slow path.
+  std::atomic<uint64_t> allocation_wait_ns;
 
   GpuState gpus[kMaxGpus];
   Tenant tenants[kMaxTenants];
@@ -265,7 +313,12 @@ static_assert(sizeof(Tenant) == 64 + 64 + kMaxGpus * 64);
 static_assert(sizeof(ProcessSlot) == 256);
 static_assert(offsetof(Segment, gpus) == 64);
 // Where minor 1 put its fields: in what was padding, so no minor-0 field moved.
-static_assert(offsetof(Segment, share_window_ns) == 40 && offsetof(Segment, reserved1) == 56);
+static_assert(offsetof(Segment, share_window_ns) == 40);
+// Where minor 4 put its fields.
+static_assert(offsetof(Segment, allocation_wait_ns) == 56 && offsetof(Tenant, preemption) == 20 &&
+              offsetof(Tenant, suspensions) == 96 && offsetof(Tenant, resume_ns) == 120 &&
+              offsetof(TenantGpu, moved_mib) == 60);
+static_assert(offsetof(ProcessSlot, checkpoint_flags) == 224 && offsetof(ProcessSlot, memory_decision) == 228);
 static_assert(offsetof(GpuState, memory_total) == 24 && offsetof(GpuState, uuid) == 32);
 static_assert(offsetof(TenantGpu, wait_ns) == 16 && offsetof(TenantGpu, achieved_share_ppm) == 40);
 static_assert(offsetof(GpuState, preempt_priority) == 48 && offsetof(TenantGpu, flags) == 44);

@@ -5,8 +5,9 @@
 //   2. daemon -> hook: one RegisterReply. The daemon learns pid, uid and gid from the kernel
 //      (SO_PEERCRED), never from the message.
 //   3. From then on the hook sends only kicks (one byte, any value): "look at my GPUs now",
-//      sent when it starts waiting for a token or goes idle while holding one. The daemon
-//      sends nothing more.
+//      sent when it starts waiting for a token or goes idle while holding one; its workload
+//      (WorkloadMessage), once; and MemoryRequests, when an allocation did not fit the card.
+//      The daemon sends nothing more: it answers a MemoryRequest in the shared segment.
 // The connection is the process's lease: when the process exits or is killed the kernel
 // closes it, and the daemon gives back the process's memory and token. When the daemon goes
 // away the hook sees the connection end and runs ungated until it can register again.
@@ -91,6 +92,25 @@ struct WorkloadMessage {
   char container_name[64] = {};
 };
 
+// Sent by a registered hook when the driver refused an allocation its tenant's quota allowed
+// (the card is full) and the segment's allocation_wait_ns is non-zero: memory preemption
+// (docs/preemption.md). The daemon may suspend preemptible tenants of lower priority to make
+// room; it answers in the process's slot (shm::ProcessSlot::memory_decision, with `sequence`),
+// once memory was freed or when nothing will be. The hook waits at most allocation_wait_ns
+// from its first request for one allocation. A daemon that does not know the message reads it
+// as a kick.
+inline constexpr uint32_t kMemoryMagic = 0x4D4D4C43;  // "CLMM"
+
+struct MemoryRequest {
+  uint32_t magic = kMemoryMagic;
+  uint16_t version = kVersion;
+  uint16_t size = sizeof(MemoryRequest);
+  uint32_t gpu = 0;       // the scheduler's GPU index
+  uint32_t sequence = 0;  // 1 to 2^24 - 1, then wraps; echoed in memory_decision
+  uint64_t bytes = 0;       // the allocation that did not fit
+  uint64_t free_bytes = 0;  // the card's free memory, as the driver reported it just before
+};
+
 enum class RegisterStatus : int32_t {
   kOk = 0,
   kRefused = 1,          // no tenant for this process (message says why); do not retry
@@ -121,6 +141,9 @@ enum class ControlCommand : uint32_t {
   kReload = 2,
   kEnsureTenant = 3,
   kWorkloads = 4,
+  // Memory preemption's state, for `cuslice status`: the reply's message holds one line per
+  // tenant that is not simply running, `name<TAB>state<TAB>reason`. Open to every uid.
+  kPreemption = 5,
 };
 
 // A tenant as `cuslice run` describes it (kEnsureTenant). Same meaning as the YAML keys.
@@ -242,6 +265,7 @@ static_assert(std::is_trivially_copyable_v<PluginRequest> && std::is_trivially_c
 static_assert(std::is_trivially_copyable_v<WorkloadList> && sizeof(WorkloadList) != sizeof(ControlReply));
 static_assert(sizeof(PluginTenant) == 64 + 64 + 16 + 8 + 48 + 64 + 64 + 256 + 64);
 static_assert(offsetof(PluginRequest, magic) == 0 && offsetof(PluginRequest, tenant) == 16);
+static_assert(std::is_trivially_copyable_v<MemoryRequest> && sizeof(MemoryRequest) == 32);
 static_assert(std::is_trivially_copyable_v<RegisterRequest>);
 static_assert(std::is_trivially_copyable_v<RegisterReply>);
 static_assert(sizeof(RegisterRequest) == 8 + 64 + 8 * shm::kMaxGpus);

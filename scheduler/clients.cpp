@@ -93,6 +93,12 @@ void Daemon::on_client_readable(int fd) {
   alignas(wire::WorkloadMessage) char buf[sizeof(wire::WorkloadMessage) + 1];
   for (;;) {
     const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof(wire::MemoryRequest)) && it->second.kind == ClientKind::kHook) {
+      wire::MemoryRequest msg;
+      std::memcpy(&msg, buf, sizeof msg);
+      if (msg.magic == wire::kMemoryMagic && msg.size == sizeof msg && msg.version == wire::kVersion)
+        on_memory_request(it->second, msg);
+    }
     if (n == static_cast<ssize_t>(sizeof(wire::WorkloadMessage)) && it->second.kind == ClientKind::kHook) {
       wire::WorkloadMessage msg;
       std::memcpy(&msg, buf, sizeof msg);
@@ -155,6 +161,9 @@ void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& 
   } else if (req.command == wire::ControlCommand::kWorkloads) {
     answer_workloads(fd);  // a reply of its own
     return;
+  } else if (req.command == wire::ControlCommand::kPreemption) {
+    reply.status = wire::ControlStatus::kOk;
+    fill_message(reply.message, preemption_report());
   } else if (req.command != wire::ControlCommand::kReload && req.command != wire::ControlCommand::kEnsureTenant) {
     reply.status = wire::ControlStatus::kBadRequest;
     fill_message(reply.message, {"unknown control command"});
@@ -242,6 +251,9 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
     ps.charged[g].store(req.charged[g], std::memory_order_relaxed);
     segment_->tenants[tenant].gpu[g].memory_used.fetch_add(req.charged[g], std::memory_order_relaxed);
   }
+  // Nothing of the slot's previous process: the new one starts its requests from scratch.
+  ps.checkpoint_flags.store(0, std::memory_order_relaxed);
+  ps.memory_decision.store(0, std::memory_order_relaxed);
   const uint64_t generation = ps.generation.fetch_add(1, std::memory_order_relaxed) + 1;
   ps.state.store(shm::ProcessSlot::kActive, std::memory_order_release);
   client.kind = ClientKind::kHook;
@@ -264,6 +276,7 @@ void Daemon::drop_client(int fd) {
   if (it == clients_.end()) return;
   if (it->second.slot >= 0) {
     spdlog::info("pid {} left (slot {})", it->second.pid, it->second.slot);
+    forget_memory_waits_of(static_cast<uint32_t>(it->second.slot));
     release_slot(static_cast<uint32_t>(it->second.slot));
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);

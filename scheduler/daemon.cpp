@@ -83,7 +83,9 @@ Daemon::Daemon(DaemonOptions options)
   }
 
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params_, tenant_params_);
+  read_journal();  // before the configuration: a journal to adopt needs the checkpoint API
   apply_config(config_);
+  adopt_journal();
   segment_->quantum_ns = static_cast<uint64_t>(config_.scheduler.quantum.count());
   segment_->share_window_ns = static_cast<uint64_t>(kShareWindow.count());
   segment_->daemon_pid = getpid();
@@ -94,6 +96,7 @@ Daemon::Daemon(DaemonOptions options)
     start_metrics(*port);
 
   segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kRunning), std::memory_order_release);
+  arm_timer(Nanos{now_ns()});  // a first step: tenants left suspended may be resumed
   if (options_.ephemeral) {
     spdlog::info("serving on {} (shared memory {}), tenants from `cuslice run`", options_.socket_path,
                  options_.shm_name);
@@ -188,6 +191,8 @@ int Daemon::run() {
           spdlog::info("{} changed: reloading", options_.config_path);
           reload_notifying_systemd();
         }
+      } else if (suspender_ && fd == suspender_->event_fd()) {
+        on_suspender_outcomes();
       } else if (metrics_ && fd == metrics_->fd()) {
         // Served below.
       } else if (fd == signal_fd_) {

@@ -19,6 +19,7 @@
 //   plugin_control.cpp  the device plugin's requests (its tenants: plugin_tenants.h)
 //   tenant_table.cpp  the configuration applied to the segment's tenants, reload
 //   scheduling.cpp    the scheduling step and what it publishes in the segment
+//   preemption.cpp    memory preemption: requests, suspensions, resumptions, the journal
 //   os_fds.{h,cpp}    the listening socket, timerfds and the clock they run on
 #pragma once
 
@@ -26,13 +27,18 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "checkpoint_api.h"
 #include "config_watch.h"
+#include "memory_preemption.h"
 #include "metrics_exposition.h"
 #include "metrics_server.h"
 #include "nvml_reader.h"
@@ -41,6 +47,7 @@
 #include "shared_segment.h"
 #include "socket_protocol.h"
 #include "tenant_config.h"
+#include "tenant_suspender.h"
 #include "token_policy.h"
 #include "usage_watchdog.h"
 
@@ -59,6 +66,10 @@ struct DaemonOptions {
   std::optional<uint16_t> metrics_port;  // overrides the file's scheduler.metrics_port
   bool watch_config = false;             // reload when the file changes (config_watch.h)
   std::string metrics_address = "0.0.0.0";
+  // Memory preemption: the driver library with the checkpoint API, and where the host's
+  // available memory is read (tests and containers point them elsewhere).
+  std::string cuda_library = "libcuda.so.1";
+  std::string meminfo_path = "/proc/meminfo";
 };
 
 class Daemon {
@@ -130,6 +141,54 @@ class Daemon {
   void check_usage();
   void arm_timer(TokenPolicy::Nanos wake_at);
 
+  // preemption.cpp
+  struct MemoryWait {  // an allocation waiting for room (a MemoryRequest not yet answered)
+    uint32_t slot = 0;
+    int32_t pid = 0;
+    uint32_t tenant = 0, gpu = 0, sequence = 0;
+    uint64_t bytes = 0;
+    uint64_t reported_free = 0;  // the card's free memory as the hook's driver said
+    uint64_t freed = 0;          // by suspensions completed since
+    bool waiting = false;        // told to wait for operations under way (logged once)
+    TokenPolicy::Nanos asked{0}, deadline{0};
+  };
+  struct Suspension {  // one tenant's processes as suspended (or being suspended or resumed)
+    struct Process {
+      int32_t pid = 0;
+      uint64_t start_time = 0;
+      std::vector<uint64_t> bytes;  // by GPU, as charged when the suspension began
+      bool adopted = false;         // found suspended by an earlier daemon, from the journal
+    };
+    std::vector<Process> processes;
+    std::vector<uint64_t> bytes;  // the processes' together, by GPU
+    TokenPolicy::Nanos operation_started{0}, suspended_since{0};
+    uint64_t suspended_ns_before = 0;  // the tenant's counter when this suspension began
+    bool busy = false;                 // a job of the suspender's is under way
+    std::vector<SuspendProcess> job_processes() const;
+    uint64_t total() const;
+  };
+  void configure_preemption();
+  bool preemptible(uint32_t t) const;
+  std::vector<PreemptTenant> preempt_tenants() const;
+  std::vector<GpuMemory> gpu_memory() const;
+  uint64_t host_available() const;
+  void publish_preemption_state(uint32_t t);
+  void answer_memory(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision);
+  void on_memory_request(const Client& client, const wire::MemoryRequest& request);
+  void decide_memory_waits();
+  void start_suspension(uint32_t t, TokenPolicy::Nanos now);
+  void on_suspender_outcomes();
+  // Resumes what may be, drops waits given up; returns when to run again.
+  TokenPolicy::Nanos preemption_step(TokenPolicy::Nanos now);
+  bool suspended(uint32_t t) const;
+  void publish_suspended_time(TokenPolicy::Nanos now);
+  void forget_memory_waits_of(uint32_t slot);
+  std::vector<std::string> preemption_report() const;
+  std::string journal_path() const;
+  void write_journal();
+  void read_journal();
+  void adopt_journal();
+
   // daemon.cpp
   void update_idle_timer();
   void start_metrics(uint16_t port);
@@ -171,6 +230,16 @@ class Daemon {
     std::chrono::nanoseconds since{0}, logged{0};
   };
   std::array<Held, shm::kMaxGpus> held_{};
+
+  // Memory preemption (preemption.cpp). The API outlives the suspender that calls it.
+  std::unique_ptr<CheckpointApi> checkpoint_api_;
+  std::unique_ptr<TenantSuspender> suspender_;
+  MemoryPreemption preemption_;
+  std::vector<MemoryWait> memory_waits_;
+  std::array<Suspension, shm::kMaxTenants> suspensions_{};
+  std::map<uint32_t, std::string> last_refusal_;  // by tenant: why its last request was refused
+  bool journal_pending_ = false;                  // read_journal found entries to adopt
+  nlohmann::json journal_entries_;
 };
 
 }  // namespace cuslice

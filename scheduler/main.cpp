@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--metrics-address", options.metrics_address, "IPv4 address the metrics endpoint listens on")
       ->capture_default_str();
+  app.add_option("--cuda-library", options.cuda_library,
+                 "the driver library whose checkpoint API suspends preemptible tenants")
+      ->capture_default_str();
+  app.add_option("--meminfo", options.meminfo_path,
+                 "where the host's available memory is read before a suspension (MemAvailable)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

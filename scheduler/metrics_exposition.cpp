@@ -104,6 +104,9 @@ std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& work
   per_tenant_gpu("cuslice_tenant_watchdog_kills_total", kCounter,
                  "The tenant's processes the usage watchdog killed (on_violation: kill).",
                  [](const TenantGpuSnapshot& u) { return static_cast<double>(u.watchdog_kills); });
+  per_tenant_gpu("cuslice_tenant_preemption_moved_bytes_total", kCounter,
+                 "GPU memory the tenant's suspensions moved to host memory and its resumptions moved back.",
+                 [](const TenantGpuSnapshot& u) { return static_cast<double>(u.bytes_moved); });
 
   per_tenant("cuslice_tenant_processes", "Processes registered in the tenant.",
              [](const TenantSnapshot& t) { return static_cast<double>(t.pids.size()); });
@@ -111,6 +114,27 @@ std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& work
              [](const TenantSnapshot& t) { return t.share_ppm / kPpm; });
   per_tenant("cuslice_tenant_limit_ratio", "The tenant's cap on each GPU's time (1: uncapped).",
              [](const TenantSnapshot& t) { return t.limit_ppm / kPpm; });
+  per_tenant("cuslice_tenant_suspended",
+             "1 while the tenant is suspended to host memory (or being suspended or resumed), 2 after a failed "
+             "suspension or resumption, else 0.",
+             [](const TenantSnapshot& t) {
+               return t.suspension == shm::Tenant::kSuspendFailed ? 2.0 : t.suspension != shm::Tenant::kRunning ? 1.0 : 0.0;
+             });
+  const auto per_tenant_counter = [&](const char* name, const char* help,
+                                      const std::function<double(const TenantSnapshot&)>& value) {
+    MetricFamily& f = family(name, kCounter, help);
+    for (const TenantSnapshot& t : s.tenants) add_sample(f, tenant_labels(t, workloads), value(t));
+  };
+  per_tenant_counter("cuslice_tenant_suspensions_total", "Times the tenant was suspended to host memory.",
+                     [](const TenantSnapshot& t) { return static_cast<double>(t.suspensions); });
+  per_tenant_counter("cuslice_tenant_suspended_seconds_total", "Time the tenant spent suspended.",
+                     [](const TenantSnapshot& t) { return static_cast<double>(t.suspended_ns) / kNanosPerSecond; });
+  per_tenant_counter("cuslice_tenant_suspend_seconds_total",
+                     "Time the scheduler spent suspending the tenant (the driver's checkpoints).",
+                     [](const TenantSnapshot& t) { return static_cast<double>(t.suspend_ns) / kNanosPerSecond; });
+  per_tenant_counter("cuslice_tenant_resume_seconds_total",
+                     "Time the scheduler spent resuming the tenant (the driver's restores).",
+                     [](const TenantSnapshot& t) { return static_cast<double>(t.resume_ns) / kNanosPerSecond; });
 
   MetricFamily& handoffs = family("cuslice_gpu_token_handoffs_total", kCounter, "Times the GPU's token changed hands.");
   for (const GpuSnapshot& gpu : s.gpus) add_sample(handoffs, {{"gpu", gpu_label(gpu)}}, static_cast<double>(gpu.handoffs));

@@ -50,6 +50,12 @@ void Daemon::schedule() {
       if (waits) waiting[g] |= uint64_t{1} << t;
     }
   }
+  // A suspended tenant's processes wait inside the driver: the token would be wasted on them.
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if (!suspended(t)) continue;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) activity[g][t] = {};
+    for (uint64_t& w : waiting) w &= ~(uint64_t{1} << t);
+  }
   Nanos wake = TokenPolicy::kNever;
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     shm::GpuState& gs = segment_->gpus[g];
@@ -105,7 +111,7 @@ void Daemon::schedule() {
                     std::chrono::duration_cast<std::chrono::milliseconds>(now - held_[g].since).count(), procs);
     }
   }
-  arm_timer(wake);
+  arm_timer(std::min(wake, preemption_step(now)));
 }
 
 void Daemon::restore_waiting(uint32_t g, uint64_t dropped) {
@@ -142,6 +148,7 @@ void Daemon::publish_preemption(uint32_t g, uint32_t holder) {
 
 void Daemon::publish_shares() {
   const Nanos now{now_ns()};
+  publish_suspended_time(now);
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     if (!tenant_params_[t].present) continue;
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {

@@ -93,6 +93,16 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
     const uint32_t quota_ppm = t.memory_quota_ppm.load(kRelaxed);
     if (quota_ppm != 0) tenant.memory_quota_ppm = quota_ppm;
     else if (quota != shm::kUnlimited) tenant.memory_quota_bytes = quota;
+    // Words of minor 3, zero from an older daemon (they were padding): running, no counts.
+    const uint32_t preemption = t.preemption.load(kRelaxed);
+    tenant.preemptible = (preemption & shm::Tenant::kPreemptible) != 0;
+    const uint32_t suspension = preemption & shm::Tenant::kStateMask;
+    tenant.suspension = suspension <= shm::Tenant::kSuspendFailed ? static_cast<shm::Tenant::Preemption>(suspension)
+                                                                   : shm::Tenant::kRunning;
+    tenant.suspensions = t.suspensions.load(kRelaxed);
+    tenant.suspended_ns = t.suspended_ns.load(kRelaxed);
+    tenant.suspend_ns = t.suspend_ns.load(kRelaxed);
+    tenant.resume_ns = t.resume_ns.load(kRelaxed);
     for (size_t k = 0; k < s.gpus.size(); ++k) {
       const GpuSnapshot& gpu = s.gpus[k];
       const shm::TenantGpu& tg = t.gpu[gpu.index];
@@ -113,6 +123,7 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
       use.holds_token = gpu.holder == i;
       use.over_quota_bytes = tg.over_quota_bytes.load(kRelaxed);
       use.watchdog_kills = tg.watchdog_kills.load(kRelaxed);
+      use.bytes_moved = uint64_t{tg.moved_mib.load(kRelaxed)} << 20;
       tenant.gpus.push_back(use);
     }
     s.tenants.push_back(std::move(tenant));
@@ -127,6 +138,17 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
   }
   for (TenantSnapshot& t : s.tenants) std::sort(t.pids.begin(), t.pids.end());
   return s;
+}
+
+const char* suspension_name(shm::Tenant::Preemption state) {
+  switch (state) {
+    case shm::Tenant::kRunning: return "running";
+    case shm::Tenant::kSuspending: return "suspending";
+    case shm::Tenant::kSuspended: return "suspended";
+    case shm::Tenant::kResuming: return "resuming";
+    case shm::Tenant::kSuspendFailed: return "failed";
+    default: return "running";
+  }
 }
 
 }  // namespace cuslice

@@ -43,6 +43,7 @@ struct TenantGpuSnapshot {
   bool holds_token = false;
   uint64_t over_quota_bytes = 0;  // the driver's count beyond quota and allowance (watchdog)
   uint32_t watchdog_kills = 0;
+  uint64_t bytes_moved = 0;  // by suspensions and resumptions, both ways (memory preemption), to the MiB
 };
 
 struct TenantSnapshot {
@@ -56,7 +57,17 @@ struct TenantSnapshot {
   std::optional<uint32_t> memory_quota_ppm;    // as configured, as millionths of the card
   std::vector<pid_t> pids;                     // registered processes, ascending
   std::vector<TenantGpuSnapshot> gpus;         // one per SegmentSnapshot::gpus entry
+  // Memory preemption (docs/preemption.md).
+  bool preemptible = false;
+  shm::Tenant::Preemption suspension = shm::Tenant::kRunning;
+  uint64_t suspensions = 0;
+  uint64_t suspended_ns = 0;
+  uint64_t suspend_ns = 0;
+  uint64_t resume_ns = 0;
 };
+
+// "running", "suspending", "suspended", "resuming", "failed".
+const char* suspension_name(shm::Tenant::Preemption state);
 
 struct SegmentSnapshot {
   uint16_t abi_major = 0;

@@ -49,12 +49,16 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
   shm::Tenant& t = segment_->tenants[index];
   std::memset(t.name, 0, sizeof t.name);
   std::strncpy(t.name, name.c_str(), sizeof t.name - 1);
+  for (std::atomic<uint64_t>* counter : {&t.suspensions, &t.suspended_ns, &t.suspend_ns, &t.resume_ns})
+    counter->store(0, std::memory_order_relaxed);
+  t.preemption.store(0, std::memory_order_relaxed);
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     shm::TenantGpu& tg = t.gpu[g];
     for (std::atomic<uint64_t>* counter :
          {&tg.memory_used, &tg.gpu_time_ns, &tg.wait_ns, &tg.oom_refusals, &tg.token_grants})
       counter->store(0, std::memory_order_relaxed);
     tg.achieved_share_ppm.store(0, std::memory_order_relaxed);
+    tg.moved_mib.store(0, std::memory_order_relaxed);
     gpu_time_seen_[index][g] = 0;
     // The counter starts at zero now: time reported before the first periodic sample
     // counts toward the share too.
@@ -108,6 +112,7 @@ void Daemon::apply_config(const Config& file) {
     }
   }
   for (TokenPolicy& p : policies_) p.reconfigure(policy_params_, tenant_params_);
+  configure_preemption();
 }
 
 Daemon::ReloadOutcome Daemon::reload() {

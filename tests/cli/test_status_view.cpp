@@ -42,7 +42,7 @@ SegmentSnapshot snapshot() {
 }
 
 TEST(StatusViewTest, JsonFollowsTheDocumentedSchema) {
-  const nlohmann::json j = status_json(snapshot(), {"/s.sock", "/cuslice", true, "/etc/c.yaml", {}});
+  const nlohmann::json j = status_json(snapshot(), {"/s.sock", "/cuslice", true, "/etc/c.yaml", {}, {}});
   EXPECT_EQ(j["schema_version"], 1);
   EXPECT_EQ(j["daemon"]["mode"], "config");
   EXPECT_EQ(j["daemon"]["pid"], 42);
@@ -65,7 +65,7 @@ TEST(StatusViewTest, JsonFollowsTheDocumentedSchema) {
 }
 
 TEST(StatusViewTest, TableShowsEachTenantOnEachGpu) {
-  const std::string table = status_table(snapshot(), {"/s.sock", "/cuslice", false, std::nullopt, {}});
+  const std::string table = status_table(snapshot(), {"/s.sock", "/cuslice", false, std::nullopt, {}, {}});
   EXPECT_NE(table.find("(not answering)"), std::string::npos) << table;
   EXPECT_NE(table.find("token: infer"), std::string::npos) << table;
   EXPECT_NE(table.find("512 MiB / 4.00 GiB"), std::string::npos) << table;
@@ -76,7 +76,7 @@ TEST(StatusViewTest, TableShowsEachTenantOnEachGpu) {
 
 TEST(StatusViewTest, WatchdogFindingsAreShownOnlyWhenThereAreAny) {
   SegmentSnapshot s = snapshot();
-  const DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml", {}};
+  const DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml", {}, {}};
   EXPECT_EQ(status_table(s, d).find(" ! "), std::string::npos);
   s.gpus[0].unhooked_processes = 2;
   s.gpus[0].unhooked_bytes = 3ull << 30;
@@ -94,7 +94,7 @@ TEST(StatusViewTest, WatchdogFindingsAreShownOnlyWhenThereAreAny) {
 }
 
 TEST(StatusViewTest, AKubernetesTenantShowsItsPodAndContainer) {
-  DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml", {}};
+  DaemonView d{"/s.sock", "/cuslice", true, "/etc/c.yaml", {}, {}};
   EXPECT_TRUE(status_json(snapshot(), d)["tenants"][0]["workload"].is_null());
   EXPECT_EQ(status_table(snapshot(), d).find("    pod "), std::string::npos);
   d.workloads["infer"] = {"team-a", "serve-7f9c", "main"};
@@ -111,6 +111,39 @@ TEST(StatusViewTest, ProcessesWithoutTheHookAreShownWithNoTenants) {
   const std::string table = status_table(s, {"/s.sock", "/cuslice", true, "/etc/c.yaml"});
   EXPECT_NE(table.find("no tenants yet"), std::string::npos) << table;
   EXPECT_NE(table.find("! GPU 0: 1 process(es) without the hook hold 3.00 GiB"), std::string::npos) << table;
+}
+
+TEST(StatusViewTest, ASuspendedTenantShowsItsStateCountsAndWhy) {
+  SegmentSnapshot s = snapshot();
+  TenantSnapshot train = s.tenants[0];
+  train.index = 4;
+  train.name = "train";
+  train.preemptible = true;
+  train.suspension = shm::Tenant::kSuspended;
+  train.suspensions = 2;
+  train.suspended_ns = 75'000'000'000;
+  train.suspend_ns = 9'000'000'000;
+  train.gpus[0].bytes_moved = 24ull << 30;
+  s.tenants.push_back(train);
+  const DaemonView daemon{"/s.sock", "/cuslice", true, std::nullopt, {},
+                          {{"train", "suspended for infer's allocation of 8.0 GiB on GPU 0"}}};
+  const nlohmann::json j = status_json(s, daemon);
+  const nlohmann::json& sus = j["tenants"][1]["suspension"];
+  EXPECT_EQ(j["tenants"][1]["preemptible"], true);
+  EXPECT_EQ(sus["state"], "suspended");
+  EXPECT_EQ(sus["reason"], "suspended for infer's allocation of 8.0 GiB on GPU 0");
+  EXPECT_EQ(sus["suspensions"], 2);
+  EXPECT_DOUBLE_EQ(sus["suspended_seconds"].get<double>(), 75.0);
+  EXPECT_DOUBLE_EQ(sus["suspend_seconds"].get<double>(), 9.0);
+  EXPECT_EQ(j["tenants"][0]["suspension"]["reason"], nullptr);
+  EXPECT_EQ(j["gpus"][0]["tenants"][1]["preemption_moved_bytes"], 24ull << 30);
+  const std::string table = status_table(s, daemon);
+  EXPECT_NE(table.find("PREEMPTION"), std::string::npos) << table;
+  EXPECT_NE(table.find("suspended for infer's allocation"), std::string::npos) << table;
+  EXPECT_NE(table.find("1m15s"), std::string::npos) << table;
+  EXPECT_NE(table.find("24.0 GiB"), std::string::npos) << table;
+  // Nothing about preemption where no tenant is preemptible and nothing is to be said.
+  EXPECT_EQ(status_table(snapshot(), daemon).find("PREEMPTION"), std::string::npos);
 }
 
 TEST(StatusViewTest, Units) {

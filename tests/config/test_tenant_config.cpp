@@ -112,7 +112,7 @@ TEST_F(TenantConfigTest, UnknownKeyInTenantAndCompute) {
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_EQ(r.errors[0].to_string(),
             path_ + ":3:5: unknown key `memroy` (expected one of: name, priority, memory, compute, "
-                    "match, allow_env, on_violation)");
+                    "match, allow_env, on_violation, preemptible)");
   EXPECT_EQ(r.errors[1].to_string(),
             path_ + ":4:15: unknown key `shar` (expected one of: share, limit)");
 }

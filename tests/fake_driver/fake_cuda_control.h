@@ -8,9 +8,10 @@
  * Contract, for every function here:
  *   - callable at any time, from any thread, with or without cuInit;
  *   - a device index outside [0, fake_cuda_device_count()) reads as 0 / does nothing;
- *   - memory is per process ("this process"); the devices' timeline (when each device is free,
- *     how much kernel time it ran) is shared by every process naming the same
- *     FAKE_CUDA_SHARED_DEVICE, and per process otherwise ("all processes" below). */
+ *   - memory is counted per process ("this process") and per device ("all processes"); the
+ *     devices (their memory, their timeline: when each is free, how much kernel time it ran)
+ *     are shared by every process naming the same FAKE_CUDA_SHARED_DEVICE, and per process
+ *     otherwise ("all processes" below). */
 #ifndef CUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_CONTROL_H
 #define CUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_CONTROL_H
 
@@ -41,6 +42,19 @@ size_t fake_cuda_device_total(int dev);
 /* Device memory this process holds on dev, all charges together, and by one charge. */
 size_t fake_cuda_device_used(int dev);
 size_t fake_cuda_device_used_by(int dev, fake_cuda_charge charge);
+
+/* Device memory all processes sharing dev hold on it (what cuMemGetInfo's free is taken from). */
+size_t fake_cuda_device_used_all(int dev);
+
+/* Device memory the process pid holds on dev (0 while it is checkpointed, or for a pid that does
+ * not use the device), and the bytes of dev its checkpoint keeps in host memory. */
+size_t fake_cuda_process_used(int pid, int dev);
+size_t fake_cuda_process_checkpointed(int pid, int dev);
+
+/* Threads of pid inside a driver call a checkpoint lock waits for, and the pid of the process
+ * running a checkpoint operation (lock, checkpoint, restore) on pid; 0 when none. */
+int fake_cuda_process_active_calls(int pid);
+int fake_cuda_process_operation(int pid);
 
 /* The 16 bytes cuDeviceGetUuid_v2 returns for dev; out untouched for an unknown device. */
 void fake_cuda_device_uuid(int dev, unsigned char out[16]);

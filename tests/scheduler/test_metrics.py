@@ -32,6 +32,12 @@ REQUIRED = {
     "cuslice_tenant_limit_ratio": "gauge",
     "cuslice_gpu_token_handoffs_total": "counter",
     "cuslice_gpu_memory_total_bytes": "gauge",
+    "cuslice_tenant_preemption_moved_bytes_total": "counter",
+    "cuslice_tenant_suspended": "gauge",
+    "cuslice_tenant_suspensions_total": "counter",
+    "cuslice_tenant_suspended_seconds_total": "counter",
+    "cuslice_tenant_suspend_seconds_total": "counter",
+    "cuslice_tenant_resume_seconds_total": "counter",
 }
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$')

@@ -1,14 +1,24 @@
 #include "device_ledger.h"
 
+#include <unistd.h>
+
 #include <cassert>
 #include <numeric>
 
 namespace fake_cuda {
 
-void DeviceLedger::reset(int device_count, std::size_t bytes_per_device) {
+void DeviceLedger::reset(int device_count, std::size_t bytes_per_device, ProcessTable* table) {
   device_count_ = device_count;
   devices_ = {};
   for (int dev = 0; dev < device_count; ++dev) devices_[dev].total = bytes_per_device;
+  table_ = table;
+  row_ = claim_row(*table_);
+}
+
+void DeviceLedger::detach() {
+  if (table_ != nullptr) drop_row(*table_, row_);
+  row_ = nullptr;
+  table_ = nullptr;
 }
 
 std::size_t DeviceLedger::used(int dev) const {
@@ -16,8 +26,19 @@ std::size_t DeviceLedger::used(int dev) const {
   return std::accumulate(held.begin(), held.end(), std::size_t{0});
 }
 
+std::size_t DeviceLedger::device_used(int dev) {
+  TableLock lock(*table_);
+  return fake_cuda::device_used(*table_, dev);
+}
+
+ProcessTable::Row* DeviceLedger::own_row() {
+  if (row_ == nullptr || row_->pid.load() != getpid()) row_ = claim_row(*table_);
+  return row_;
+}
+
 bool DeviceLedger::try_charge(int dev, fake_cuda_charge charge, std::size_t bytes) {
-  if (bytes > devices_[dev].total - used(dev)) return false;
+  ProcessTable::Row* row = own_row();
+  if (row == nullptr || !try_take(*table_, row, dev, bytes, devices_[dev].total)) return false;
   devices_[dev].held[charge] += bytes;
   return true;
 }
@@ -25,6 +46,7 @@ bool DeviceLedger::try_charge(int dev, fake_cuda_charge charge, std::size_t byte
 void DeviceLedger::release(int dev, fake_cuda_charge charge, std::size_t bytes) {
   assert(devices_[dev].held[charge] >= bytes && "released more than was charged");
   devices_[dev].held[charge] -= bytes;
+  if (ProcessTable::Row* row = own_row()) give_back(row, dev, bytes);
 }
 
 }  // namespace fake_cuda

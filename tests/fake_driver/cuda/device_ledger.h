@@ -1,47 +1,60 @@
 // What each simulated device holds, by charge: the one truth every view of device memory
 // (cuMemGetInfo, NVML, fake_cuda_device_used) reads.
 //
-// Plain data on purpose (standard layout, fixed size, no pointers): when several processes must
-// share one device (the scheduler's tests), this struct moves into a shared mmap'd file with a
-// per-process row and a robust process-shared mutex beside it; the callers do not change.
-// Today it lives in the process's DriverState and is guarded by DriverState's mutex.
+// The ledger keeps this process's charges by kind; what the device holds in all is the process
+// table's (process_table.h): this process's row there carries its total per device, and a
+// charge succeeds only while the rows of every live process sharing the device leave room for
+// it. With a device private to the process the table holds this process alone, so both views
+// agree. Guarded by DriverState's mutex (the table has its own lock).
 #pragma once
 
 #include <array>
 #include <cstddef>
-#include <type_traits>
 
 #include "fake_cuda_control.h"
 #include "knobs.h"
+#include "process_table.h"
 
 namespace fake_cuda {
 
 class DeviceLedger {
  public:
-  void reset(int device_count, std::size_t bytes_per_device);
+  // Starts afresh on table, in a row of its own (any row this process had there is dropped).
+  void reset(int device_count, std::size_t bytes_per_device, ProcessTable* table);
+  // Gives this process's row back (before the table goes away).
+  void detach();
 
   int device_count() const { return device_count_; }
   bool valid(int dev) const { return dev >= 0 && dev < device_count_; }
   std::size_t total(int dev) const { return devices_[dev].total; }
+  // What this process holds on dev, all charges together, and by one charge.
   std::size_t used(int dev) const;
   std::size_t used_by(int dev, fake_cuda_charge charge) const {
     return devices_[dev].held[charge];
   }
+  // What every process sharing the device holds on it (this one included).
+  std::size_t device_used(int dev);
 
   // Takes bytes on dev, or nothing and false when the device lacks them (out of memory).
   bool try_charge(int dev, fake_cuda_charge charge, std::size_t bytes);
   void release(int dev, fake_cuda_charge charge, std::size_t bytes);
 
+  // This process's row in the table: the checkpoint state its driver calls honour (Session).
+  ProcessTable::Row* row() const { return row_; }
+  ProcessTable* table() const { return table_; }
+
  private:
+  // The row, claimed again when a forked child finds its parent's.
+  ProcessTable::Row* own_row();
+
   struct Device {
     std::size_t total;
     std::array<std::size_t, FAKE_CUDA_CHARGE_COUNT> held;
   };
   int device_count_ = 0;
   std::array<Device, kMaxDevices> devices_{};
+  ProcessTable* table_ = nullptr;
+  ProcessTable::Row* row_ = nullptr;
 };
-
-static_assert(std::is_standard_layout_v<DeviceLedger> && std::is_trivially_copyable_v<DeviceLedger>,
-              "the ledger must stay placeable in shared memory");
 
 }  // namespace fake_cuda

@@ -1,6 +1,7 @@
 // When each simulated device is next free: the one timeline on which every kernel of every
 // process that shares the device is placed, one kernel at a time, like a GPU time-sliced between
-// contexts.
+// contexts. The same object holds the table of the processes that use the devices, their memory
+// and their checkpoint state (process_table.h).
 //
 // Where it lives
 //   FAKE_CUDA_SHARED_DEVICE=<name> set: in the POSIX shared-memory object /dev/shm/<name>, mapped
@@ -28,6 +29,7 @@
 #include <string>
 
 #include "knobs.h"
+#include "process_table.h"
 
 namespace fake_cuda {
 
@@ -35,7 +37,7 @@ struct TimelineSegment {
   // "FAKETIM" and the layout version. Written once, by compare-exchange from 0, by the first
   // process that maps the object; 0 (not yet claimed) is as valid as this value. Any other value
   // is another layout: the mapping is refused.
-  static constexpr std::uint64_t kTag = 0x46414b4554494d00ull | 1u;
+  static constexpr std::uint64_t kTag = 0x46414b4554494d00ull | 2u;
   std::atomic<std::uint64_t> tag;
 
   struct alignas(64) Device {
@@ -52,13 +54,16 @@ struct TimelineSegment {
     std::atomic<std::uint64_t> kernels;
   };
   Device devices[kMaxDevices];
+  // Since layout 2: who uses the devices, and what each holds.
+  ProcessTable processes;
 };
 
 static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
                   std::atomic<std::uint64_t>::is_always_lock_free,
               "shared across processes: the atomics must not hide a lock");
 static_assert(std::is_standard_layout_v<TimelineSegment>, "its layout is shared between builds");
-static_assert(sizeof(TimelineSegment) == 64 + kMaxDevices * 64, "layout change: bump kTag");
+static_assert(sizeof(TimelineSegment) == 64 + kMaxDevices * 64 + sizeof(ProcessTable),
+              "layout change: bump kTag");
 
 class DeviceTimeline {
  public:
@@ -83,6 +88,7 @@ class DeviceTimeline {
   std::int64_t free_at(int dev) const { return device(dev).tail_ns.load(std::memory_order_acquire); }
   std::uint64_t busy_ns(int dev) const { return device(dev).busy_ns.load(std::memory_order_relaxed); }
   std::uint64_t kernels(int dev) const { return device(dev).kernels.load(std::memory_order_relaxed); }
+  ProcessTable& processes() { return segment_->processes; }
 
  private:
   TimelineSegment::Device& device(int dev) { return segment_->devices[dev]; }

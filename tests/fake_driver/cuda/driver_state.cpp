@@ -49,8 +49,8 @@ void Session::sleep_until(std::int64_t deadline_ns) { sleep_until_ns(deadline_ns
 
 void DriverState::build() {
   knobs = read_knobs_from_environment();
-  ledger.reset(knobs.device_count, knobs.device_memory);
   timeline_status = timeline.attach(knobs);
+  ledger.reset(knobs.device_count, knobs.device_memory, &timeline.processes());
   for (int dev = 0; dev < knobs.device_count; ++dev) {
     primary_contexts[dev] = std::make_unique<CUctx_st>();
     primary_contexts[dev]->device = dev;
@@ -62,6 +62,7 @@ void DriverState::build() {
 }
 
 void DriverState::reset() {
+  ledger.detach();  // what this process held goes with the state, before the table is unmapped
   initialized = false;
   ++generation;
   for (auto& primary : primary_contexts) primary.reset();
@@ -87,11 +88,28 @@ void DriverState::reset() {
   vmm_mappings.clear();
   vmm_handles.clear();
   physical_memory.clear();
+  managed_allocations = 0;
+  ipc_allocations = 0;
+  work_tail = 0;
   module_loaded = false;
   proc_address_calls = 0;
   launches = 0;
   busy_ns = 0;
   build();
+}
+
+void DriverState::count_checkpoint_blockers(const Allocation& allocation, int delta) {
+  if (allocation.kind == AllocationKind::kManaged) managed_allocations += delta;
+  if (allocation.kind == AllocationKind::kIpcImport || allocation.ipc_exported) ipc_allocations += delta;
+  if (ProcessTable::Row* row = ledger.row()) {
+    row->flags.store((managed_allocations > 0 ? ProcessTable::kHasManaged : 0u) |
+                     (ipc_allocations > 0 ? ProcessTable::kHasIpc : 0u) |
+                     (row->flags.load() & ProcessTable::kRestoreBroken));
+  }
+}
+
+void DriverState::publish_work() {
+  if (ProcessTable::Row* row = ledger.row()) row->work_end_ns.store(maybe_blocked ? kNever : work_tail);
 }
 
 CUdeviceptr DriverState::take_address_range(std::size_t bytes) {
@@ -208,6 +226,7 @@ void DriverState::deactivate(CUctx_st* ctx) {
     if (allocation.kind == AllocationKind::kDevice || allocation.kind == AllocationKind::kManaged) {
       release_allocation(allocation);
     }
+    if (allocation.kind != AllocationKind::kPool) count_checkpoint_blockers(allocation, -1);
     return allocation.kind != AllocationKind::kPool;  // pool memory belongs to its pool
   });
   auto drop_array = [&](const auto& array) {

@@ -226,6 +226,7 @@ struct Allocation {
   CUctx_st* owner = nullptr;              // freed with this context (kDevice, kManaged, kIpcImport)
   CUmemPoolHandle_st* pool = nullptr;     // kPool only
   int small_page = -1;                    // kDevice/kManaged under kGranularity: its shared page
+  bool ipc_exported = false;              // kDevice: cuIpcGetMemHandle was called on it
 };
 
 // Allocations under kGranularity share 2 MiB pages, as the real driver packs them (measured
@@ -333,6 +334,17 @@ struct DriverState {
   int next_physical_id = 1;
   CUmemGenericAllocationHandle next_vmm_handle = 1;
 
+  // What a checkpoint of this process must refuse (process_table.h, Row::flags): live managed
+  // allocations, and allocations exported or imported by CUDA IPC. count_checkpoint_blockers
+  // adds (delta 1) or removes (-1) one allocation and publishes the flags in the row.
+  int managed_allocations = 0;
+  int ipc_allocations = 0;
+  void count_checkpoint_blockers(const Allocation& allocation, int delta);
+  // When this process's submitted work ends (the latest kernel it placed), published in its
+  // row with whether some work is held behind a wait: what a checkpoint waits for.
+  std::int64_t work_tail = 0;
+  void publish_work();
+
   bool module_loaded = false;  // the process's first launch charged FAKE_CUDA_MODULE_BYTES
   int proc_address_calls = 0;
   unsigned long long launches = 0;
@@ -390,12 +402,33 @@ inline constexpr std::int64_t kPollNs = 30'000;
 
 // Locks the state for one entry point, and first lets blocked streams run as far as their
 // words allow, as a GPU would have by now.
+//
+// A driver call first passes the process's checkpoint gate (process_table.h): while another
+// process has locked this one (cuCheckpointProcessLock) the call waits there, and in the FAILED
+// state it fails (require_init says CUDA_ERROR_ILLEGAL_STATE). The test-control API and the
+// checkpoint API itself are not driver calls a lock stops: they open an ungated Session.
 class Session {
  public:
-  Session() : state_(driver_state()), lock_(state_.mutex) { make_progress(state_); }
+  enum Gate { kGated, kUngated };
+  explicit Session(Gate gate = kGated)
+      : state_(driver_state()), row_(gate == kGated ? state_.ledger.row() : nullptr) {
+    if (row_ != nullptr && !enter_call(row_)) {
+      row_ = nullptr;
+      failed_ = true;
+    }
+    lock_ = std::unique_lock<std::mutex>(state_.mutex);
+    make_progress(state_);
+  }
+  ~Session() {
+    lock_.unlock();
+    if (row_ != nullptr) leave_call(row_);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
   DriverState* operator->() { return &state_; }
   DriverState& operator*() { return state_; }
   CUresult require_init() const {
+    if (failed_) return CUDA_ERROR_ILLEGAL_STATE;
     return state_.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
   }
   // Waits for simulated work to end without holding the lock, so that the process's other
@@ -414,9 +447,17 @@ class Session {
       const std::int64_t end = deadline();
       const std::int64_t now = monotonic_now();
       if (end <= now) return;
-      if (!hold_lock) lock_.unlock();
+      if (!hold_lock) {
+        lock_.unlock();
+        // Not inside the driver while asleep: a lock need not wait for this thread, whose call
+        // goes on once the process is unlocked again.
+        if (row_ != nullptr) leave_call(row_);
+      }
       sleep_until(end == kNever ? now + kPollNs : end);
-      if (!hold_lock) lock_.lock();
+      if (!hold_lock) {
+        if (row_ != nullptr && !enter_call(row_)) row_ = nullptr;
+        lock_.lock();
+      }
       make_progress(state_);
       if (end != kNever) return;
     }
@@ -426,6 +467,8 @@ class Session {
   static std::int64_t monotonic_now();
   static void sleep_until(std::int64_t deadline_ns);
   DriverState& state_;
+  ProcessTable::Row* row_;  // counted among its process's active calls; null when ungated
+  bool failed_ = false;
   std::unique_lock<std::mutex> lock_;
 };
 

@@ -1,6 +1,7 @@
 // CUDA IPC of cuMemAlloc memory. The handle carries what an importer needs to know (device,
 // base, size, exporting pid); the memory stays the exporter's, so opening a handle, in this
-// process or another one, charges the importer nothing.
+// process or another one, charges the importer nothing. Exported and imported memory both make
+// a checkpoint of the process fail (checkpoint.cpp), as the driver documents.
 #include <unistd.h>
 
 #include <cstdint>
@@ -35,7 +36,11 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   if (found == s->allocations.end() || found->second.kind != AllocationKind::kDevice) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const Allocation& allocation = found->second;
+  Allocation& allocation = found->second;
+  if (!allocation.ipc_exported) {
+    allocation.ipc_exported = true;
+    s->count_checkpoint_blockers(allocation, 1);
+  }
   IpcPayload payload{kIpcMagic, static_cast<std::uint64_t>(getpid()), allocation.base,
                      allocation.size, allocation.device};
   std::memset(handle, 0, sizeof(*handle));
@@ -61,6 +66,7 @@ CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
   imported.kind = AllocationKind::kIpcImport;
   imported.owner = ctx;
   s->allocations.emplace(imported.base, imported);
+  s->count_checkpoint_blockers(imported, 1);
   *dptr = imported.base;
   return CUDA_SUCCESS;
 }
@@ -72,6 +78,7 @@ CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
   if (found == s->allocations.end() || found->second.kind != AllocationKind::kIpcImport) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  s->count_checkpoint_blockers(found->second, -1);
   s->allocations.erase(found);
   return CUDA_SUCCESS;
 }

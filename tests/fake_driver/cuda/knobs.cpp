@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 
 namespace fake_cuda {
 namespace {
@@ -15,6 +17,16 @@ void read_size(const char* variable, Number* value) {
   errno = 0;
   unsigned long long parsed = std::strtoull(text, &end, 10);
   if (errno == 0 && *end == '\0') *value = static_cast<Number>(parsed);
+}
+
+// Calls visit(word) for each word of a comma-separated variable; false when it is unset.
+template <class Visit>
+bool read_list(const char* variable, Visit visit) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr) return false;
+  std::istringstream list{std::string(text)};
+  for (std::string word; std::getline(list, word, ',');) visit(word);
+  return true;
 }
 
 }  // namespace
@@ -31,6 +43,23 @@ Knobs read_knobs_from_environment() {
   read_size("FAKE_CUDA_MODULE_BYTES", &knobs.module_bytes);
   read_size("FAKE_CUDA_KERNEL_US", &knobs.kernel_us);
   if (const char* name = std::getenv("FAKE_CUDA_SHARED_DEVICE")) knobs.shared_device = name;
+  read_size("FAKE_CUDA_CHECKPOINT_MS_PER_GIB", &knobs.checkpoint_ms_per_gib);
+  bool managed = false, ipc = false;
+  if (read_list("FAKE_CUDA_CHECKPOINT_REFUSE", [&](const std::string& word) {
+        managed |= word == "managed";
+        ipc |= word == "ipc";
+      })) {
+    knobs.checkpoint_refuses_managed = managed;
+    knobs.checkpoint_refuses_ipc = ipc;
+  }
+  read_list("FAKE_CUDA_CHECKPOINT_FAIL", [&](const std::string& word) {
+    if (word == "lock") knobs.checkpoint_failures |= Knobs::kFailLock;
+    if (word == "checkpoint") knobs.checkpoint_failures |= Knobs::kFailCheckpoint;
+    if (word == "restore") knobs.checkpoint_failures |= Knobs::kFailRestore;
+    if (word == "unlock") knobs.checkpoint_failures |= Knobs::kFailUnlock;
+    if (word == "checkpoint-fatal") knobs.checkpoint_failures |= Knobs::kFailCheckpointFatal;
+    if (word == "restore-fatal") knobs.checkpoint_failures |= Knobs::kFailRestoreFatal;
+  });
   return knobs;
 }
 

@@ -12,7 +12,20 @@
 //                            devices' timeline, shared by every process that names it; unset:
 //                            the timeline is the process's own   default unset
 //
-// A number that is not plain decimal (or a device count out of range) keeps the default.
+// The checkpoint API (checkpoint.cpp), read by the process that calls it:
+//   FAKE_CUDA_CHECKPOINT_MS_PER_GIB  how long a checkpoint or a restore takes per GiB it moves
+//                            (plus the wait for the process's submitted work)  default 0
+//   FAKE_CUDA_CHECKPOINT_REFUSE  what a checkpoint refuses with CUDA_ERROR_NOT_SUPPORTED, as
+//                            the driver documents: a comma list of `managed` (a process with
+//                            cuMemAllocManaged memory) and `ipc` (memory exported or imported
+//                            by CUDA IPC), or `none`                  default managed,ipc
+//   FAKE_CUDA_CHECKPOINT_FAIL  operations that fail (CUDA_ERROR_OPERATING_SYSTEM), leaving
+//                            the state as it was: a comma list of lock, checkpoint, restore,
+//                            unlock; checkpoint-fatal and restore-fatal fail leaving the
+//                            process FAILED                            default none
+//
+// A number that is not plain decimal (or a device count out of range) keeps the default; an
+// unknown word in a list is ignored.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +43,20 @@ struct Knobs {
   std::size_t module_bytes = 0;
   std::uint64_t kernel_us = 0;
   std::string shared_device;  // empty: a timeline private to the process
+
+  // The checkpoint API.
+  std::uint64_t checkpoint_ms_per_gib = 0;
+  bool checkpoint_refuses_managed = true;
+  bool checkpoint_refuses_ipc = true;
+  enum Failure : unsigned {
+    kFailLock = 1u << 0,
+    kFailCheckpoint = 1u << 1,
+    kFailRestore = 1u << 2,
+    kFailUnlock = 1u << 3,
+    kFailCheckpointFatal = 1u << 4,
+    kFailRestoreFatal = 1u << 5,
+  };
+  unsigned checkpoint_failures = 0;
 };
 
 Knobs read_knobs_from_environment();

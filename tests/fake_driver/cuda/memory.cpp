@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -33,6 +34,7 @@ CUresult allocate(CUdeviceptr* dptr, std::size_t bytes, AllocationKind kind) {
   if (!s->charge_allocation(allocation)) return CUDA_ERROR_OUT_OF_MEMORY;
   allocation.base = s->take_address_range(bytes);
   s->allocations.emplace(allocation.base, allocation);
+  s->count_checkpoint_blockers(allocation, 1);
   *dptr = allocation.base;
   return CUDA_SUCCESS;
 }
@@ -111,6 +113,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
     case AllocationKind::kDevice:
     case AllocationKind::kManaged:
       s->release_allocation(allocation);
+      s->count_checkpoint_blockers(allocation, -1);
       s->allocations.erase(found);
       return CUDA_SUCCESS;
   }
@@ -133,8 +136,9 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = s->current_context(&ctx)) return rc;
+  // What every process sharing the device leaves free, as on a GPU.
   *total_bytes = s->ledger.total(ctx->device);
-  *free_bytes = *total_bytes - s->ledger.used(ctx->device);
+  *free_bytes = *total_bytes - std::min(*total_bytes, s->ledger.device_used(ctx->device));
   return CUDA_SUCCESS;
 }
 

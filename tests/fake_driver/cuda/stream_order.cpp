@@ -54,6 +54,8 @@ std::int64_t place_kernel(DriverState& state, StreamQueue& queue, std::int64_t d
       state.timeline.place_kernel(queue.context()->device, queue.ready(), duration_ns);
   queue.advance(end);
   state.busy_ns += static_cast<unsigned long long>(std::max<std::int64_t>(duration_ns, 0));
+  state.work_tail = std::max(state.work_tail, end);
+  state.publish_work();
   return end;
 }
 
@@ -157,6 +159,7 @@ void make_progress(DriverState& state) {
     bool blocked = false;
     for_each_lane(state, nullptr, [&](Lane& lane) { blocked |= lane.blocked(); });
     state.maybe_blocked = blocked;
+    state.publish_work();
     auto drop_drained = [](CUctx_st& ctx) {
       ctx.orphans.remove_if([](const Lane& lane) { return !lane.blocked(); });
     };
@@ -228,6 +231,7 @@ void StreamQueue::advance(std::int64_t end_ns) {
 void StreamQueue::defer(DriverState& state, DeferredOp op) {
   lane_->deferred.push_back(std::move(op));
   state.maybe_blocked = true;
+  state.publish_work();
   start_progress_thread(state);
 }
 

@@ -1,6 +1,6 @@
 // One simulated device shared by several processes (FAKE_CUDA_SHARED_DEVICE): their kernels take
-// turns on one timeline, nothing is lost when many launch at once, a killed process leaves
-// nothing held, and the shared object is usable however its creator died, or refused when it is
+// turns on one timeline, nothing is lost when many launch at once, they share the device's
+// memory, a killed process leaves nothing held, and the shared object is usable however its creator died, or refused when it is
 // not a timeline. Processes are forked from this (single-threaded) test; each child starts the
 // fake afresh with fake_cuda_reset(), as a new process would.
 #include <fcntl.h>
@@ -180,6 +180,56 @@ TEST_F(SharedDevice, AKilledProcessHoldsNothingButItsQueuedWorkStillRuns) {
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   EXPECT_GE(monotonic_ns(), dead_end + 1 * kMs);
   EXPECT_EQ(fake_cuda_device_kernels(0), 2u);
+}
+
+TEST_F(SharedDevice, TheProcessesShareTheDevicesMemory) {
+  constexpr size_t kGiB = size_t{1} << 30, kContext = size_t{512} << 20;
+  int held[2], done[2];
+  ASSERT_EQ(pipe(held), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = Spawn([&] {
+    CUdeviceptr p = 0;
+    if (Start("saxpy") == nullptr || cuMemAlloc_v2(&p, 10 * kGiB) != CUDA_SUCCESS) return 1;
+    if (write(held[1], "h", 1) != 1) return 2;
+    char byte = 0;
+    return read(done[0], &byte, 1) == 1 ? 0 : 3;
+  });
+  char byte = 0;
+  ASSERT_EQ(read(held[0], &byte, 1), 1);
+  ASSERT_NE(Start("saxpy"), nullptr);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 16 * kGiB);
+  EXPECT_EQ(free, 16 * kGiB - 10 * kGiB - 2 * kContext) << "free counts every process's memory";
+  EXPECT_EQ(fake_cuda_device_used(0), kContext) << "this process's own";
+  EXPECT_EQ(fake_cuda_device_used_all(0), 10 * kGiB + 2 * kContext);
+  EXPECT_EQ(fake_cuda_process_used(child, 0), 10 * kGiB + kContext);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 6 * kGiB), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(write(done[1], "d", 1), 1);
+  EXPECT_EQ(WaitExit(child), 0);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 6 * kGiB), CUDA_SUCCESS) << "an exited process holds nothing";
+}
+
+TEST_F(SharedDevice, AKilledProcessesMemoryIsFree) {
+  constexpr size_t kGiB = size_t{1} << 30;
+  int held[2];
+  ASSERT_EQ(pipe(held), 0);
+  const pid_t child = Spawn([&] {
+    CUdeviceptr p = 0;
+    if (Start("saxpy") == nullptr || cuMemAlloc_v2(&p, 14 * kGiB) != CUDA_SUCCESS) return 1;
+    if (write(held[1], "h", 1) != 1) return 2;
+    pause();
+    return 3;
+  });
+  char byte = 0;
+  ASSERT_EQ(read(held[0], &byte, 1), 1);
+  ASSERT_NE(Start("saxpy"), nullptr);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 4 * kGiB), CUDA_ERROR_OUT_OF_MEMORY);
+  kill(child, SIGKILL);
+  EXPECT_EQ(WaitExit(child), 128 + SIGKILL);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 4 * kGiB), CUDA_SUCCESS);
 }
 
 TEST_F(SharedDevice, AnObjectItsCreatorDidNotSizeIsUsable) {

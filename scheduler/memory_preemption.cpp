@@ -1,0 +1,336 @@
+#include "memory_preemption.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+namespace cuslice {
+
+const char* to_string(SuspendState state) {
+  switch (state) {
+    case SuspendState::kRunning: return "running";
+    case SuspendState::kSuspending: return "suspending";
+    case SuspendState::kSuspended: return "suspended";
+    case SuspendState::kResuming: return "resuming";
+    case SuspendState::kFailed: return "failed";
+  }
+  return "?";
+}
+
+std::string describe_bytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0 || value >= 100) {
+    std::snprintf(text, sizeof text, "%.0f %s", value, kUnits[unit]);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  }
+  return text;
+}
+
+void MemoryPreemption::update(std::vector<PreemptTenant> tenants) {
+  tenants_ = std::move(tenants);
+  books_.resize(tenants_.size());
+  for (size_t t = 0; t < tenants_.size(); ++t) {
+    const PreemptTenant& tenant = tenants_[t];
+    Book& book = books_[t];
+    if (!tenant.present || tenant.processes.empty()) {
+      book = Book{};
+      continue;
+    }
+    // A refusal holds while a process it was about is still there.
+    if (!book.refused_pids.empty()) {
+      const bool still = std::any_of(tenant.processes.begin(), tenant.processes.end(), [&](const auto& p) {
+        return std::find(book.refused_pids.begin(), book.refused_pids.end(), p.pid) != book.refused_pids.end();
+      });
+      if (!still) {
+        book.refused_pids.clear();
+        if (book.state == SuspendState::kRunning) book.reason.clear();
+      }
+    }
+  }
+}
+
+uint64_t MemoryPreemption::bytes_on(uint32_t tenant, uint32_t gpu) const {
+  uint64_t sum = 0;
+  for (const PreemptProcess& p : tenants_[tenant].processes) {
+    if (gpu < p.gpu_bytes.size()) sum += p.gpu_bytes[gpu];
+  }
+  return sum;
+}
+
+uint64_t MemoryPreemption::total_bytes(uint32_t tenant) const {
+  uint64_t sum = 0;
+  for (const PreemptProcess& p : tenants_[tenant].processes) {
+    sum = std::accumulate(p.gpu_bytes.begin(), p.gpu_bytes.end(), sum);
+  }
+  return sum;
+}
+
+uint64_t MemoryPreemption::start_of(uint32_t tenant) const {
+  uint64_t start = UINT64_MAX;
+  for (const PreemptProcess& p : tenants_[tenant].processes) start = std::min(start, p.start_time);
+  return start;
+}
+
+std::optional<std::string> MemoryPreemption::unsuspendable(uint32_t tenant) const {
+  for (const PreemptProcess& p : tenants_[tenant].processes) {
+    const char* what = p.ipc ? "CUDA IPC memory" : p.managed ? "managed memory" : p.mps ? "an MPS connection" : nullptr;
+    if (what != nullptr) {
+      return "process " + std::to_string(p.pid) + " holds " + what +
+             ", which the driver's checkpoint does not support";
+    }
+  }
+  const Book& book = books_[tenant];
+  if (!book.refused_pids.empty()) return book.reason;
+  return std::nullopt;
+}
+
+Verdict MemoryPreemption::request(const AllocationRequest& request, const std::vector<GpuMemory>& gpus,
+                                  uint64_t host_available, Nanos /*now*/) {
+  Verdict verdict;
+  if (!valid(request.tenant) || request.gpu >= gpus.size()) {
+    verdict.reason = "unknown tenant or GPU";
+    return verdict;
+  }
+  const PreemptTenant& asker = tenants_[request.tenant];
+  const uint32_t gpu = request.gpu;
+  const uint64_t free = gpus[gpu].free;
+  const std::string what = asker.name + "'s allocation of " + describe_bytes(request.bytes) + " on GPU " +
+                           std::to_string(gpu);
+  if (books_[request.tenant].state != SuspendState::kRunning) {
+    verdict.reason = what + ": the tenant itself is " + to_string(books_[request.tenant].state);
+    return verdict;
+  }
+  if (request.bytes <= free) {
+    verdict.kind = Verdict::Kind::kFits;
+    verdict.reason = what + " fits";
+    return verdict;
+  }
+
+  // Memory already on its way: suspensions in flight free theirs; a tenant being resumed may be
+  // suspended again once it runs.
+  uint64_t coming = 0, moving_in_flight = 0;
+  bool resuming_candidate = false;
+  for (uint32_t t = 0; t < tenants_.size(); ++t) {
+    if (!valid(t)) continue;
+    if (books_[t].state == SuspendState::kSuspending) {
+      coming += bytes_on(t, gpu);
+      moving_in_flight += total_bytes(t);
+    }
+  }
+  if (free + coming >= request.bytes) {
+    verdict.kind = Verdict::Kind::kWait;
+    verdict.coming_free = coming;
+    verdict.reason = what + " waits for the suspensions in progress";
+    return verdict;
+  }
+
+  // Rule 1: who may give way; rule 3: who never does, and why.
+  std::vector<uint32_t> candidates;
+  std::vector<std::string> skipped;
+  for (uint32_t t = 0; t < tenants_.size(); ++t) {
+    if (!valid(t) || t == request.tenant) continue;
+    const PreemptTenant& tenant = tenants_[t];
+    if (!tenant.preemptible || bytes_on(t, gpu) == 0) continue;
+    if (!asker.guaranteed && tenant.priority >= asker.priority) continue;
+    const SuspendState state = books_[t].state;
+    if (state == SuspendState::kResuming) {
+      resuming_candidate = true;
+      continue;
+    }
+    if (state == SuspendState::kFailed) {
+      skipped.push_back(tenant.name + " (" + books_[t].reason + ")");
+      continue;
+    }
+    if (state != SuspendState::kRunning) continue;
+    if (auto why = unsuspendable(t)) {
+      skipped.push_back(tenant.name + " (" + *why + ")");
+      continue;
+    }
+    candidates.push_back(t);
+  }
+  // Rule 2.
+  std::sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
+    const PreemptTenant& x = tenants_[a];
+    const PreemptTenant& y = tenants_[b];
+    if (x.priority != y.priority) return x.priority < y.priority;
+    const uint64_t sa = start_of(a), sb = start_of(b);
+    if (sa != sb) return sa > sb;
+    return a < b;
+  });
+  const uint64_t missing = request.bytes - free - coming;
+  std::vector<uint32_t> chosen;
+  uint64_t freed = 0;
+  for (uint32_t t : candidates) {
+    if (freed >= missing) break;
+    chosen.push_back(t);
+    freed += bytes_on(t, gpu);
+  }
+  auto with_skipped = [&](std::string text) {
+    if (!skipped.empty()) {
+      text += "; not suspended:";
+      for (size_t i = 0; i < skipped.size(); ++i) text += (i ? ", " : " ") + skipped[i];
+    }
+    return text;
+  };
+  if (freed < missing) {
+    if (resuming_candidate) {
+      verdict.kind = Verdict::Kind::kWait;
+      verdict.coming_free = coming;
+      verdict.reason = with_skipped(what + " waits for a tenant being resumed, which may then be suspended");
+      return verdict;
+    }
+    verdict.reason = with_skipped(what + " cannot fit: " + describe_bytes(missing) +
+                                  " more is needed and the tenants that may give way hold " +
+                                  describe_bytes(freed));
+    return verdict;
+  }
+  for (size_t i = chosen.size(); i-- > 0;) {
+    const uint64_t own = bytes_on(chosen[i], gpu);
+    if (freed - own >= missing) {
+      freed -= own;
+      chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  uint64_t moving = 0;
+  for (uint32_t t : chosen) moving += total_bytes(t);
+  if (moving_in_flight + moving + params_.host_reserve > host_available) {
+    verdict.reason = with_skipped(what + " cannot fit: suspending would move " + describe_bytes(moving) +
+                                  " to host memory (" + describe_bytes(moving_in_flight) +
+                                  " more is on its way), and the host has " + describe_bytes(host_available) +
+                                  " available, " + describe_bytes(params_.host_reserve) + " of which stays free");
+    return verdict;
+  }
+  std::string names;
+  for (uint32_t t : chosen) {
+    names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(bytes_on(t, gpu)) + ")";
+    books_[t].state = SuspendState::kSuspending;
+    books_[t].reason = "suspended for " + what;
+    books_[t].fits_since.reset();
+  }
+  verdict.kind = Verdict::Kind::kSuspend;
+  verdict.suspend = std::move(chosen);
+  verdict.coming_free = coming + freed;
+  verdict.moving = moving;
+  verdict.reason = with_skipped("suspending " + names + " for " + what);
+  return verdict;
+}
+
+void MemoryPreemption::suspended(uint32_t tenant, Nanos now) {
+  if (tenant >= books_.size() || books_[tenant].state != SuspendState::kSuspending) return;
+  books_[tenant].state = SuspendState::kSuspended;
+  books_[tenant].suspended_at = now;
+  books_[tenant].fits_since.reset();
+}
+
+void MemoryPreemption::suspend_refused(uint32_t tenant, std::string reason) {
+  if (!valid(tenant)) return;
+  Book& book = books_[tenant];
+  book.state = SuspendState::kRunning;
+  book.reason = std::move(reason);
+  book.refused_pids.clear();
+  for (const PreemptProcess& p : tenants_[tenant].processes) book.refused_pids.push_back(p.pid);
+}
+
+void MemoryPreemption::resumed(uint32_t tenant, Nanos /*now*/) {
+  if (tenant >= books_.size() || books_[tenant].state != SuspendState::kResuming) return;
+  books_[tenant] = Book{};
+}
+
+void MemoryPreemption::resume_deferred(uint32_t tenant, std::string reason) {
+  if (tenant >= books_.size() || books_[tenant].state != SuspendState::kResuming) return;
+  books_[tenant].state = SuspendState::kSuspended;
+  books_[tenant].reason = std::move(reason);
+  books_[tenant].fits_since.reset();
+}
+
+void MemoryPreemption::failed(uint32_t tenant, std::string reason) {
+  if (tenant >= books_.size()) return;
+  books_[tenant].state = SuspendState::kFailed;
+  books_[tenant].reason = std::move(reason);
+  books_[tenant].fits_since.reset();
+}
+
+void MemoryPreemption::adopt_suspended(uint32_t tenant, Nanos now, std::string reason) {
+  if (!valid(tenant)) return;
+  Book& book = books_[tenant];
+  book = Book{};
+  book.state = SuspendState::kSuspended;
+  book.suspended_at = now;
+  book.reason = std::move(reason);
+}
+
+MemoryPreemption::Resumption MemoryPreemption::step(const std::vector<GpuMemory>& gpus,
+                                                    const std::vector<uint64_t>& pending, Nanos now) {
+  Resumption out;
+  std::vector<uint32_t> waiting;
+  for (uint32_t t = 0; t < tenants_.size(); ++t) {
+    if (valid(t) && books_[t].state == SuspendState::kSuspended) waiting.push_back(t);
+  }
+  std::sort(waiting.begin(), waiting.end(), [&](uint32_t a, uint32_t b) {
+    if (tenants_[a].priority != tenants_[b].priority) return tenants_[a].priority > tenants_[b].priority;
+    if (books_[a].suspended_at != books_[b].suspended_at) return books_[a].suspended_at < books_[b].suspended_at;
+    return a < b;
+  });
+  // What each GPU can give: free, less what waiting allocations need.
+  std::vector<uint64_t> room(gpus.size());
+  for (size_t g = 0; g < gpus.size(); ++g) {
+    const uint64_t want = g < pending.size() ? pending[g] : 0;
+    room[g] = gpus[g].free > want ? gpus[g].free - want : 0;
+  }
+  for (uint32_t t : waiting) {
+    Book& book = books_[t];
+    bool fits = true;
+    for (uint32_t g = 0; g < room.size() && fits; ++g) {
+      const uint64_t need = bytes_on(t, g);
+      fits = need == 0 || need + params_.resume_margin <= room[g];
+    }
+    if (!fits) {
+      book.fits_since.reset();
+      continue;
+    }
+    if (!book.fits_since) book.fits_since = now;
+    const Nanos due = *book.fits_since + params_.resume_holdoff;
+    if (due > now) {
+      out.wake_at = std::min(out.wake_at, due);
+      continue;
+    }
+    for (uint32_t g = 0; g < room.size(); ++g) room[g] -= bytes_on(t, g);
+    book.state = SuspendState::kResuming;
+    book.fits_since.reset();
+    out.resume.push_back(t);
+  }
+  return out;
+}
+
+SuspendState MemoryPreemption::state(uint32_t tenant) const {
+  return tenant < books_.size() ? books_[tenant].state : SuspendState::kRunning;
+}
+
+const std::string& MemoryPreemption::reason(uint32_t tenant) const {
+  static const std::string kNone;
+  return tenant < books_.size() ? books_[tenant].reason : kNone;
+}
+
+std::vector<uint64_t> MemoryPreemption::bytes(uint32_t tenant) const {
+  std::vector<uint64_t> out;
+  if (!valid(tenant)) return out;
+  for (const PreemptProcess& p : tenants_[tenant].processes) {
+    if (out.size() < p.gpu_bytes.size()) out.resize(p.gpu_bytes.size());
+    for (size_t g = 0; g < p.gpu_bytes.size(); ++g) out[g] += p.gpu_bytes[g];
+  }
+  return out;
+}
+
+MemoryPreemption::Nanos MemoryPreemption::suspended_at(uint32_t tenant) const {
+  return tenant < books_.size() ? books_[tenant].suspended_at : Nanos{0};
+}
+
+}  // namespace cuslice

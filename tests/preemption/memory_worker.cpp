@@ -1,0 +1,86 @@
+// A stand-in for a GPU application whose memory the scheduler may suspend, for the preemption
+// scenarios (test_preemption.py): it runs under libcuslice.so against the fake driver and does
+// what its standard input says, one command a line, answering one line each on standard output:
+//
+//   init             cuInit, the primary context made current        -> ok MS
+//   alloc BYTES      cuMemAlloc_v2 (kept until `free`)                 -> ok MS | err CODE MS
+//   managed BYTES    cuMemAllocManaged                                 -> ok MS | err CODE MS
+//   free             frees everything allocated                        -> ok MS
+//   sync             cuCtxSynchronize (a driver call a lock holds)     -> ok MS | err CODE MS
+//   info             cuMemGetInfo_v2                                   -> ok MS FREE TOTAL
+//   exit             exits 0
+//
+// MS is how long the call took, in milliseconds: how long a lock or a wait for room held it.
+#include <cuda.h>
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+double now_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+void answer(CUresult rc, double started, const std::string& extra = "") {
+  const double took = now_ms() - started;
+  if (rc == CUDA_SUCCESS) {
+    std::printf("ok %.1f%s\n", took, extra.c_str());
+  } else {
+    std::printf("err %d %.1f\n", static_cast<int>(rc), took);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main() {
+  std::vector<CUdeviceptr> held;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream words(line);
+    std::string command;
+    unsigned long long bytes = 0;
+    words >> command >> bytes;
+    const double started = now_ms();
+    if (command == "init") {
+      CUcontext ctx = nullptr;
+      CUresult rc = cuInit(0);
+      if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&ctx, 0);
+      if (rc == CUDA_SUCCESS) rc = cuCtxSetCurrent(ctx);
+      answer(rc, started);
+    } else if (command == "alloc" || command == "managed") {
+      CUdeviceptr p = 0;
+      const CUresult rc = command == "alloc" ? cuMemAlloc_v2(&p, bytes)
+                                             : cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+      if (rc == CUDA_SUCCESS) held.push_back(p);
+      answer(rc, started);
+    } else if (command == "free") {
+      CUresult rc = CUDA_SUCCESS;
+      for (CUdeviceptr p : held) {
+        if (CUresult r = cuMemFree_v2(p)) rc = r;
+      }
+      held.clear();
+      answer(rc, started);
+    } else if (command == "sync") {
+      answer(cuCtxSynchronize(), started);
+    } else if (command == "info") {
+      size_t free = 0, total = 0;
+      const CUresult rc = cuMemGetInfo_v2(&free, &total);
+      answer(rc, started, " " + std::to_string(free) + " " + std::to_string(total));
+    } else if (command == "exit") {
+      return 0;
+    } else {
+      std::printf("bad command\n");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

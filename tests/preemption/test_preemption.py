@@ -1,0 +1,228 @@
+"""Memory preemption end to end, on one simulated 16 GiB card: a preemptible low-priority
+trainer holds most of it; a high-priority service's allocation that does not fit makes the
+scheduler suspend the trainer (the fake driver's checkpoint API), the service gets its memory,
+and the trainer is resumed once the memory is free again. Then the races: an allocation during
+a suspension, a resume meeting a new allocation, a suspended process killed, a scheduler
+restarted with a tenant suspended; and the refusals and failures an operator must see."""
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from preemption_harness import CHECKPOINTED, GiB, MiB, RUNNING, Scenario, wait_for
+
+CONFIG = """scheduler:
+  gpu_memory: 16GiB
+  preemption:
+    allocation_wait: 30s
+    resume_holdoff: 200ms
+    host_reserve: 1GiB
+    resume_margin: 256MiB
+tenants:
+  - name: serve
+    priority: high
+    memory: 13GiB
+  - name: train
+    priority: low
+    memory: 15GiB
+    preemptible: true
+"""
+
+
+def suspended_by_log(daemon, tenant):
+    return f"tenant {tenant} suspended" in daemon.log_text()
+
+
+def test_a_higher_priority_allocation_suspends_a_preemptible_tenant_and_it_resumes():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        held = s.fake.used(train.pid)
+        assert held >= 12 * GiB
+        serve = s.worker("serve")
+        # 3 GiB free: 8 do not fit until the trainer is suspended.
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert s.fake.used(train.pid) == 0 and s.fake.checkpointed(train.pid) == held
+        assert suspended_by_log(s.daemon, "train"), s.daemon.log_text()
+        # The trainer's driver calls wait while it is suspended...
+        train.send("sync")
+        assert not train.answered_within(0.5), "a suspended process's call returned"
+        # ... and go on once the service has left and the memory is free again.
+        serve.exit()
+        assert train.answer(timeout_s=20)[0] == "ok"
+        assert s.fake.state(train.pid) == RUNNING
+        assert s.fake.used(train.pid) == held
+        wait_for(lambda: "tenant train resumed" in s.daemon.log_text(), 10, "the resumption to be logged")
+        train.ok("free")
+        st = s.tenant_status("train")["suspension"]
+        assert st["state"] == "running"
+        assert st["suspensions"] == 1
+        assert st["suspended_seconds"] > 0 and st["suspend_seconds"] > 0 and st["resume_seconds"] > 0
+        moved = sum(row["preemption_moved_bytes"] for gpu in s.status()["gpus"] for row in gpu["tenants"]
+                    if row["name"] == "train")
+        assert moved >= 2 * 12 * GiB, "out and back"
+
+
+def test_an_allocation_during_a_suspension_waits_for_it():
+    # Checkpoints take 0.25 s per GiB: about 3 s for the trainer, time for the others to act.
+    with Scenario(CONFIG, daemon_env={"FAKE_CUDA_CHECKPOINT_MS_PER_GIB": "250"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        other = s.worker("serve")
+        serve.send(f"alloc {8 * GiB}")
+        wait_for(lambda: "suspending train" in s.daemon.log_text(), 10, "the suspension to begin")
+        # Another process of the service: 3 GiB do not fit either, but the suspension under way
+        # will free enough: it waits for that, nobody more is suspended.
+        other.send(f"alloc {3 * GiB}")
+        wait_for(lambda: "waits for the suspensions in progress" in s.daemon.log_text(), 10,
+                 "the second request to wait")
+        # The trainer's own allocation meanwhile waits at the lock, and is kept for its resume.
+        wait_for(lambda: s.fake.state(train.pid) != RUNNING, 10, "the trainer to be locked")
+        train.send(f"alloc {1 * GiB}")
+        assert serve.answer(timeout_s=30)[0] == "ok"
+        assert other.answer(timeout_s=30)[0] == "ok"
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert s.daemon.log_text().count("suspending train") == 1
+        assert not train.answered_within(0.3), "the trainer's call returned while it was suspended"
+        assert s.tenant_status("train")["suspension"]["state"] == "suspended"
+        serve.exit()
+        other.exit()
+        assert train.answer(timeout_s=30)[0] == "ok", "its allocation went through once it was back"
+        assert s.fake.state(train.pid) == RUNNING
+
+
+def test_a_resume_meets_a_new_high_priority_allocation():
+    with Scenario(CONFIG, daemon_env={"FAKE_CUDA_CHECKPOINT_MS_PER_GIB": "250"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        serve.exit()
+        wait_for(lambda: "resuming tenant train" in s.daemon.log_text(), 10, "the resumption to begin")
+        # A new service arrives while the trainer's memory is coming back.
+        again = s.worker("serve")
+        words = again.ok(f"alloc {8 * GiB}", timeout_s=30)
+        log = s.daemon.log_text()
+        assert "tenant train resumed" in log, "the resumption ran to its end first"
+        assert log.count("tenant train suspended") == 2, log
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert s.tenant_status("train")["suspension"]["suspensions"] == 2
+        assert float(words[1]) > 1000, "it waited for the restore, then the checkpoint"
+        again.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 30, "the trainer to be resumed")
+
+
+def test_a_suspended_process_killed_leaves_nothing_behind():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        journal = s.daemon.socket + ".suspended.json"
+        assert os.path.exists(journal)
+        train.kill()
+        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "running", 10,
+                 "the killed tenant to be forgotten")
+        assert s.tenant_status("train")["pids"] == []
+        wait_for(lambda: not os.path.exists(journal), 10, "the journal to forget it")
+        assert s.fake.state(train.pid) is None
+        # Its memory is nobody's: the service can take more.
+        serve.ok(f"alloc {3 * GiB}")
+        assert s.fake.used_all() == s.fake.used(serve.pid)
+
+
+def test_a_restarted_scheduler_resumes_what_the_old_one_suspended():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        held = s.fake.used(train.pid)
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        train.send("sync")  # waits inside the driver: this process cannot register again
+        s.daemon.stop(signal.SIGKILL)
+        serve.exit()
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        s.daemon.start()
+        assert train.answer(timeout_s=30)[0] == "ok"
+        assert "left suspended by an earlier scheduler" in s.daemon.log_text()
+        assert s.fake.state(train.pid) == RUNNING
+        assert s.fake.used(train.pid) == held
+        # It joins the new scheduler with its memory.
+        train.ok("info")
+        wait_for(lambda: s.tenant_status("train")["pids"] == [train.pid], 10, "the trainer to register again")
+
+
+def test_what_the_checkpoint_cannot_move_is_not_suspended():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"managed {12 * GiB}")
+        serve = s.worker("serve")
+        words = serve.do(f"alloc {8 * GiB}", timeout_s=30)
+        assert words[0] == "err" and words[1] == "2", words  # CUDA_ERROR_OUT_OF_MEMORY
+        assert float(words[2]) < 10_000, "refused at once, not after the allocation wait"
+        assert s.fake.state(train.pid) == RUNNING
+        reason = s.tenant_status("serve")["suspension"]["reason"]
+        assert "managed memory" in reason and "train" in reason, reason
+        assert f"process {train.pid} holds managed memory" in s.daemon.log_text()
+
+
+def test_too_little_host_memory_refuses_the_suspension(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(f"MemTotal: {64 * GiB // 1024} kB\nMemAvailable: {8 * GiB // 1024} kB\n")
+    with Scenario(CONFIG, daemon_args=["--meminfo", str(meminfo)]) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        words = serve.do(f"alloc {8 * GiB}", timeout_s=30)
+        assert words[0] == "err" and words[1] == "2", words
+        assert s.fake.state(train.pid) == RUNNING
+        reason = s.tenant_status("serve")["suspension"]["reason"]
+        assert "to host memory" in reason and "8.0 GiB available" in reason, reason
+        # With room on the host it goes through.
+        meminfo.write_text(f"MemAvailable: {32 * GiB // 1024} kB\n")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+
+
+def test_a_failed_resume_is_reported_with_what_to_do():
+    with Scenario(CONFIG, daemon_env={"FAKE_CUDA_CHECKPOINT_FAIL": "restore-fatal"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        serve.exit()
+        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "failed", 20, "the resumption to fail")
+        st = s.tenant_status("train")["suspension"]
+        assert f"process {train.pid}" in st["reason"] and "start the job again" in st["reason"], st
+        assert "resumption failed" in s.daemon.log_text()
+        table = subprocess_table(s)
+        assert "failed" in table and "start the job again" in table, table
+        # Never retried on its own; gone with its process.
+        train.kill()
+        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "running", 10, "the tenant to be forgotten")
+
+
+def test_no_preemption_without_preemptible_tenants():
+    config = CONFIG.replace("    preemptible: true\n", "").replace("memory: 15GiB", "memory: 4GiB").replace(
+        "memory: 13GiB", "memory: 16GiB")
+    with Scenario(config) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {3 * GiB}")
+        hog = s.worker("serve")
+        hog.ok(f"alloc {11 * GiB}")
+        serve = s.worker("serve")
+        words = serve.do(f"alloc {2 * GiB}", timeout_s=30)
+        assert words[0] == "err" and words[1] == "2" and float(words[2]) < 1000, words
+        assert "checkpoint API" not in s.daemon.log_text(), "the driver was never opened for it"
+        assert s.fake.state(train.pid) == RUNNING
+
+
+def subprocess_table(s):
+    import subprocess
+    from preemption_harness import CLI
+    return subprocess.run([CLI, "status", "--socket", s.daemon.socket], capture_output=True, text=True,
+                          check=True).stdout
