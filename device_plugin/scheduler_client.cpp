@@ -180,8 +180,13 @@ std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
   }
   const SegmentSnapshot snapshot = take_snapshot(*segment);
   state.generation = snapshot.generation;
-  for (const TenantSnapshot& t : snapshot.tenants)
-    if (!ours.count(t.name)) state.other_tenants.push_back({t.name, t.memory_quota_bytes, t.memory_quota_ppm});
+  for (const TenantSnapshot& t : snapshot.tenants) {
+    if (ours.count(t.name)) continue;
+    // A preemptible tenant's memory is given back when a tenant with a quota needs it
+    // (docs/preemption.md): it guarantees nothing, so it keeps nothing back from the pods.
+    if (t.preemptible) continue;
+    state.other_tenants.push_back({t.name, t.memory_quota_bytes, t.memory_quota_ppm});
+  }
   return state;
 }
 

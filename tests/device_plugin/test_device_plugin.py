@@ -429,6 +429,17 @@ def test_a_configmap_tenants_quota_is_memory_the_plugin_does_not_hand_out(make_n
     assert node.kubelet.admit("a", memory=10)["ok"]
 
 
+def test_a_preemptible_configmap_tenant_keeps_no_memory_back(make_node, tmp_path):
+    # Its memory is given back when a tenant with a quota needs it (docs/preemption.md).
+    node = make_node(gpus=1)
+    (tmp_path / "cuslice.yaml").write_text(
+        "scheduler:\n  quantum: 50ms\n  gpu_memory: 16GiB\ntenants:\n  - name: batch\n    memory: 12GiB\n"
+        "    priority: low\n    preemptible: true\n    match: {uid: 4242}\n")
+    node.scheduler.process.send_signal(signal.SIGHUP)
+    node.kubelet.ok("wait_devices", resource=MEMORY, total=16, healthy=16)
+    assert node.kubelet.admit("a", memory=16)["ok"]
+
+
 def test_compute_without_memory_is_logged_as_getting_no_gpu(make_node):
     node = make_node(gpus=1)
     assert node.kubelet.admit("c", compute=20)["ok"]
