@@ -1,5 +1,6 @@
 // The hook's side of the scheduler protocol: register, then reserve memory and hold GPU
-// tokens through the shared segment.
+// tokens through the shared memory (shm_protocol.h): the daemon's segment, mapped read-only,
+// and the tenant region the registration brings, where this process writes.
 //
 // For libcuslice.so (and for tests that play a hooked process). One process-wide client;
 // every function is noexcept, thread-safe, allocation-free and exception-free, so it can be
@@ -61,8 +62,9 @@ using EventCallback = void (*)(Event event, const char* detail);
 inline constexpr int kReattachIntervalSeconds = 2;
 
 // Registers with the daemon at $CUSLICE_SOCKET (default /run/cuslice/cuslice.sock) as tenant
-// $CUSLICE_TENANT (or by the daemon's match rules) and maps the segment. Bounded: gives up
-// after about 500 ms. Calling it while attached returns kAttached.
+// $CUSLICE_TENANT (or by the daemon's match rules), maps the segment (read-only; refused
+// unless the daemon's user or root owns it) and the tenant region the reply carries. Bounded:
+// gives up after about 500 ms. Calling it while attached returns kAttached.
 AttachStatus attach() noexcept;
 bool attached() noexcept;
 // The reason of the last failed attach, or "" (static storage; valid until the next attach).
@@ -81,7 +83,8 @@ void detach() noexcept;
 void after_fork_child() noexcept;
 
 // The card's memory (needed for tenant quotas written as a percentage) and its UUID (the
-// metrics' gpu label; may be null), published in the segment for the CLI and the metrics.
+// metrics' gpu label; may be null), reported in the tenant region; the daemon publishes them
+// in the segment for the CLI and the metrics.
 void set_device(int gpu, uint64_t total_bytes, const unsigned char uuid[16]) noexcept;
 
 Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept;
@@ -100,13 +103,14 @@ uint64_t tenant_memory_used(int gpu) noexcept;
 
 // Returns when this process's tenant holds the GPU's token, or when gating is off. Fast
 // path (the tenant holds it): atomic loads and, when the process was idle, one atomic store.
+// Slow path: publishes the demand, kicks the daemon and waits; a tenant that outranks the
+// holder gets the token at the daemon's next step (shm_protocol.h, "Priority preemption").
 void token_acquire(int gpu) noexcept;
 // For a launch the hook can hold back on the GPU instead of here (activity.h, parking):
-// true when this process's tenant holds the token or takes it by outranking the holder (as
-// token_acquire, and setting kBusy), or when gating is off; false: the tenant waits, and
-// its demand is published as one waiting thread would publish it (counted once per process
-// and GPU, until token_unpark), so the daemon grants the token with no thread blocked.
-// Never blocks.
+// true when this process's tenant holds the token (setting kBusy, as token_acquire), or when
+// gating is off; false: the tenant waits, and its demand is published as one waiting thread
+// would publish it (counted once per process and GPU, until token_unpark), so the daemon
+// grants the token with no thread blocked. Never blocks.
 bool token_try(int gpu) noexcept;
 // The process no longer has work held back for the token on this GPU (it has the token, or
 // nothing is held back): withdraws the demand token_try published.

@@ -1,8 +1,8 @@
-// Attaching to the scheduler: registration over the socket, mapping the segment it names,
-// noticing a lost daemon and attaching again, detach and fork. Also what the process tells
-// the daemon about itself (its cards, its Kubernetes workload). Calls the socket, shm_open
-// and mmap, on the attach paths only; the memory and token files only read the attachment
-// it publishes.
+// Attaching to the scheduler: registration over the socket, mapping the segment it names
+// (read-only, after checking its owner) and the tenant region the reply carries, noticing a
+// lost daemon and attaching again, detach and fork. Also what the process tells the daemon
+// about itself (its cards, its Kubernetes workload). Calls the socket, shm_open and mmap, on
+// the attach paths only; the memory and token files only read the attachment it publishes.
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -56,47 +56,114 @@ void set_error(const char* what, const char* detail) {
   snprintf(g.error, sizeof g.error, "%s%s%s", what, detail[0] ? ": " : "", detail);
 }
 
-// Maps the segment the reply names and checks it is the one the daemon registered us in.
-shm::Segment* map_segment(const wire::RegisterReply& reply) {
+// Maps the segment the reply names, read-only, and checks that the daemon made it: owned by
+// the daemon's user (`daemon_uid`, from SO_PEERCRED) or root, writable by nobody else, and
+// the one the daemon registered us in.
+const shm::Segment* map_segment(const wire::RegisterReply& reply, uid_t daemon_uid) {
   char name[shm::kNameSize];
   memcpy(name, reply.shm_name, sizeof name);
   name[sizeof name - 1] = '\0';
-  const int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  const int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) {
     set_error("cannot open the scheduler's shared memory", strerror(errno));
     return nullptr;
   }
-  struct stat st;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != daemon_uid && st.st_uid != 0) ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    close(fd);
+    char detail[128];
+    snprintf(detail, sizeof detail, "%s is owned by uid %u with mode %03o; the scheduler runs as uid %u", name,
+             static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_mode & 07777),
+             static_cast<unsigned>(daemon_uid));
+    set_error("refusing the scheduler's shared memory", detail);
+    return nullptr;
+  }
   void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(shm::Segment))
-    p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (static_cast<size_t>(st.st_size) >= sizeof(shm::Segment))
+    p = mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     set_error("cannot map the scheduler's shared memory", "too small or not mappable");
     return nullptr;
   }
-  auto* seg = static_cast<shm::Segment*>(p);
-  if (!shm::compatible(*seg, st.st_size) || seg->generation != reply.segment_generation ||
+  const auto* seg = static_cast<const shm::Segment*>(p);
+  if (!shm::compatible(*seg, sizeof(shm::Segment)) || seg->generation != reply.segment_generation ||
       reply.slot >= shm::kMaxProcesses || reply.tenant >= shm::kMaxTenants ||
       seg->processes[reply.slot].generation.load(std::memory_order_acquire) != reply.slot_generation) {
-    munmap(p, st.st_size);
+    munmap(p, sizeof(shm::Segment));
     set_error("the scheduler's shared memory is not the one it registered us in", "");
     return nullptr;
   }
   return seg;
 }
 
-// What the hook learnt of the cards (segment minor 1): every hook writes the same values.
+// Maps the tenant region the reply brought (`fd`, closed here), read-write, after checking
+// that it is sealed against resizing (so no process of the tenant can make this one fault)
+// and is the region of the tenant and segment the reply names.
+shm::TenantRegion* map_region(int fd, const wire::RegisterReply& reply) {
+  if (fd < 0) {
+    set_error("the scheduler's reply brought no tenant region", "");
+    return nullptr;
+  }
+  struct stat st {};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(shm::TenantRegion) && seals >= 0 &&
+      (static_cast<unsigned>(seals) & shm::kTenantRegionSeals) == shm::kTenantRegionSeals)
+    p = mmap(nullptr, sizeof(shm::TenantRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    set_error("cannot map the tenant region", "too small, not sealed or not mappable");
+    return nullptr;
+  }
+  auto* region = static_cast<shm::TenantRegion*>(p);
+  if (!shm::compatible(*region, sizeof(shm::TenantRegion), reply.segment_generation, reply.tenant)) {
+    munmap(p, sizeof(shm::TenantRegion));
+    set_error("the tenant region is not the one the scheduler registered us in", "");
+    return nullptr;
+  }
+  return region;
+}
+
+// Receives the registration reply and, with it, the descriptors it carries: the first one
+// in `fd` (-1 when none came), any other closed.
+bool receive_reply(int s, wire::RegisterReply& reply, int& fd) {
+  fd = -1;
+  iovec iov{&reply, sizeof reply};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int received;
+      memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof received);
+      if (fd < 0) fd = received;
+      else close(received);
+    }
+  }
+  return n == static_cast<ssize_t>(sizeof reply);
+}
+
+// What the hook learnt of the cards, in the tenant region: every hook writes the same values,
+// and the daemon publishes them in the segment.
 void publish_devices(const Attachment* att) {
   for (uint32_t i = 0; i < kMaxGpus; ++i) {
-    shm::GpuState& gs = att->segment->gpus[i];
+    shm::TenantGpuUse& use = att->use(static_cast<int>(i));
     if (const uint64_t total = g.device_memory[i].load(std::memory_order_relaxed))
-      gs.memory_total.store(total, std::memory_order_relaxed);
+      use.memory_total.store(total, std::memory_order_relaxed);
     const uint64_t lo = g.device_uuid[i][0].load(std::memory_order_relaxed);
     const uint64_t hi = g.device_uuid[i][1].load(std::memory_order_relaxed);
     if (lo != 0 || hi != 0) {
-      gs.uuid[0].store(lo, std::memory_order_relaxed);
-      gs.uuid[1].store(hi, std::memory_order_relaxed);
+      use.uuid[0].store(lo, std::memory_order_relaxed);
+      use.uuid[1].store(hi, std::memory_order_relaxed);
     }
   }
 }
@@ -149,30 +216,53 @@ AttachStatus register_now() {
     close(s);
     return AttachStatus::kNoDaemon;
   }
-  if (poll(&p, 1, kReplyTimeoutMs) != 1 || recv(s, &reply, sizeof reply, 0) != sizeof reply ||
-      reply.magic != wire::kMagic || reply.version != wire::kVersion) {
+  int region_fd = -1;
+  if (poll(&p, 1, kReplyTimeoutMs) != 1 || !receive_reply(s, reply, region_fd) || reply.magic != wire::kMagic ||
+      reply.version != wire::kVersion) {
     set_error("no valid reply from the scheduler", "");
+    if (region_fd >= 0) close(region_fd);
     close(s);
     return AttachStatus::kFailed;
   }
   reply.message[sizeof reply.message - 1] = '\0';
   if (reply.status != wire::RegisterStatus::kOk) {
     set_error("the scheduler refused this process", reply.message);
+    if (region_fd >= 0) close(region_fd);
     close(s);
     if (reply.status != wire::RegisterStatus::kRefused) return AttachStatus::kFailed;
     g.refused.store(true, std::memory_order_relaxed);
     return AttachStatus::kRefused;
   }
-  shm::Segment* seg = map_segment(reply);
-  void* page = seg ? mmap(nullptr, sizeof(Attachment), PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                   : MAP_FAILED;
-  if (page == MAP_FAILED) {
-    if (seg) set_error("cannot allocate the attachment", strerror(errno));
+  // Who the daemon is, from the kernel: the segment must be its user's (or root's).
+  ucred daemon{};
+  socklen_t cred_len = sizeof daemon;
+  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &daemon, &cred_len) != 0) {
+    set_error("cannot learn the scheduler's user", strerror(errno));
+    if (region_fd >= 0) close(region_fd);
     close(s);
     return AttachStatus::kFailed;
   }
-  auto* att = new (page) Attachment{seg, reply.slot, reply.tenant};
+  const shm::Segment* seg = map_segment(reply, daemon.uid);
+  shm::TenantRegion* region = nullptr;
+  if (seg != nullptr) {
+    region = map_region(region_fd, reply);
+    if (region == nullptr) munmap(const_cast<shm::Segment*>(seg), sizeof(shm::Segment));
+  } else if (region_fd >= 0) {
+    close(region_fd);
+  }
+  void* page = region ? mmap(nullptr, sizeof(Attachment), PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                      : MAP_FAILED;
+  if (page == MAP_FAILED) {
+    if (region) {
+      set_error("cannot allocate the attachment", strerror(errno));
+      munmap(region, sizeof(shm::TenantRegion));
+      munmap(const_cast<shm::Segment*>(seg), sizeof(shm::Segment));
+    }
+    close(s);
+    return AttachStatus::kFailed;
+  }
+  auto* att = new (page) Attachment{seg, region, reply.slot, reply.tenant};
   // A new slot counts no waiter of ours: a parked demand is published again by token_try.
   for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
   const int old = g.fd.load(std::memory_order_relaxed);
@@ -183,8 +273,7 @@ AttachStatus register_now() {
     g.fd.store(s, std::memory_order_relaxed);
   }
   g.error[0] = '\0';
-  seg->processes[reply.slot].checkpoint_flags.fetch_or(g.checkpoint_flags.load(std::memory_order_relaxed),
-                                                       std::memory_order_relaxed);
+  att->self().checkpoint_flags.fetch_or(g.checkpoint_flags.load(std::memory_order_relaxed), std::memory_order_relaxed);
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
   send_workload(g.fd.load(std::memory_order_relaxed));

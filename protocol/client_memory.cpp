@@ -1,7 +1,8 @@
-// Memory reservation against the tenant's quota in the segment: reserve before the driver
-// allocates, release after, charge what was found held. Lock-free and without system calls;
-// reads the attachment client_attach.cpp publishes and keeps counting the process's own
-// bytes while detached, so that the next registration brings them.
+// Memory reservation against the tenant's quota: the quota is read from the segment, the
+// counter is the tenant region's. Reserve before the driver allocates, release after, charge
+// what was found held. Lock-free and without system calls; reads the attachment
+// client_attach.cpp publishes and keeps counting the process's own bytes while detached, so
+// that the next registration brings them.
 #include <atomic>
 
 #include "client.h"
@@ -40,7 +41,7 @@ uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
 void note_oom_refusal(int gpu) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return;
-  att->segment->tenants[att->tenant].gpu[gpu].oom_refusals.fetch_add(1, std::memory_order_relaxed);
+  att->use(gpu).oom_refusals.fetch_add(1, std::memory_order_relaxed);
 }
 
 Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
@@ -48,9 +49,8 @@ Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
   g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return Reserve::kUngated;
-  shm::Tenant& tenant = att->segment->tenants[att->tenant];
-  const uint64_t limit = quota_of(tenant, gpu);
-  std::atomic<uint64_t>& used = tenant.gpu[gpu].memory_used;
+  const uint64_t limit = quota_of(att->segment->tenants[att->tenant], gpu);
+  std::atomic<uint64_t>& used = att->use(gpu).memory_used;
   uint64_t cur = used.load(std::memory_order_relaxed);
   do {
     if (bytes > limit || cur > limit - bytes) {
@@ -59,8 +59,8 @@ Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
     }
   } while (!used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                        std::memory_order_relaxed));
-  // After the tenant counter (see ProcessSlot::charged for why this order).
-  att->segment->processes[att->slot].charged[gpu].fetch_add(bytes, std::memory_order_release);
+  // After the tenant counter (see ProcessUse::charged for why this order).
+  att->self().charged[gpu].fetch_add(bytes, std::memory_order_release);
   return Reserve::kOk;
 }
 
@@ -71,8 +71,8 @@ void memory_release(int gpu, uint64_t bytes) noexcept {
   if (att == nullptr) return;
   // Slot first, then tenant: a kill in between leaks, it never over-returns. Bytes reserved
   // while detached were never charged to this slot; the saturation drops them.
-  const uint64_t taken = saturating_sub(att->segment->processes[att->slot].charged[gpu], bytes);
-  saturating_sub(att->segment->tenants[att->tenant].gpu[gpu].memory_used, taken);
+  const uint64_t taken = saturating_sub(att->self().charged[gpu], bytes);
+  saturating_sub(att->use(gpu).memory_used, taken);
 }
 
 void memory_charge(int gpu, uint64_t bytes) noexcept {
@@ -80,8 +80,8 @@ void memory_charge(int gpu, uint64_t bytes) noexcept {
   g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return;
-  att->segment->tenants[att->tenant].gpu[gpu].memory_used.fetch_add(bytes, std::memory_order_acq_rel);
-  att->segment->processes[att->slot].charged[gpu].fetch_add(bytes, std::memory_order_release);
+  att->use(gpu).memory_used.fetch_add(bytes, std::memory_order_acq_rel);
+  att->self().charged[gpu].fetch_add(bytes, std::memory_order_release);
 }
 
 uint64_t tenant_memory_quota(int gpu) noexcept {
@@ -93,7 +93,7 @@ uint64_t tenant_memory_quota(int gpu) noexcept {
 uint64_t tenant_memory_used(int gpu) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return 0;
-  return att->segment->tenants[att->tenant].gpu[gpu].memory_used.load(std::memory_order_relaxed);
+  return att->use(gpu).memory_used.load(std::memory_order_relaxed);
 }
 
 }  // namespace cuslice::client

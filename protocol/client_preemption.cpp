@@ -19,9 +19,7 @@ namespace {
 
 constexpr uint32_t kSequenceMask = 0xFFFFFF;
 
-bool usable(const Attachment* att) {
-  return att != nullptr && att->segment->abi_minor >= 4;
-}
+bool usable(const Attachment* att) { return att != nullptr; }
 
 }  // namespace
 
@@ -43,7 +41,7 @@ MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_
   request.free_bytes = free_bytes;
   if (send(g.fd.load(std::memory_order_relaxed), &request, sizeof request, MSG_NOSIGNAL) != sizeof request)
     return MemoryAnswer::kDetached;
-  std::atomic<uint32_t>& word = att->segment->processes[att->slot].memory_decision;
+  const std::atomic<uint32_t>& word = att->segment->processes[att->slot].memory_decision;
   for (;;) {
     const uint32_t seen = word.load(std::memory_order_acquire);
     const uint32_t answered = seen >> 8;
@@ -67,7 +65,7 @@ MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_
 void note_checkpoint_blocker(uint32_t flag) noexcept {
   g.checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);
   if (const Attachment* att = g.current.load(std::memory_order_acquire); usable(att))
-    att->segment->processes[att->slot].checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);
+    att->self().checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);
 }
 
 }  // namespace cuslice::client

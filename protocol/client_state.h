@@ -16,13 +16,18 @@ namespace cuslice::client::internal {
 using shm::kMaxGpus;
 
 // What one registration produced. Immutable once published through State::current and
-// never freed: a thread may still read it (and the segment it points to) after the client
+// never freed: a thread may still read it (and the regions it points to) after the client
 // has moved on to a newer daemon. Each lives in its own anonymous page, so that creating it
-// does not call malloc; one page and one segment mapping leak per daemon restart.
+// does not call malloc; one page, one segment mapping and one tenant region mapping leak per
+// daemon restart.
 struct Attachment {
-  shm::Segment* segment;
-  uint32_t slot;
-  uint32_t tenant;
+  const shm::Segment* segment;  // mapped read-only: the daemon's
+  shm::TenantRegion* region;    // the tenant's, read-write
+  uint32_t slot;                // < kMaxProcesses
+  uint32_t tenant;              // < kMaxTenants
+  // This process's record and its tenant's counters for `gpu` (< kMaxGpus).
+  shm::ProcessUse& self() const { return region->processes[slot]; }
+  shm::TenantGpuUse& use(int gpu) const { return region->gpu[gpu]; }
 };
 
 struct State {

@@ -19,10 +19,12 @@ namespace cuslice {
 
 // Sleeps while *word == expected, at most timeout_ns. Returns on a wake, on timeout, on a
 // signal, or at once when *word already differs; callers re-check their condition anyway.
-inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) {
+// The kernel only reads the word, so it may lie in a read-only mapping (the hooks' view of
+// the segment).
+inline void futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) {
   const int saved = errno;
   timespec ts{static_cast<time_t>(timeout_ns / 1000000000), static_cast<long>(timeout_ns % 1000000000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
   errno = saved;
 }
 

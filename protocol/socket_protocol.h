@@ -3,7 +3,12 @@
 // The socket is SOCK_SEQPACKET, so every message arrives whole or not at all:
 //   1. hook -> daemon: one RegisterRequest.
 //   2. daemon -> hook: one RegisterReply. The daemon learns pid, uid and gid from the kernel
-//      (SO_PEERCRED), never from the message.
+//      (SO_PEERCRED), never from the message. A reply with kOk carries exactly one file
+//      descriptor (SCM_RIGHTS): the tenant's region (shm_protocol.h, TenantRegion), a sealed
+//      memfd the hook maps read-write. Only this reply ever carries it, so a process holds a
+//      tenant's region only once the daemon accepted it into that tenant. The hook maps the
+//      segment the reply names read-only, after checking with SO_PEERCRED that the daemon's
+//      user (or root) owns it.
 //   3. From then on the hook sends only kicks (one byte, any value): "look at my GPUs now",
 //      sent when it starts waiting for a token or goes idle while holding one; its workload
 //      (WorkloadMessage), once; and MemoryRequests, when an allocation did not fit the card.
@@ -54,7 +59,8 @@
 namespace cuslice::wire {
 
 inline constexpr uint32_t kMagic = 0x43534C43;  // "CLSC"
-inline constexpr uint16_t kVersion = 1;
+// Version 2: the reply carries the tenant region; the segment is read-only for hooks.
+inline constexpr uint16_t kVersion = 2;
 inline constexpr const char* kDefaultSocketPath = "/run/cuslice/cuslice.sock";
 inline constexpr const char* kSocketEnv = "CUSLICE_SOCKET";
 inline constexpr const char* kTenantEnv = "CUSLICE_TENANT";
@@ -124,7 +130,7 @@ struct RegisterReply {
   uint16_t version = kVersion;
   uint16_t size = sizeof(RegisterReply);
   RegisterStatus status = RegisterStatus::kBadRequest;
-  uint32_t slot = 0;             // index into Segment::processes
+  uint32_t slot = 0;             // index into Segment::processes and TenantRegion::processes
   uint32_t tenant = 0;           // index into Segment::tenants
   uint32_t reserved0 = 0;
   uint64_t slot_generation = 0;  // ProcessSlot::generation at registration

@@ -1,10 +1,10 @@
 // The daemon's clients: the connections on its socket, from accept to EOF. A hook's first
-// message registers it (a tenant by the assignment rules, a process slot in the segment);
-// `cuslice`'s is a control request (describe, reload, ensure-tenant), answered here; the
-// device plugin's requests are answered in plugin_control.cpp. Every
-// decision about who may do what on the socket belongs in this file. Calls the tenant
-// table (reload, apply_config) and one scheduling step after a client's kick; never the
-// token itself.
+// message registers it (a tenant by the assignment rules, a process slot in the segment, and
+// the tenant's region handed over with the reply: only here, only to a process accepted into
+// that tenant); `cuslice`'s is a control request (describe, reload, ensure-tenant), answered
+// here; the device plugin's requests are answered in plugin_control.cpp. Every decision
+// about who may do what on the socket belongs in this file. Calls the tenant table (reload,
+// apply_config) and one scheduling step after a client's kick; never the token itself.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "daemon.h"
@@ -28,9 +29,24 @@
 namespace cuslice {
 namespace {
 
-void send_reply(int fd, wire::RegisterReply reply, const std::string& message) {
+// With `region` >= 0, the reply carries that descriptor (SCM_RIGHTS): the tenant region.
+void send_reply(int fd, wire::RegisterReply reply, const std::string& message, int region = -1) {
   std::strncpy(reply.message, message.c_str(), sizeof reply.message - 1);
-  if (send(fd, &reply, sizeof reply, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof reply)
+  iovec iov{&reply, sizeof reply};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (region >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &region, sizeof region);
+  }
+  if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof reply))
     spdlog::warn("could not send a registration reply: {}", std::strerror(errno));
 }
 
@@ -75,7 +91,7 @@ void Daemon::accept_clients() {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    clients_[fd] = Client{ClientKind::kNew, -1, cred.pid, cred.uid, cred.gid, {}};
+    clients_[fd] = Client{ClientKind::kNew, -1, shm::kNoTenant, cred.pid, cred.uid, cred.gid, {}};
     update_idle_timer();
   }
 }
@@ -157,6 +173,8 @@ void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& 
     fill_message(reply.message, {"control protocol version " + std::to_string(req.version) +
                                  " is not supported (daemon speaks " + std::to_string(wire::kControlVersion) + ")"});
   } else if (req.command == wire::ControlCommand::kDescribe) {
+    // `cuslice status` describes, then reads the segment: give it the counters of now.
+    publish_usage();
     reply.status = wire::ControlStatus::kOk;
   } else if (req.command == wire::ControlCommand::kWorkloads) {
     answer_workloads(fd);  // a reply of its own
@@ -234,30 +252,45 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   uint32_t slot = shm::kMaxProcesses;
   for (uint32_t s = 0; s < shm::kMaxProcesses && slot == shm::kMaxProcesses; ++s)
     if (segment_->processes[s].state.load() == shm::ProcessSlot::kFree) slot = s;
-  if (tenant == shm::kNoTenant || slot == shm::kMaxProcesses) {
+  std::string problem = tenant == shm::kNoTenant              ? "tenant table full"
+                        : slot == shm::kMaxProcesses           ? "all process slots are in use"
+                                                               : "";
+  if (problem.empty() && regions_.get(tenant) == nullptr) {
+    try {
+      regions_.create(tenant);  // its creation failed when the tenant was added
+    } catch (const std::system_error& e) {
+      spdlog::error("tenant {}: {}", name, e.what());
+      problem = "the scheduler cannot create the tenant's shared memory";
+    }
+  }
+  if (!problem.empty()) {
     reply.status = wire::RegisterStatus::kFull;
-    send_reply(fd, reply, tenant == shm::kNoTenant ? "tenant table full" : "all process slots are in use");
+    send_reply(fd, reply, problem);
     drop_client(fd);
     return;
   }
 
   shm::ProcessSlot& ps = segment_->processes[slot];
+  shm::TenantRegion& region = *regions_.get(tenant);
+  shm::ProcessUse& use = region.processes[slot];
   ps.tenant.store(tenant, std::memory_order_relaxed);
   ps.pid.store(client.pid, std::memory_order_relaxed);
   ps.start_time.store(process_start_time(client.pid).value_or(0), std::memory_order_relaxed);
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     ps.gpu_flags[g].store(0, std::memory_order_relaxed);
+    use.gpu_flags[g].store(0, std::memory_order_relaxed);
     // A process registering again after a daemon restart brings the bytes it holds.
-    ps.charged[g].store(req.charged[g], std::memory_order_relaxed);
-    segment_->tenants[tenant].gpu[g].memory_used.fetch_add(req.charged[g], std::memory_order_relaxed);
+    use.charged[g].store(req.charged[g], std::memory_order_relaxed);
+    add_saturating(region.gpu[g].memory_used, req.charged[g]);
   }
   // Nothing of the slot's previous process: the new one starts its requests from scratch.
-  ps.checkpoint_flags.store(0, std::memory_order_relaxed);
+  use.checkpoint_flags.store(0, std::memory_order_relaxed);
   ps.memory_decision.store(0, std::memory_order_relaxed);
   const uint64_t generation = ps.generation.fetch_add(1, std::memory_order_relaxed) + 1;
   ps.state.store(shm::ProcessSlot::kActive, std::memory_order_release);
   client.kind = ClientKind::kHook;
   client.slot = static_cast<int>(slot);
+  client.tenant = tenant;
   ++tenant_processes_[tenant];
   if (join.plugin) plugin_tenants_.joined(name, peer.cgroup);
 
@@ -267,7 +300,7 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   reply.slot_generation = generation;
   reply.segment_generation = segment_->generation;
   std::strncpy(reply.shm_name, segment_.name().c_str(), sizeof reply.shm_name - 1);
-  send_reply(fd, reply, "");
+  send_reply(fd, reply, "", regions_.fd(tenant));
   spdlog::info("pid {} (uid {}) joined tenant {} in slot {}", client.pid, client.uid, name, slot);
 }
 
@@ -277,7 +310,8 @@ void Daemon::drop_client(int fd) {
   if (it->second.slot >= 0) {
     spdlog::info("pid {} left (slot {})", it->second.pid, it->second.slot);
     forget_memory_waits_of(static_cast<uint32_t>(it->second.slot));
-    release_slot(static_cast<uint32_t>(it->second.slot));
+    release_slot(static_cast<uint32_t>(it->second.slot), it->second.tenant);
+    publish_usage();  // the memory it gave back shows at once
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
@@ -285,26 +319,27 @@ void Daemon::drop_client(int fd) {
   update_idle_timer();
 }
 
-void Daemon::release_slot(uint32_t slot) {
+void Daemon::release_slot(uint32_t slot, uint32_t tenant) {
   shm::ProcessSlot& ps = segment_->processes[slot];
-  const uint32_t tenant = ps.tenant.load(std::memory_order_relaxed);
-  shm::Tenant& t = segment_->tenants[tenant];
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
-    const uint64_t charged = ps.charged[g].exchange(0, std::memory_order_acq_rel);
-    uint64_t used = t.gpu[g].memory_used.load(std::memory_order_relaxed);
-    while (!t.gpu[g].memory_used.compare_exchange_weak(used, used - std::min(used, charged))) {
+  if (shm::TenantRegion* region = regions_.get(tenant)) {
+    shm::ProcessUse& use = region->processes[slot];
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      // Whatever the record says, the counter only goes down to zero.
+      sub_saturating(region->gpu[g].memory_used, use.charged[g].exchange(0, std::memory_order_acq_rel));
+      use.gpu_flags[g].store(0, std::memory_order_relaxed);
     }
-    ps.gpu_flags[g].store(0, std::memory_order_relaxed);
   }
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) ps.gpu_flags[g].store(0, std::memory_order_relaxed);
   ps.pid.store(0, std::memory_order_relaxed);
   ps.state.store(shm::ProcessSlot::kFree, std::memory_order_release);
-  if (--tenant_processes_[tenant] > 0) return;
+  if (tenant >= shm::kMaxTenants || --tenant_processes_[tenant] > 0) return;
   // Last process gone: whatever is still counted was leaked by a process killed between
   // its two bookkeeping steps.
-  for (shm::TenantGpu& g : t.gpu) g.memory_used.store(0, std::memory_order_relaxed);
-  if (t.state.load() == shm::Tenant::kRetired) {
-    t.state.store(shm::Tenant::kFree, std::memory_order_release);
-    tenant_params_[tenant] = {};
+  if (shm::TenantRegion* region = regions_.get(tenant))
+    for (shm::TenantGpuUse& g : region->gpu) g.memory_used.store(0, std::memory_order_relaxed);
+  for (shm::TenantGpu& g : segment_->tenants[tenant].gpu) g.memory_used.store(0, std::memory_order_relaxed);
+  if (segment_->tenants[tenant].state.load() == shm::Tenant::kRetired) {
+    free_tenant_entry(tenant);
     for (TokenPolicy& p : policies_) p.reconfigure(policy_params_, tenant_params_);
   }
 }
@@ -314,7 +349,7 @@ TenantWorkloads Daemon::workloads() const {
   std::map<std::string, int> seen;  // processes per tenant so far
   for (const auto& [fd, client] : clients_) {
     if (client.kind != ClientKind::kHook || client.slot < 0) continue;
-    const uint32_t t = segment_->processes[client.slot].tenant.load(std::memory_order_relaxed);
+    const uint32_t t = client.tenant;
     if (t >= shm::kMaxTenants) continue;
     const std::string name = segment_->tenants[t].name;
     Workload& w = out[name];

@@ -1,5 +1,5 @@
-// The daemon's life: construction (configuration, socket, segment, signal and timer
-// descriptors, metrics), the event loop that hands each ready descriptor to its owner, and
+// The daemon's life: construction (configuration, socket, segment and tenant regions,
+// signal and timer descriptors, metrics), the event loop that hands each ready descriptor to its owner, and
 // the clean stop that lets every hook run ungated. Calls clients.cpp, tenant_table.cpp and
 // scheduling.cpp; keeps no policy of its own.
 #include "daemon.h"
@@ -44,6 +44,7 @@ Daemon::Daemon(DaemonOptions options)
       policy_params_(policy_params(config_)),
       listen_fd_(listen_on(options_.socket_path)),
       segment_(options_.shm_name, make_generation()),
+      regions_(segment_->generation),
       tenant_params_(shm::kMaxTenants) {
   // Connections queue until run(): nobody is answered before the segment is published.
 
@@ -123,7 +124,11 @@ void Daemon::add_to_epoll(int fd, uint32_t events) {
 
 void Daemon::start_metrics(uint16_t port) {
   metrics_ = std::make_unique<MetricsServer>(
-      options_.metrics_address, port, [this] { return render_metrics(take_snapshot(*segment_), workloads()); },
+      options_.metrics_address, port,
+      [this] {
+        publish_usage();
+        return render_metrics(take_snapshot(*segment_), workloads());
+      },
       [this] {
         return segment_->state.load(std::memory_order_acquire) ==
                static_cast<uint32_t>(shm::DaemonState::kRunning);
@@ -146,7 +151,6 @@ void Daemon::stop() {
   // Tell every hook, waiters first: they wake, see kStopped and run ungated.
   segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kStopped), std::memory_order_release);
   for (shm::GpuState& gs : segment_->gpus) {
-    gs.preempt_priority.store(shm::kNoPreempt, std::memory_order_release);
     gs.holder.store(shm::kNoTenant, std::memory_order_release);
     gs.grant_seq.fetch_add(1, std::memory_order_release);
     futex_wake_all(&gs.grant_seq);
@@ -172,6 +176,7 @@ int Daemon::run() {
         if (read(timer_fd_, &expirations, sizeof expirations) > 0) schedule();
       } else if (fd == stats_fd_) {
         drain_timer(stats_fd_);
+        publish_usage();
         publish_shares();
       } else if (fd == usage_fd_) {
         drain_timer(usage_fd_);

@@ -13,14 +13,17 @@
 //   metrics epoll fd   -> libmicrohttpd's sockets, served on this same thread
 //
 // The policy itself lives in TokenPolicy (one per GPU); this class only moves facts
-// between the segment, the sockets and the policies. Its members are defined by concept:
-//   daemon.cpp        construction, the loop, the idle timer, stop
-//   clients.cpp       the socket's clients: accept, register, control, drop, slots
+// between the segment, the tenant regions, the sockets and the policies. Its members are
+// defined by concept:
+//   daemon.cpp          construction, the loop, the idle timer, stop
+//   clients.cpp         the socket's clients: accept, register, control, drop, slots
 //   plugin_control.cpp  the device plugin's requests (its tenants: plugin_tenants.h)
-//   tenant_table.cpp  the configuration applied to the segment's tenants, reload
-//   scheduling.cpp    the scheduling step and what it publishes in the segment
-//   preemption.cpp    memory preemption: requests, suspensions, resumptions, the journal
-//   os_fds.{h,cpp}    the listening socket, timerfds and the clock they run on
+//   tenant_table.cpp    the configuration applied to the segment's tenants, reload
+//   scheduling.cpp      the scheduling step and what it publishes in the segment
+//   preemption.cpp      memory preemption: requests, suspensions, resumptions, the journal
+//   tenant_usage.cpp    what hooks write in the tenant regions, published in the segment
+//   tenant_regions.{h,cpp}  the tenant regions themselves (memfds) and hostile arithmetic
+//   os_fds.{h,cpp}      the listening socket, timerfds and the clock they run on
 #pragma once
 
 #include <sys/types.h>
@@ -47,6 +50,7 @@
 #include "shared_segment.h"
 #include "socket_protocol.h"
 #include "tenant_config.h"
+#include "tenant_regions.h"
 #include "tenant_suspender.h"
 #include "token_policy.h"
 #include "usage_watchdog.h"
@@ -95,7 +99,8 @@ class Daemon {
   };
   struct Client {
     ClientKind kind = ClientKind::kNew;
-    int slot = -1;  // kHook only
+    int slot = -1;                     // kHook only
+    uint32_t tenant = shm::kNoTenant;  // kHook only: the daemon's own record, never read back
     pid_t pid = 0;
     uid_t uid = 0;
     gid_t gid = 0;
@@ -109,6 +114,8 @@ class Daemon {
   // tenant_table.cpp
   void apply_config(const Config& config);
   void claim_tenant_entry(uint32_t index, const std::string& name);
+  // The entry has no tenant any more: its region goes too.
+  void free_tenant_entry(uint32_t index);
   ReloadOutcome reload();
   ReloadOutcome reload_notifying_systemd();
 
@@ -119,7 +126,7 @@ class Daemon {
   void register_client(int fd, Client& client, const wire::RegisterRequest& req);
   void answer_control(int fd, Client& client, const wire::ControlRequest& req);
   void drop_client(int fd);
-  void release_slot(uint32_t slot);
+  void release_slot(uint32_t slot, uint32_t tenant);
   // Per tenant, the workload its registered processes agree on (metrics labels); the
   // device plugin's labels for its tenants.
   TenantWorkloads workloads() const;
@@ -130,10 +137,9 @@ class Daemon {
 
   // scheduling.cpp
   void schedule();
-  // Publishes who may take GPU g's token without asking, and which tenants are capped.
-  void publish_preemption(uint32_t g, uint32_t holder);
-  // Raises again the waiting bits on GPU g, of the tenants in `dropped`, that have a waiter.
-  void restore_waiting(uint32_t g, uint64_t dropped);
+  // Among the tenants in `waiting`, the one of highest priority that outranks whoever has
+  // work on GPU g and is not capped, or kNoHolder (shm_protocol.h, "Priority preemption").
+  uint32_t preempting_waiter(uint32_t g, uint64_t waiting) const;
   void publish_shares();
   // The usage watchdog (usage_check.cpp): on when NVML can be loaded.
   static constexpr std::chrono::nanoseconds kUsageCheckPeriod = std::chrono::seconds(1);
@@ -188,6 +194,13 @@ class Daemon {
   void write_journal();
   void read_journal();
   void adopt_journal();
+  // tenant_usage.cpp
+  // Takes the GPU time the tenant regions report since the last call, bounded, into the
+  // policies and the segment.
+  void charge_gpu_time(TokenPolicy::Nanos now);
+  // Copies memory, time waited, refusals, the cards' identity and the processes' flags from
+  // the tenant regions into the segment, for status and metrics.
+  void publish_usage();
 
   // daemon.cpp
   void update_idle_timer();
@@ -203,6 +216,7 @@ class Daemon {
   // first one's segment.
   int listen_fd_ = -1;
   SharedSegment segment_;
+  TenantRegions regions_;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
   int timer_fd_ = -1;
@@ -222,7 +236,13 @@ class Daemon {
   std::vector<TenantParams> tenant_params_;
   std::array<int, shm::kMaxTenants> tenant_processes_{};
   std::vector<TokenPolicy> policies_;  // one per GPU
-  std::array<std::array<uint64_t, shm::kMaxGpus>, shm::kMaxTenants> gpu_time_seen_{};
+  // What the daemon has taken from each tenant region's counters (tenant_usage.cpp), which
+  // is what it publishes: never more than the region says, never backwards, bounded per call.
+  struct UsageSeen {
+    uint64_t gpu_time_ns = 0, wait_ns = 0, oom_refusals = 0;
+  };
+  std::array<std::array<UsageSeen, shm::kMaxGpus>, shm::kMaxTenants> usage_seen_{};
+  TokenPolicy::Nanos gpu_time_read_at_{0}, usage_read_at_{0};
   std::array<std::array<ShareWindow, shm::kMaxGpus>, shm::kMaxTenants> share_windows_{};
   // Who holds each GPU's token since when (for the debug log of long holds).
   struct Held {

@@ -103,16 +103,18 @@ std::vector<PreemptTenant> Daemon::preempt_tenants() const {
   }
   std::set<int32_t> registered;
   for (const auto& [fd, client] : clients_) {
-    if (client.slot < 0) continue;
-    const shm::ProcessSlot& ps = segment_->processes[client.slot];
-    const uint32_t t = ps.tenant.load(std::memory_order_relaxed);
-    if (t >= shm::kMaxTenants || !out[t].present) continue;
+    const uint32_t t = client.tenant;  // the daemon's own record
+    const shm::TenantRegion* region = regions_.get(t);
+    if (client.slot < 0 || t >= shm::kMaxTenants || !out[t].present || region == nullptr) continue;
+    // What the process says of itself, in its tenant's region: only its own tenant's
+    // suspension depends on it.
+    const shm::ProcessUse& use = region->processes[client.slot];
     PreemptProcess p;
     p.pid = client.pid;
-    p.start_time = ps.start_time.load(std::memory_order_relaxed);
+    p.start_time = segment_->processes[client.slot].start_time.load(std::memory_order_relaxed);
     p.gpu_bytes.resize(shm::kMaxGpus);
-    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.gpu_bytes[g] = ps.charged[g].load(std::memory_order_relaxed);
-    const uint32_t flags = ps.checkpoint_flags.load(std::memory_order_relaxed);
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.gpu_bytes[g] = use.charged[g].load(std::memory_order_relaxed);
+    const uint32_t flags = use.checkpoint_flags.load(std::memory_order_relaxed);
     p.ipc = (flags & shm::ProcessSlot::kUsesIpc) != 0;
     p.managed = (flags & shm::ProcessSlot::kUsesManaged) != 0;
     p.mps = (flags & shm::ProcessSlot::kUsesMps) != 0;
@@ -142,9 +144,13 @@ std::vector<GpuMemory> Daemon::gpu_memory() const {
     if (total == 0 && config_.scheduler.gpu_memory) total = *config_.scheduler.gpu_memory;
     uint64_t used = 0;
     for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
-      if (segment_->tenants[t].state.load() == shm::Tenant::kFree) continue;
+      const shm::TenantRegion* region = regions_.get(t);
+      if (segment_->tenants[t].state.load() == shm::Tenant::kFree || region == nullptr) continue;
       if (preemption_.state(t) == SuspendState::kSuspended) continue;  // holds nothing on the card
-      used += segment_->tenants[t].gpu[g].memory_used.load(std::memory_order_relaxed);
+      // The tenant's live counter, which its processes can set to anything: saturated, so a
+      // huge value makes the card look full rather than wrap around to look empty.
+      const uint64_t tenant_used = region->gpu[g].memory_used.load(std::memory_order_relaxed);
+      used = tenant_used > UINT64_MAX - used ? UINT64_MAX : used + tenant_used;
     }
     gpus[g] = {total, total > used ? total - used : 0};
   }
@@ -181,7 +187,7 @@ void Daemon::on_memory_request(const Client& client, const wire::MemoryRequest& 
   MemoryWait w;
   w.slot = slot;
   w.pid = client.pid;
-  w.tenant = segment_->processes[slot].tenant.load(std::memory_order_relaxed);
+  w.tenant = client.tenant;
   w.gpu = request.gpu;
   w.sequence = sequence;
   w.bytes = request.bytes;
@@ -235,16 +241,16 @@ void Daemon::start_suspension(uint32_t t, Nanos now) {
   s = Suspension{};
   s.operation_started = now;
   s.bytes.assign(shm::kMaxGpus, 0);
+  const shm::TenantRegion* region = regions_.get(t);
   for (const auto& [fd, client] : clients_) {
-    if (client.slot < 0) continue;
-    const shm::ProcessSlot& ps = segment_->processes[client.slot];
-    if (ps.tenant.load(std::memory_order_relaxed) != t) continue;
+    if (client.slot < 0 || client.tenant != t || region == nullptr) continue;
     Suspension::Process p;
     p.pid = client.pid;
-    p.start_time = ps.start_time.load(std::memory_order_relaxed);
+    p.start_time = segment_->processes[client.slot].start_time.load(std::memory_order_relaxed);
     p.bytes.resize(shm::kMaxGpus);
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
-      p.bytes[g] = ps.charged[g].load(std::memory_order_relaxed);
+      // As the process says (its tenant's region): what the tenant is said to give back.
+      p.bytes[g] = region->processes[client.slot].charged[g].load(std::memory_order_relaxed);
       s.bytes[g] += p.bytes[g];
     }
     s.processes.push_back(std::move(p));
@@ -282,13 +288,14 @@ void Daemon::on_suspender_outcomes() {
     if (o.job == SuspendJob::Kind::kSuspend) {
       if (o.kind == SuspendOutcome::Kind::kDone) {
         // What the processes hold now: one may have allocated more before the lock took it.
+        const shm::TenantRegion* region = regions_.get(t);
         for (const auto& [fd, client] : clients_) {
-          if (client.slot < 0) continue;
-          const shm::ProcessSlot& ps = segment_->processes[client.slot];
+          if (client.slot < 0 || client.tenant != t || region == nullptr) continue;
+          const shm::ProcessUse& use = region->processes[client.slot];
           for (Suspension::Process& p : s.processes) {
             if (p.pid != client.pid) continue;
             for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
-              const uint64_t now_held = ps.charged[g].load(std::memory_order_relaxed);
+              const uint64_t now_held = use.charged[g].load(std::memory_order_relaxed);
               s.bytes[g] += now_held - p.bytes[g];
               p.bytes[g] = now_held;
             }

@@ -13,10 +13,11 @@ namespace cuslice {
 
 SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std::move(name)) {
   shm_unlink(name_.c_str());  // a previous daemon's segment, if it crashed
-  const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, shm::kSegmentMode);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "shm_open " + name_);
-  // Every hooked process maps it read-write, whatever the daemon's umask.
-  if (fchmod(fd, 0666) != 0 || ftruncate(fd, sizeof(shm::Segment)) != 0) {
+  // Readable by every process that may register, whatever the daemon's umask; written by the
+  // daemon alone.
+  if (fchmod(fd, shm::kSegmentMode) != 0 || ftruncate(fd, sizeof(shm::Segment)) != 0) {
     const int err = errno;
     close(fd);
     shm_unlink(name_.c_str());
@@ -35,10 +36,7 @@ SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std:
   segment_->abi_minor = shm::kAbiMinor;
   segment_->total_size = sizeof(shm::Segment);
   segment_->generation = generation;
-  for (shm::GpuState& gpu : segment_->gpus) {
-    gpu.holder.store(shm::kNoTenant, std::memory_order_relaxed);
-    gpu.preempt_priority.store(shm::kNoPreempt, std::memory_order_relaxed);
-  }
+  for (shm::GpuState& gpu : segment_->gpus) gpu.holder.store(shm::kNoTenant, std::memory_order_relaxed);
   for (shm::Tenant& t : segment_->tenants) t.memory_quota.store(shm::kUnlimited, std::memory_order_relaxed);
 }
 

@@ -1,6 +1,6 @@
-// The daemon's ownership of the shared segment: created fresh at start (a segment left by a
-// crashed daemon is replaced, never reused: its counters describe processes that re-register
-// anyway), unlinked at exit. Hooks that still map an old segment keep a valid mapping; they
+// The daemon's ownership of the shared segment: created fresh at start, mode 0644 (a segment
+// left by a crashed daemon is replaced, never reused: its counters describe processes that
+// re-register anyway), unlinked at exit. Hooks that still map an old segment keep a valid mapping; they
 // notice the daemon is gone through the socket and the segment's state.
 #pragma once
 

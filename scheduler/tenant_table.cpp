@@ -1,9 +1,10 @@
 // The daemon's tenant table: which segment entry each configured tenant has, with the
 // quotas, shares and limits the hooks and the policies read, applied at start, on reload,
 // when `cuslice run` adds a tenant and when the device plugin changes its tenants (which
-// every application of the file's tenants keeps, plugin_tenants.h). Calls the config loader, the segment and the policies'
-// reconfigure(); never the client sockets (clients.cpp) nor the token (scheduling.cpp),
-// except that a reload runs one scheduling step at once.
+// every application of the file's tenants keeps, plugin_tenants.h); each entry given to a
+// tenant gets a new tenant region. Calls the config loader, the segment, the tenant regions
+// and the policies' reconfigure(); never the client sockets (clients.cpp) nor the token
+// (scheduling.cpp), except that a reload runs one scheduling step at once.
 #include <systemd/sd-daemon.h>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <system_error>
 
 #include "clock.h"
 #include "daemon.h"
@@ -44,7 +46,8 @@ PolicyParams policy_params(const Config& config) {
 }
 
 // A free entry given to a new tenant starts from zero: counters left by the tenant that
-// had the entry before must not be billed to this one.
+// had the entry before must not be billed to this one, and the processes that had its
+// region must not write the new tenant's: it gets a new one.
 void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
   shm::Tenant& t = segment_->tenants[index];
   std::memset(t.name, 0, sizeof t.name);
@@ -52,6 +55,12 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
   for (std::atomic<uint64_t>* counter : {&t.suspensions, &t.suspended_ns, &t.suspend_ns, &t.resume_ns})
     counter->store(0, std::memory_order_relaxed);
   t.preemption.store(0, std::memory_order_relaxed);
+  try {
+    regions_.create(index);
+  } catch (const std::system_error& e) {
+    // Registration tries again, and refuses the process if it fails then too.
+    spdlog::error("tenant {}: {}", name, e.what());
+  }
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     shm::TenantGpu& tg = t.gpu[g];
     for (std::atomic<uint64_t>* counter :
@@ -59,7 +68,7 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
       counter->store(0, std::memory_order_relaxed);
     tg.achieved_share_ppm.store(0, std::memory_order_relaxed);
     tg.moved_mib.store(0, std::memory_order_relaxed);
-    gpu_time_seen_[index][g] = 0;
+    usage_seen_[index][g] = {};
     // The counter starts at zero now: time reported before the first periodic sample
     // counts toward the share too.
     share_windows_[index][g].reset();
@@ -107,12 +116,17 @@ void Daemon::apply_config(const Config& file) {
       spdlog::info("tenant {} removed; kept until its {} processes exit", segment_->tenants[t].name,
                    tenant_processes_[t]);
     } else {
-      segment_->tenants[t].state.store(shm::Tenant::kFree, std::memory_order_release);
-      tenant_params_[t] = {};
+      free_tenant_entry(t);
     }
   }
   for (TokenPolicy& p : policies_) p.reconfigure(policy_params_, tenant_params_);
   configure_preemption();
+}
+
+void Daemon::free_tenant_entry(uint32_t index) {
+  segment_->tenants[index].state.store(shm::Tenant::kFree, std::memory_order_release);
+  tenant_params_[index] = {};
+  regions_.drop(index);
 }
 
 Daemon::ReloadOutcome Daemon::reload() {

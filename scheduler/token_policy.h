@@ -25,11 +25,12 @@
 //      often (a pause per step) thus keep their share.
 //   5. A revoked holder's queued work drains before the next tenant is granted (bounded by
 //      drain_timeout), so that GPU time is charged to whoever really ran.
-//   6. A tenant that outranks the holder (or the tenant draining) takes the token itself, in
-//      its hook, without waiting for a step (shm_protocol.h, GpuState::preempt_priority):
-//      the daemon reports that with adopt(), and the new holder's slice starts then. Its
-//      work overlaps the previous holder's last queued kernels, which that tenant's hook
-//      keeps short; rule 1 applied at the speed of a compare-exchange.
+//   6. A waiting tenant that outranks the holder (or the tenant draining) and is not capped
+//      takes the token at once, without waiting for the drain: the daemon finds it in the
+//      step the tenant's kick triggers (shm_protocol.h, "Priority preemption") and reports
+//      it with adopt(); the new holder's slice starts then. Its work overlaps the previous
+//      holder's last queued kernels, which that tenant's hook keeps short; rule 1 applied
+//      at the speed of one round trip through the daemon.
 #pragma once
 
 #include <chrono>
@@ -90,7 +91,8 @@ class TokenPolicy {
   uint32_t holder() const { return holder_; }
   // The tenant whose queued work is draining before the next grant, or kNoHolder.
   uint32_t draining() const { return draining_; }
-  // `tenant` took the token itself at `now` (rule 6): it holds it from now, nobody drains.
+  // `tenant` takes the token at `now` by outranking (rule 6): it holds it from now, nobody
+  // drains.
   void adopt(uint32_t tenant, Nanos now);
   // Whether `tenant` reached its limit (rule 3) as of the last step.
   bool capped(uint32_t tenant) const;

@@ -43,10 +43,13 @@ void Daemon::check_usage() {
 
   std::vector<RegisteredProcess> registered;
   for (const auto& [fd, client] : clients_) {
-    if (client.kind != ClientKind::kHook || client.slot < 0) continue;
-    const shm::ProcessSlot& ps = segment_->processes[client.slot];
-    RegisteredProcess p{client.pid, ps.tenant.load(std::memory_order_relaxed), {}};
-    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.charged.push_back(ps.charged[g].load(std::memory_order_relaxed));
+    const shm::TenantRegion* region = regions_.get(client.tenant);
+    if (client.kind != ClientKind::kHook || client.slot < 0 || region == nullptr) continue;
+    // The tenant is the daemon's own record; the charged bytes are what the process says
+    // (in its tenant's region), which only decides which of that tenant's processes is named.
+    RegisteredProcess p{client.pid, client.tenant, {}};
+    const shm::ProcessUse& use = region->processes[client.slot];
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.charged.push_back(use.charged[g].load(std::memory_order_relaxed));
     registered.push_back(std::move(p));
   }
   const SegmentSnapshot snap = take_snapshot(*segment_);

@@ -132,6 +132,10 @@ def test_the_table_names_tenants_pids_and_the_token(run_cuslice, scheduler, proc
 
 def test_the_segment_alone_is_enough_when_the_daemon_does_not_answer(run_cuslice, scheduler, processes):
     processes.append(FakeProcess(scheduler.socket, "train", "--reserve", GiB))
+    # The segment holds what the daemon last published (it copies the tenants' usage a few
+    # times a second, and when status asks): the reservation first, then the kill.
+    eventually(lambda: gpu_row(run_cuslice, scheduler, "train").get("memory_used_bytes") == GiB,
+               "the reservation to be published")
     scheduler.process.send_signal(signal.SIGKILL)  # leaves the segment behind, answers nothing
     scheduler.process.wait(timeout=DEADLINE)
     doc = status_json(run_cuslice, scheduler, "--shm-name", scheduler.shm_name)

@@ -222,10 +222,11 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheGpu) {
   EXPECT_LT(static_cast<double>(low), 0.05 * static_cast<double>(low + high)) << "low=" << low << " high=" << high;
 }
 
-// A tenant that outranks the holder takes the token in its own hook: it does not wait for the
-// daemon, which is stopped (SIGSTOP) while it does so, and the daemon adopts the change when
-// it runs again. An equal-priority tenant still waits for the daemon.
-TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutTheDaemon) {
+// A tenant that outranks the holder takes the token at the step its claim (its waiting
+// count, then a kick) triggers: straight from the holder, whose queued work never drains, in
+// one hand-over with no drain in between. An equal-priority tenant still waits for the
+// policy.
+TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutADrain) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
@@ -240,9 +241,7 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutTheDaemon) {
     return 0;
   });
   ASSERT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == low; }, 2000ms));
-  ASSERT_TRUE(eventually([&] { return segment_->gpus[0].preempt_priority.load() == 1; }, 2000ms))
-      << "the daemon publishes that a priority above low may take the token";
-  // Both register first (that needs the daemon), then wait for SIGUSR1 to ask for the token.
+  // Both register first, then wait for SIGUSR1 to ask for the token.
   sigset_t usr1;
   sigemptyset(&usr1);
   sigaddset(&usr1, SIGUSR1);
@@ -258,11 +257,18 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutTheDaemon) {
                              client::token_acquire(0);
                              return 0;
                            }));
-  const pid_t taker = spawn("high", after_go([] {
+  // The taker says on a pipe whether it got the token in time, then keeps it until killed.
+  int got[2];
+  ASSERT_EQ(pipe(got), 0);
+  const pid_t taker = spawn("high", after_go([out = got[1]] {
                               const auto start = Clock::now();
                               client::token_acquire(0);
-                              return Clock::now() - start < 1000ms ? 0 : 1;
+                              const char verdict = Clock::now() - start < 1000ms ? '0' : '1';
+                              if (write(out, &verdict, 1) != 1) return 2;
+                              pause();
+                              return 0;
                             }));
+  close(got[1]);
   sigprocmask(SIG_UNBLOCK, &usr1, nullptr);
   ASSERT_TRUE(eventually(
       [&] {
@@ -271,20 +277,25 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutTheDaemon) {
         return active == 3;
       },
       2000ms));
-  kill(daemon_, SIGSTOP);
-  kill(peer, SIGUSR1);
+  const uint64_t grants = segment_->tenants[high].gpu[0].token_grants.load();
+  const uint64_t handoffs = segment_->gpus[0].handoffs.load();
   kill(taker, SIGUSR1);
-  EXPECT_EQ(wait_exit(taker), 0) << "the high tenant waited for a stopped daemon";
+  char verdict = 0;
+  EXPECT_EQ(read(got[0], &verdict, 1), 1);
+  close(got[0]);
+  EXPECT_EQ(verdict, '0') << "the high tenant waited";
   EXPECT_EQ(segment_->gpus[0].holder.load(), high);
+  EXPECT_EQ(segment_->tenants[high].gpu[0].token_grants.load(), grants + 1);
+  EXPECT_EQ(segment_->gpus[0].handoffs.load(), handoffs + 1)
+      << "the token went through a drain (holder none) before it reached the high tenant";
+  kill(peer, SIGUSR1);
   std::this_thread::sleep_for(100ms);
   int status = 0;
-  EXPECT_EQ(waitpid(peer, &status, WNOHANG), 0) << "an equal-priority tenant took the token itself";
-  const uint64_t grants = segment_->tenants[high].gpu[0].token_grants.load();
-  kill(daemon_, SIGCONT);
-  // The daemon counts the take as a grant; the high tenant gone, the token goes back to low
-  // (low2 waits for low's slice to end, behind a holder that never reports GPU time).
-  EXPECT_TRUE(eventually([&] { return segment_->tenants[high].gpu[0].token_grants.load() == grants + 1; },
-                         2000ms));
+  EXPECT_EQ(waitpid(peer, &status, WNOHANG), 0) << "an equal-priority tenant took the token by outranking";
+  // The high tenant gone, the token goes back to low (low2 waits for low's slice to end,
+  // behind a holder that never reports GPU time).
+  kill(taker, SIGKILL);
+  wait_exit(taker);
   EXPECT_TRUE(eventually([&] { return segment_->gpus[0].holder.load() == low; }, 2000ms));
 }
 
