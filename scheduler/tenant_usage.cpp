@@ -22,11 +22,12 @@ constexpr uint64_t kGpuTimePerNs = shm::kMaxProcesses;
 constexpr uint64_t kWaitPerNs = uint64_t{shm::kMaxProcesses} * 64;
 constexpr uint64_t kRefusalsPerNs = 1;
 
-// The wall time a call may account for: since the last call, plus a millisecond so that a
-// report made just before a call is not cut short, and at most an hour so that the bounds
-// stay far from overflowing the policy's 64-bit nanoseconds.
+// The wall time a call may account for: since the last call, at most an hour so that the
+// bounds stay far from overflowing the policy's 64-bit nanoseconds. A report larger than the
+// bound (a long kernel reported when it completes, just after a call) is not lost: advance()
+// takes the rest at the next calls.
 uint64_t span_ns(Nanos now, Nanos& last) {
-  const Nanos span = std::clamp(now - last, Nanos(0), Nanos(std::chrono::hours(1))) + std::chrono::milliseconds(1);
+  const Nanos span = std::clamp(now - last, Nanos(0), Nanos(std::chrono::hours(1)));
   last = now;
   return static_cast<uint64_t>(span.count());
 }
