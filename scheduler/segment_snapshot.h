@@ -1,6 +1,8 @@
 // A plain copy of what the shared segment says, for the people and programs who ask: the
 // daemon's metrics endpoint and `cuslice status` both read the segment through this, so
-// the two never disagree on what a field means.
+// the two never disagree on what a field means. Usage and counters are what the daemon
+// published there from the tenant regions (which only the daemon and each tenant's own
+// processes map).
 //
 // Taking a snapshot only loads atomics (relaxed, plus an acquire on each state word before
 // the fields it publishes); it never writes, so it works on a read-only mapping and while
