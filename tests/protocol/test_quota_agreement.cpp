@@ -101,7 +101,8 @@ class QuotaAgreement : public ::testing::TestWithParam<Case> {
     r.reserve_one_more = client::memory_try_reserve(0, 1) == client::Reserve::kOk;
     client::memory_release(0, r.client);
 
-    // What `cuslice status` shows: the snapshot of a read-only mapping.
+    // What `cuslice status` shows: the snapshot of a read-only mapping, once the daemon has
+    // published the card's size the hook reported (it copies it a few times a second).
     const int fd = shm_open(shm_name_.c_str(), O_RDONLY, 0);
     void* p = fd >= 0 ? mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (fd >= 0) close(fd);
@@ -109,7 +110,11 @@ class QuotaAgreement : public ::testing::TestWithParam<Case> {
       ADD_FAILURE() << "cannot map " << shm_name_;
       return r;
     }
-    const SegmentSnapshot s = take_snapshot(*static_cast<const shm::Segment*>(p));
+    SegmentSnapshot s = take_snapshot(*static_cast<const shm::Segment*>(p));
+    for (const auto published = Clock::now() + 5s;
+         (s.gpus.empty() || s.gpus[0].memory_total != card) && Clock::now() < published;
+         s = take_snapshot(*static_cast<const shm::Segment*>(p)))
+      std::this_thread::sleep_for(10ms);
     munmap(p, sizeof(shm::Segment));
     if (s.tenants.size() != 1 || s.gpus.empty() || s.gpus[0].memory_total != card) {
       ADD_FAILURE() << "the segment does not show tenant a and the card";
