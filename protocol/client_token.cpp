@@ -19,25 +19,10 @@ using namespace internal;
 namespace {
 
 constexpr int64_t kWaitSliceNs = 100'000'000;  // a waiter re-checks the daemon this often
-// A waiting thread whose tenant outranks the holder gets the token at the daemon's next step,
-// within microseconds: it watches `holder` this long before it sleeps, since a futex wake-up
-// would add tens of microseconds to the hand-over.
-constexpr int64_t kClaimSpinNs = 50'000;
 
 void kick() {
   const int fd = g.fd.load(std::memory_order_relaxed);
   if (fd >= 0) send(fd, "k", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-// True when this process's tenant outranks the tenant holding the GPU's token: the daemon
-// then hands the token over at the step this process's kick triggers (unless the tenant is
-// capped, which the daemon alone knows).
-bool outranks_holder(const Attachment* att, const shm::GpuState& gs) {
-  const uint32_t holder = gs.holder.load(std::memory_order_acquire);
-  if (holder >= shm::kMaxTenants) return false;  // nobody, or the previous holder drains
-  const shm::Tenant* tenants = att->segment->tenants;
-  return tenants[att->tenant].priority.load(std::memory_order_relaxed) >
-         tenants[holder].priority.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -64,10 +49,6 @@ void token_acquire(int gpu) noexcept {
   // Time waited goes to the tenant as it passes, so a long wait shows while it lasts.
   std::atomic<uint64_t>& waited = att->use(gpu).wait_ns;
   int64_t since = now_ns();
-  if (outranks_holder(att, gs)) {
-    const int64_t until = since + kClaimSpinNs;
-    while (gs.holder.load(std::memory_order_acquire) != att->tenant && now_ns() < until) __builtin_ia32_pause();
-  }
   const uint64_t bit = uint64_t{1} << att->tenant;
   for (;;) {
     const uint32_t seq = gs.grant_seq.load(std::memory_order_acquire);

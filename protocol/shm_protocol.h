@@ -56,11 +56,10 @@
 // Lower-priority hooks learn it from `holder` at their next launch, as from any revocation:
 // their launch fast path stays one load of `holder`. The cost against a hook taking the
 // token itself (minor 2 of ABI 1, impossible with a read-only segment) is one round trip
-// through the daemon (the kick's send, the daemon's wake-up and step, the futex wake), tens
-// of microseconds on an idle host; the waiting hook spins on `holder` for a while before it
-// sleeps, so the futex wake-up is mostly saved. The alternative, a claim word that
-// lower-priority hooks read on their launch path, would need every hook to map the regions
-// of every higher-priority tenant and load one more word per launch per such tenant.
+// through the daemon: the kick's send, the daemon's wake-up and step, the futex wake. The
+// alternative, a claim word that lower-priority hooks read on their launch path, would need
+// every hook to map the regions of every higher-priority tenant (which would then no longer
+// be private) and load one more word per launch per such tenant.
 //
 // All atomics are lock-free and address-free (static_asserts below), which is what makes
 // them valid across processes. Futex waits on 32-bit words use the shared (not
