@@ -51,7 +51,9 @@ v1beta1::ContainerAllocateResponse memory_response(const Allocation& a, std::opt
   add_mount(r, o.hook_host_path, o.hook_container_path, true);
   if (!o.preload_host_path.empty()) add_mount(r, o.preload_host_path, "/etc/ld.so.preload", true);
   add_mount(r, socket.parent_path().string(), o.socket_container_dir, true);
-  add_mount(r, "/dev/shm" + o.shm_name, "/dev/shm" + o.shm_name, false);
+  // Read-only: hooks only read the segment; what a tenant writes is its own region, which
+  // the scheduler hands over the socket.
+  add_mount(r, "/dev/shm" + o.shm_name, "/dev/shm" + o.shm_name, true);
 
   for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) add_device(r, o.dev_root, node);
   add_device(r, o.dev_root, "nvidia" + std::to_string(minor.value_or(a.gpu)));

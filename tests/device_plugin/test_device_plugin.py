@@ -258,7 +258,7 @@ def test_allocate_gives_the_container_its_tenant_hook_socket_segment_and_gpu(mak
     assert mounts["/run/cuslice"] == {"container_path": "/run/cuslice",
                                       "host_path": str(node.scheduler.socket.parent), "read_only": True}
     segment = "/dev/shm" + node.scheduler.shm_name
-    assert mounts[segment] == {"container_path": segment, "host_path": segment, "read_only": False}
+    assert mounts[segment] == {"container_path": segment, "host_path": segment, "read_only": True}
     devices = {d["container_path"]: d["host_path"] for d in memory["devices"]}
     assert devices == {f"/dev/{n}": str(node.dev / n)
                        for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", f"nvidia{gpu}")}
