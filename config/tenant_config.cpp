@@ -1,10 +1,17 @@
 #include "tenant_config.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,7 +23,20 @@ ConfigError make_error(const std::string& file, const YAML::Mark& mark, std::str
   // yaml-cpp marks are 0-based, and a null mark (-1) means "no position".
   const int line = mark.line >= 0 ? mark.line + 1 : 0;
   const int column = line > 0 ? mark.column + 1 : 0;
+  // Quoted input is escaped where it is quoted; this only guards the one-line promise
+  // against a message that forgot to (yaml-cpp's own, say).
+  std::replace_if(message.begin(), message.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
   return {file, line, column, std::move(message)};
+}
+
+// `text` as a message quotes it: `excerpt`.
+std::string quoted(std::string_view text) { return "`" + excerpt(text) + "`"; }
+std::string quoted(const YAML::Node& node) { return quoted(node.Scalar()); }
+
+std::string format_duration(std::chrono::nanoseconds d) {
+  if (d % std::chrono::seconds(1) == std::chrono::nanoseconds(0))
+    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
 }
 
 // Walks the YAML tree once, filling a Config and collecting every error with its position.
@@ -48,10 +68,15 @@ class Parser {
   void error(const YAML::Node& node, std::string message) { error(node.Mark(), std::move(message)); }
 
   ConfigResult finish() {
-    std::stable_sort(result_.errors.begin(), result_.errors.end(),
-                     [](const ConfigError& a, const ConfigError& b) {
-                       return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-                     });
+    std::vector<ConfigError>& errors = result_.errors;
+    std::stable_sort(errors.begin(), errors.end(), [](const ConfigError& a, const ConfigError& b) {
+      return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+    });
+    if (errors.size() > kMaxConfigErrors) {
+      const size_t left_out = errors.size() - kMaxConfigErrors;
+      errors.resize(kMaxConfigErrors);
+      errors.push_back({file_, 0, 0, std::to_string(left_out) + " more errors not shown"});
+    }
     return std::move(result_);
   }
 
@@ -67,16 +92,53 @@ class Parser {
     return false;
   }
 
+  // Every key of `map` is one of `allowed`, and none is given twice: yaml-cpp keeps both
+  // entries of a duplicate and its lookup returns the first, so `memory: 1GiB` followed by
+  // `memory: 100GiB` would silently mean 1GiB.
   void check_keys(const YAML::Node& map, std::initializer_list<const char*> allowed) {
+    std::map<std::string, YAML::Mark> seen;
     for (const auto& entry : map) {
-      const std::string key = entry.first.Scalar();
+      if (!entry.first.IsScalar()) {
+        error(entry.first, "a key must be a plain word, not a list or a mapping");
+        continue;
+      }
+      const std::string& key = entry.first.Scalar();
       const bool known = std::any_of(allowed.begin(), allowed.end(),
                                      [&](const char* a) { return key == a; });
-      if (known) continue;
-      std::string list;
-      for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-      error(entry.first, "unknown key `" + key + "` (expected one of: " + list + ")");
+      if (!known) {
+        std::string list;
+        for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+        error(entry.first, "unknown key " + quoted(key) + " (expected one of: " + list + ")");
+        continue;
+      }
+      const auto [first, inserted] = seen.emplace(key, entry.first.Mark());
+      if (!inserted) {
+        error(entry.first, "duplicate key `" + key + "` (first given at line " +
+                               std::to_string(first->second.line + 1) + ", column " +
+                               std::to_string(first->second.column + 1) + ")");
+      }
     }
+  }
+
+  // A duration of `key` within [min, max].
+  std::optional<std::chrono::nanoseconds> bounded_duration(const YAML::Node& node, const std::string& key,
+                                                            std::chrono::nanoseconds min,
+                                                            std::chrono::nanoseconds max) {
+    const std::optional<std::chrono::nanoseconds> value = duration(node, key);
+    if (value && (*value < min || *value > max)) {
+      error(node, "`" + key + "` " + quoted(node) + " is out of range: from " + format_duration(min) + " to " +
+                      format_duration(max));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // A percentage the segment can hold (see kMinPercent).
+  bool representable_percent(const YAML::Node& node, const std::string& key, double percent) {
+    if (percent >= kMinPercent) return true;
+    error(node, "`" + key + "` " + quoted(node) + " is below 0.0001%, the finest percentage the scheduler holds" +
+                    (key == "memory" ? ": write a size in bytes for a smaller quota" : ""));
+    return false;
   }
 
   std::optional<std::chrono::nanoseconds> duration(const YAML::Node& node, const std::string& key) {
@@ -84,7 +146,7 @@ class Parser {
     uint64_t ns = 0;
     const char* why = nullptr;
     if (!parse_duration(node.Scalar(), ns, &why)) {
-      error(node, "bad duration `" + node.Scalar() + "` for `" + key + "`: " + why);
+      error(node, "bad duration " + quoted(node) + " for `" + key + "`: " + why);
       return std::nullopt;
     }
     if (ns == 0) {
@@ -100,7 +162,7 @@ class Parser {
     const char* why = nullptr;
     // A bare number is a byte count, as in a Kubernetes resource quantity.
     if (!parse_size(node.Scalar(), spec, &why, SizeForms{.bare_bytes = true, .percent = true})) {
-      error(node, "bad size `" + node.Scalar() + "` for `" + key + "`: " + why);
+      error(node, "bad size " + quoted(node) + " for `" + key + "`: " + why);
       return std::nullopt;
     }
     if (spec.kind == SizeSpec::Kind::kBytes && spec.bytes == 0) {
@@ -116,29 +178,47 @@ class Parser {
     double value = 0;
     const char* why = nullptr;
     if (!parse_percent(node.Scalar(), value, &why)) {
-      error(node, "bad percentage `" + node.Scalar() + "` for `" + key + "`: " + why);
+      error(node, "bad percentage " + quoted(node) + " for `" + key + "`: " + why);
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // A whole number in [min, max], written in decimal digits only.
+  std::optional<uint64_t> whole_number(const YAML::Node& node, const std::string& key, uint64_t min, uint64_t max,
+                                       const std::string& what) {
+    if (!expect_scalar(node, key)) return std::nullopt;
+    const std::string& text = node.Scalar();
+    const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      const bool negative = text.size() > 1 && text[0] == '-' &&
+                            std::all_of(text.begin() + 1, text.end(), [](char c) { return c >= '0' && c <= '9'; });
+      error(node, "bad `" + key + "` " + quoted(text) + ": " + (negative ? "cannot be negative; " : "") + "expected " +
+                      what);
+      return std::nullopt;
+    }
+    // Leading zeros aside, more than 20 digits cannot fit; strtoull says so for fewer.
+    const size_t first = std::min(text.find_first_not_of('0'), text.size());
+    errno = 0;
+    const unsigned long long value = text.size() - first > 20 ? ULLONG_MAX : std::strtoull(text.c_str(), nullptr, 10);
+    if (text.size() - first > 20 || errno == ERANGE || value < min || value > max) {
+      error(node, "bad `" + key + "` " + quoted(text) + ": expected " + what);
       return std::nullopt;
     }
     return value;
   }
 
   std::optional<uint32_t> id(const YAML::Node& node, const std::string& key) {
-    if (!expect_scalar(node, key)) return std::nullopt;
-    const std::string& text = node.Scalar();
-    const bool digits = !text.empty() && text.size() <= 10 &&
-                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || std::stoull(text) > UINT32_MAX) {
-      error(node, "bad `" + key + "` `" + text + "`: expected a numeric id");
-      return std::nullopt;
-    }
-    return static_cast<uint32_t>(std::stoull(text));
+    const auto value = whole_number(node, key, 0, kMaxId, "a numeric id from 0 to " + std::to_string(kMaxId));
+    if (!value) return std::nullopt;
+    return static_cast<uint32_t>(*value);
   }
 
   std::optional<bool> boolean(const YAML::Node& node, const std::string& key) {
     if (!expect_scalar(node, key)) return std::nullopt;
     bool value = false;
     if (!YAML::convert<bool>::decode(node, value)) {
-      error(node, "bad `" + key + "` `" + node.Scalar() + "`: expected true or false");
+      error(node, "bad `" + key + "` " + quoted(node) + ": expected true or false");
       return std::nullopt;
     }
     return value;
@@ -146,13 +226,14 @@ class Parser {
 
   void parse_scheduler(const YAML::Node& node) {
     if (!expect_map(node, "`scheduler`")) return;
-    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant", "metrics_port", "preemption"});
+    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant", "metrics_port", "metrics_address", "preemption"});
     SchedulerSettings& s = result_.config.scheduler;
     if (node["quantum"]) {
-      if (auto q = duration(node["quantum"], "quantum")) s.quantum = *q;
+      if (auto q = bounded_duration(node["quantum"], "quantum", kMinQuantum, kMaxQuantum)) s.quantum = *q;
     }
     if (node["limit_window"]) {
-      if (auto w = duration(node["limit_window"], "limit_window")) s.limit_window = *w;
+      if (auto w = bounded_duration(node["limit_window"], "limit_window", kMinLimitWindow, kMaxLimitWindow))
+        s.limit_window = *w;
     }
     if (const YAML::Node m = node["gpu_memory"]) {
       if (auto spec = size(m, "gpu_memory")) {
@@ -170,19 +251,21 @@ class Parser {
       }
     }
     if (const YAML::Node p = node["metrics_port"]) {
-      if (expect_scalar(p, "metrics_port")) {
-        const std::string& text = p.Scalar();
-        const bool digits = !text.empty() && text.size() <= 5 &&
-                            std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-        const unsigned long port = digits ? std::stoul(text) : 0;
-        if (port == 0 || port > 65535) {
-          error(p, "bad `metrics_port` `" + text + "`: expected a TCP port from 1 to 65535");
+      if (auto port = whole_number(p, "metrics_port", 1, 65535, "a TCP port from 1 to 65535"))
+        s.metrics_port = static_cast<uint16_t>(*port);
+    }
+    if (node["preemption"]) parse_preemption(node["preemption"]);
+    if (const YAML::Node a = node["metrics_address"]) {
+      if (expect_scalar(a, "metrics_address")) {
+        in6_addr parsed{};
+        const std::string& text = a.Scalar();
+        if (inet_pton(AF_INET, text.c_str(), &parsed) == 1 || inet_pton(AF_INET6, text.c_str(), &parsed) == 1) {
+          s.metrics_address = text;
         } else {
-          s.metrics_port = static_cast<uint16_t>(port);
+          error(a, "bad `metrics_address` " + quoted(a) + ": expected an IPv4 or IPv6 address, e.g. 127.0.0.1, ::1 or 0.0.0.0");
         }
       }
     }
-    if (node["preemption"]) parse_preemption(node["preemption"]);
   }
 
   void parse_tenants(const YAML::Node& node) {
@@ -200,7 +283,7 @@ class Parser {
       TenantConfig tenant;
       if (!parse_tenant(item, tenant)) continue;
       if (!names.insert(tenant.name).second) {
-        error(item["name"], "duplicate tenant name `" + tenant.name + "`");
+        error(item["name"], "duplicate tenant name " + quoted(tenant.name));
         continue;
       }
       tenant_marks_[tenant.name] = item["name"].Mark();
@@ -219,7 +302,7 @@ class Parser {
       if (expect_scalar(n, "name")) {
         t.name = n.Scalar();
         if (!valid_tenant_name(t.name)) {
-          error(n, "bad tenant name `" + t.name + "`: 1 to " + std::to_string(kMaxTenantNameLength) +
+          error(n, "bad tenant name " + quoted(t.name) + ": 1 to " + std::to_string(kMaxTenantNameLength) +
                        " characters of letters, digits, '-', '_' or '.'");
         } else {
           named = true;
@@ -234,17 +317,17 @@ class Parser {
         if (v == "high") t.priority = Priority::kHigh;
         else if (v == "normal") t.priority = Priority::kNormal;
         else if (v == "low") t.priority = Priority::kLow;
-        else error(p, "bad priority `" + v + "`: expected high, normal or low");
+        else error(p, "bad priority " + quoted(v) + ": expected high, normal or low");
       }
     }
     if (const YAML::Node m = item["memory"]) {
       if (auto spec = size(m, "memory")) {
-        t.memory = spec;
         const uint64_t* card = result_.config.scheduler.gpu_memory ? &*result_.config.scheduler.gpu_memory : nullptr;
         if (card && spec->kind == SizeSpec::Kind::kBytes && spec->bytes > *card) {
-          error(m, "memory `" + m.Scalar() + "` is more than the card (`gpu_memory` is " +
+          error(m, "memory " + quoted(m) + " is more than the card (`gpu_memory` is " +
                        std::to_string(*card) + " bytes)");
         }
+        if (spec->kind == SizeSpec::Kind::kBytes || representable_percent(m, "memory", spec->percent)) t.memory = spec;
       }
     }
     if (const YAML::Node c = item["compute"]) {
@@ -252,10 +335,12 @@ class Parser {
         check_keys(c, {"share", "limit"});
         if (c["share"]) {
           t.share_percent = percent(c["share"], "share");
+          if (t.share_percent && !representable_percent(c["share"], "share", *t.share_percent))
+            t.share_percent.reset();
           share_marks_.push_back(c["share"]);
         }
         if (c["limit"]) {
-          if (auto l = percent(c["limit"], "limit")) {
+          if (auto l = percent(c["limit"], "limit"); l && representable_percent(c["limit"], "limit", *l)) {
             t.limit_percent = *l;
             if (t.share_percent && *l < *t.share_percent) {
               error(c["limit"], "`limit` is below `share`: the tenant could never get its share");
@@ -315,10 +400,34 @@ class Parser {
         }
       }
     }
+    check_implicit_shares();
     check_guarantees();
     if (c.scheduler.default_tenant && c.find_tenant(*c.scheduler.default_tenant) < 0) {
-      error(default_tenant_mark_, "`default_tenant` names `" + *c.scheduler.default_tenant +
-                                      "`, which is not a tenant in this file");
+      error(default_tenant_mark_, "`default_tenant` names " + quoted(*c.scheduler.default_tenant) +
+                                      ", which is not a tenant in this file");
+    }
+  }
+
+  // A tenant without a share gets an equal part of what the explicit shares leave, but at
+  // least kMinImplicitShare so that it is never starved; the shares must still fit in 100%.
+  void check_implicit_shares() {
+    const Config& c = result_.config;
+    double explicit_total = 0;
+    size_t implicit = 0;
+    for (const TenantConfig& t : c.tenants) {
+      if (t.share_percent) explicit_total += *t.share_percent;
+      else ++implicit;
+    }
+    if (implicit == 0 || explicit_total > 100.0 + 1e-9) return;  // the latter is reported above
+    if (explicit_total + implicit * kMinImplicitShare <= 100.0 + 1e-9) return;
+    for (const TenantConfig& t : c.tenants) {
+      if (t.share_percent) continue;
+      std::ostringstream msg;
+      msg << "tenant " << quoted(t.name) << " has no `compute.share`, and the explicit shares (" << explicit_total
+          << "%) leave less than " << kMinImplicitShare
+          << "% to each tenant without one: give it a share, or lower the others'";
+      error(tenant_marks_[t.name], msg.str());
+      return;
     }
   }
 
@@ -427,10 +536,23 @@ std::vector<double> Config::effective_shares() const {
     if (t.share_percent) explicit_total += *t.share_percent;
     else ++implicit;
   }
-  const double each = implicit ? std::max(1.0, (100.0 - explicit_total) / implicit) : 0.0;
+  const double each = implicit ? std::max(kMinImplicitShare, (100.0 - explicit_total) / implicit) : 0.0;
   std::vector<double> shares;
   for (const TenantConfig& t : tenants) shares.push_back(t.share_percent.value_or(each));
   return shares;
+}
+
+std::string excerpt(std::string_view text) {
+  size_t cut = std::min(text.size(), kMaxExcerpt);
+  // Not inside a UTF-8 sequence: its lead byte would be escaped as invalid.
+  if (cut < text.size()) {
+    for (size_t back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++back) --cut;
+  }
+  // fmt's debug format escapes what is not printable; drop its enclosing quotes.
+  std::string escaped = fmt::format("{:?}", text.substr(0, cut));
+  escaped = escaped.substr(1, escaped.size() - 2);
+  if (cut < text.size()) escaped += "...";
+  return escaped;
 }
 
 std::string ConfigError::to_string() const {
@@ -447,19 +569,54 @@ ConfigResult parse_config(std::string_view yaml_text, const std::string& file_na
     result.errors.push_back(make_error(file_name, e.mark, "YAML syntax error: " + e.msg));
     return result;
   }
-  return Parser(file_name).run(root);
+  try {
+    return Parser(file_name).run(root);
+  } catch (const YAML::Exception& e) {
+    // The parser checks each node's type before it reads it; this is the last line of
+    // defence, so that no input can take the daemon down with an exception.
+    ConfigResult result;
+    result.errors.push_back(make_error(file_name, e.mark, "cannot read this as a configuration: " + e.msg));
+    return result;
+  }
 }
 
 ConfigResult load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  const auto refuse = [&](std::string message) {
     ConfigResult result;
-    result.errors.push_back({path, 0, 0, "cannot read the file"});
+    result.errors.push_back({path, 0, 0, std::move(message)});
     return result;
+  };
+  // O_NONBLOCK: a FIFO put in the file's place must not block the daemon in open().
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return refuse(std::string("cannot read the file: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return refuse(std::string("cannot read the file: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return refuse("is a directory, not a configuration file");
+  if (!S_ISREG(st.st_mode)) return refuse("is not a regular file (a device, FIFO or socket)");
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes) {
+    return refuse("is " + std::to_string(st.st_size) + " bytes, more than a configuration may have (" +
+                  std::to_string(kMaxConfigFileBytes) + ")");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
+  // Read one byte past the limit: the file may have grown since fstat.
+  std::string text(kMaxConfigFileBytes + 1, '\0');
+  size_t have = 0;
+  while (have < text.size()) {
+    const ssize_t n = read(fd, text.data() + have, text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refuse(std::string("cannot read the file: ") + std::strerror(errno));
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  if (have > kMaxConfigFileBytes) {
+    return refuse("is more than " + std::to_string(kMaxConfigFileBytes) + " bytes, more than a configuration may have");
+  }
+  if (have == 0) return refuse("the file is empty: expected `scheduler:` and `tenants:`");
+  text.resize(have);
+  return parse_config(text, path);
 }
 
 }  // namespace cuslice

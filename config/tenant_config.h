@@ -5,6 +5,12 @@
 // returned as a ConfigError naming file, line and column (1-based), so one run reports all
 // mistakes in a file, not only the first.
 //
+// The file is written by root but read by a daemon that tenants' processes talk to, so the
+// parser fails closed: anything odd (a duplicate key, a number out of range, a percentage
+// finer than the segment holds, a quantum that would pin a CPU, a file too large to parse
+// quickly) is an error, never a silent default. Errors quote at most a short, escaped
+// excerpt of the input, so that a message can neither flood a log nor forge a line of it.
+//
 //   scheduler:
 //     quantum: 100ms           # slice length; default 100ms
 //     limit_window: 1s         # window over which `compute.limit` is enforced; default 1s
@@ -17,6 +23,7 @@
 //       resume_holdoff: 1s     #   how long a suspended tenant's memory must stay free first
 //       host_reserve: 4GiB     #   host memory left available after a suspension
 //       resume_margin: 512MiB  #   card memory left free after a resume
+//     metrics_address: ::1     # where; default 127.0.0.1 (IPv4 or IPv6 literal)
 //   tenants:
 //     - name: inference
 //       priority: high         # high | normal | low; default normal
@@ -88,6 +95,7 @@ struct SchedulerSettings {
   std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused
   std::optional<uint16_t> metrics_port;       // 1-65535; absent: no metrics endpoint
   PreemptionSettings preemption;
+  std::optional<std::string> metrics_address;  // an IPv4 or IPv6 literal; absent: loopback
 };
 
 struct Config {
@@ -97,17 +105,46 @@ struct Config {
   // Index into `tenants`, or -1.
   int find_tenant(std::string_view name) const;
   // Every tenant's share in percent: explicit shares as written; tenants without one split
-  // what the explicit shares leave equally (at least 1% each, so they are never starved).
+  // what the explicit shares leave equally (at least kMinImplicitShare each, so they are
+  // never starved). A valid file's effective shares add up to at most 100%.
   std::vector<double> effective_shares() const;
 };
+
+inline constexpr double kMinImplicitShare = 1.0;  // percent
 
 // The limits the shared segment can hold; checked here so that a valid file always fits.
 inline constexpr size_t kMaxConfigTenants = 64;
 inline constexpr size_t kMaxTenantNameLength = 63;
 
+// A larger file is refused before it is parsed: a reload runs on the scheduler's thread, and
+// a file of a few megabytes keeps it (and every tenant waiting for a token) busy for seconds.
+inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
+// The segment holds percentages in millionths (ppm): a finer one would round to 0, which
+// means "none" (no quota, no share), so it is refused.
+inline constexpr double kMinPercent = 0.0001;
+// Below 1 ms the scheduler would hand the token over faster than a handoff costs, and
+// spin a CPU doing it; above 10 s a tenant of equal priority waits that long for the GPU.
+inline constexpr std::chrono::nanoseconds kMinQuantum = std::chrono::milliseconds(1);
+inline constexpr std::chrono::nanoseconds kMaxQuantum = std::chrono::seconds(10);
+// The window of `compute.limit`: long enough to hold a few slices, short enough that the
+// scheduler's record of it (a list of slices) stays small.
+inline constexpr std::chrono::nanoseconds kMinLimitWindow = std::chrono::milliseconds(10);
+inline constexpr std::chrono::nanoseconds kMaxLimitWindow = std::chrono::seconds(60);
+// uid_t and gid_t are 32 bits, and (uid_t)-1 is no one's id.
+inline constexpr uint32_t kMaxId = UINT32_MAX - 1;
+// At most this many errors are listed for one file; a last one says how many were left out.
+inline constexpr size_t kMaxConfigErrors = 50;
+
 // The rule for tenant names, in the file and from `cuslice run`: 1 to kMaxTenantNameLength
-// characters of letters, digits, '-', '_' or '.'.
+// characters of letters, digits, '-', '_' or '.'. Such a name is valid UTF-8 and printable,
+// so it can go into JSON, a log line and a Prometheus label as it is.
 bool valid_tenant_name(std::string_view name);
+
+// `text` as an error message may quote it: at most kMaxExcerpt characters (then "..."),
+// with control characters, invalid UTF-8 and other unprintable characters escaped (\n,
+// \x01, \u202e), so a quoted value never breaks or forges a log line.
+inline constexpr size_t kMaxExcerpt = 40;
+std::string excerpt(std::string_view text);
 
 struct ConfigError {
   std::string file;
@@ -126,7 +163,8 @@ struct ConfigResult {
   bool ok() const { return errors.empty(); }
 };
 
-// Reads and validates `path`.
+// Reads and validates `path`: a regular file of at most kMaxConfigFileBytes (a directory,
+// a device, a FIFO or a larger file is refused before anything is read from it).
 ConfigResult load_config_file(const std::string& path);
 // Validates YAML text; `file_name` is only used in the errors.
 ConfigResult parse_config(std::string_view yaml_text, const std::string& file_name);

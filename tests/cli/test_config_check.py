@@ -60,7 +60,7 @@ def test_an_unreadable_file_is_invalid(run_cuslice, tmp_path):
     missing = tmp_path / "absent.yaml"
     result = run_cuslice("config", "check", missing)
     assert result.returncode == 3
-    assert result.stderr == f"{missing}: cannot read the file\n"
+    assert result.stderr == f"{missing}: cannot read the file: No such file or directory\n"
 
 
 def test_no_file_is_a_usage_error(run_cuslice):

@@ -187,7 +187,7 @@ TEST_F(TenantConfigTest, BadMatchRules) {
   const ConfigResult r =
       load("tenants:\n  - name: a\n    match: {uid: alice, cgroup: kubepods, pid: 3}\n");
   ASSERT_EQ(r.errors.size(), 3u);
-  EXPECT_EQ(r.errors[0].to_string(), path_ + ":3:18: bad `uid` `alice`: expected a numeric id");
+  EXPECT_EQ(r.errors[0].to_string(), path_ + ":3:18: bad `uid` `alice`: expected a numeric id from 0 to 4294967294");
   EXPECT_EQ(r.errors[1].to_string(),
             path_ + ":3:33: `cgroup` must be an absolute cgroup path prefix, e.g. /kubepods");
   EXPECT_EQ(r.errors[2].to_string(),
@@ -239,7 +239,7 @@ TEST_F(TenantConfigTest, EmptyFile) {
 TEST_F(TenantConfigTest, UnreadableFile) {
   const ConfigResult r = load_config_file("/nonexistent/cuslice.yaml");
   ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/cuslice.yaml: cannot read the file");
+  EXPECT_EQ(r.errors[0].to_string(), "/nonexistent/cuslice.yaml: cannot read the file: No such file or directory");
 }
 
 TEST_F(TenantConfigTest, ReportsEveryErrorInFileOrder) {
