@@ -150,7 +150,7 @@ Found find_scheduler(const StatusOptions& options) {
 std::string render_once(const StatusOptions& options) {
   const Found found = find_scheduler(options);
   const SegmentSnapshot snapshot = take_snapshot(**found.segment);
-  return options.json ? status_json(snapshot, found.daemon).dump() + "\n" : status_table(snapshot, found.daemon);
+  return options.json ? status_json(snapshot, found.daemon).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : status_table(snapshot, found.daemon);
 }
 
 void write_stdout(const std::string& text) {

@@ -48,6 +48,15 @@
 // memory, beside the file's tenants, until removed or the daemon exits; it is joined only
 // with CUSLICE_TENANT=<name>:<key>, the key being the credential given at creation, and
 // only from the pod (cgroup) of the first process that joined it (docs/kubernetes.md).
+//
+// The daemon trusts nothing in a message (scheduler/message_decoder.h): sizes and versions
+// must match exactly, names must be NUL-terminated in their field and of their kind's
+// characters (a tenant name as in the configuration, with `:<key>` for a plugin tenant;
+// Kubernetes names in a WorkloadMessage), a declared `charged` above 2^48 bytes is refused.
+// Kicks are at most 8 bytes. Anything else closes that connection, and only it. A
+// connection must send its first message within 5 s; one uid may hold at most 256
+// registered processes and 512 connections. The hook maps the segment only if it belongs to
+// the daemon's uid (SO_PEERCRED on its side of the socket).
 #pragma once
 
 #include <cstddef>

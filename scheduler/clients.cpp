@@ -21,8 +21,10 @@
 #include <system_error>
 #include <vector>
 
+#include "clock.h"
 #include "daemon.h"
 #include "ephemeral_tenants.h"
+#include "message_decoder.h"
 #include "process_info.h"
 #include "tenant_assignment.h"
 
@@ -72,14 +74,50 @@ void fill_message(char (&message)[sizeof wire::ControlReply::message], const std
 // whose `cuslice run` auto-started it). Everybody else may only register and describe.
 bool may_control(uid_t peer) { return peer == 0 || peer == geteuid(); }
 
+// A hook drains its kicks in one go; a client that sends faster than the daemon reads gets
+// this many read per wake-up, so that it cannot keep the loop from everybody else.
+constexpr int kMessagesPerWakeup = 64;
+
 }  // namespace
+
+void Daemon::log_refusal(uid_t uid, const std::string& why) {
+  UidUsage& u = per_uid_[uid];
+  const std::chrono::nanoseconds now{now_ns()};
+  if (u.refusal_logged.count() != 0 && now - u.refusal_logged < kRefusalLogInterval) {
+    ++u.refusals_unlogged;
+    return;
+  }
+  if (u.refusals_unlogged > 0) {
+    spdlog::warn("uid {}: {} ({} more refusals since the last report)", uid, why, u.refusals_unlogged);
+  } else {
+    spdlog::warn("uid {}: {}", uid, why);
+  }
+  u.refusals_unlogged = 0;
+  u.refusal_logged = now;
+}
 
 void Daemon::accept_clients() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EINTR) spdlog::warn("accept: {}", std::strerror(errno));
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays queued; the listening socket stays ready. Stop watching it
+        // until the stats timer, so that the loop does not spin on it.
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_ = true;
+        if (!fd_limit_reported_) {
+          spdlog::warn("accept: {} ({} connections open): new connections wait until some close",
+                       std::strerror(errno), clients_.size());
+          fd_limit_reported_ = true;
+        }
+      } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        spdlog::warn("accept: {}", std::strerror(errno));
+      }
       return;
+    }
+    if (fd_limit_reported_) {
+      spdlog::info("accepting connections again ({} open)", clients_.size() + 1);
+      fd_limit_reported_ = false;
     }
     ucred cred{};
     socklen_t len = sizeof cred;
@@ -87,12 +125,45 @@ void Daemon::accept_clients() {
       close(fd);
       continue;
     }
+    UidUsage& usage = per_uid_[cred.uid];
+    if (usage.connections >= kMaxConnectionsPerUid) {
+      close(fd);
+      log_refusal(cred.uid, "refused a connection: " + std::to_string(usage.connections) +
+                                " open, the most one user may have");
+      continue;
+    }
+    ++usage.connections;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    clients_[fd] = Client{ClientKind::kNew, -1, shm::kNoTenant, cred.pid, cred.uid, cred.gid, {}};
+    Client client;
+    client.pid = cred.pid;
+    client.uid = cred.uid;
+    client.gid = cred.gid;
+    client.connected = std::chrono::nanoseconds(now_ns());
+    clients_[fd] = client;
     update_idle_timer();
+  }
+}
+
+void Daemon::resume_accepting() {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) == 0 || errno == EEXIST) accept_paused_ = false;
+}
+
+void Daemon::close_silent_clients() {
+  const std::chrono::nanoseconds now{now_ns()};
+  std::vector<int> silent;
+  for (const auto& [fd, client] : clients_)
+    if (client.kind == ClientKind::kNew && now - client.connected > kFirstMessageTimeout) silent.push_back(fd);
+  for (const int fd : silent) {
+    const Client& client = clients_.at(fd);
+    log_refusal(client.uid, "closed a connection (pid " + std::to_string(client.pid) + ") that sent nothing for " +
+                                std::to_string(kFirstMessageTimeout.count()) + " s");
+    drop_client(fd);
   }
 }
 
@@ -103,29 +174,26 @@ void Daemon::on_client_readable(int fd) {
     on_first_message(fd, it->second);
     return;
   }
-  // A hook's messages are kicks and, once, the workload it runs in; a lease sends none.
-  // Drain them; EOF means the process (and, for a lease, every process that inherited the
-  // connection) is gone.
-  alignas(wire::WorkloadMessage) char buf[sizeof(wire::WorkloadMessage) + 1];
-  for (;;) {
+  // A hook's messages are kicks, once the workload it runs in, and memory requests; a lease
+  // sends none (a kick from a command that inherited it is harmless). EOF means the process
+  // (and, for a lease, every process that inherited the connection) is gone.
+  alignas(wire::WorkloadMessage) unsigned char buf[sizeof(wire::WorkloadMessage) + 1];
+  for (int i = 0; i < kMessagesPerWakeup; ++i) {
     const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == static_cast<ssize_t>(sizeof(wire::MemoryRequest)) && it->second.kind == ClientKind::kHook) {
-      wire::MemoryRequest msg;
-      std::memcpy(&msg, buf, sizeof msg);
-      if (msg.magic == wire::kMemoryMagic && msg.size == sizeof msg && msg.version == wire::kVersion)
-        on_memory_request(it->second, msg);
-    }
-    if (n == static_cast<ssize_t>(sizeof(wire::WorkloadMessage)) && it->second.kind == ClientKind::kHook) {
-      wire::WorkloadMessage msg;
-      std::memcpy(&msg, buf, sizeof msg);
-      if (msg.magic == wire::kWorkloadMagic && msg.size == sizeof msg) {
-        const auto text = [](const char* field, size_t size) { return std::string(field, strnlen(field, size)); };
-        it->second.workload = {text(msg.pod_namespace, sizeof msg.pod_namespace),
-                               text(msg.pod_name, sizeof msg.pod_name),
-                               text(msg.container_name, sizeof msg.container_name)};
+    if (n > 0) {
+      const HookMessage m = decode_hook_message(buf, static_cast<size_t>(n));
+      if (m.kind == HookMessage::Kind::kDrop) {
+        spdlog::warn("pid {} (uid {}): {}: closing its connection", it->second.pid, it->second.uid, m.why);
+        drop_client(fd);
+        break;
       }
+      if (it->second.kind == ClientKind::kHook && m.kind == HookMessage::Kind::kWorkload) {
+        it->second.workload = {m.pod_namespace, m.pod_name, m.container_name};
+      }
+      if (it->second.kind == ClientKind::kHook && m.kind == HookMessage::Kind::kMemory)
+        on_memory_request(it->second, m.memory);
+      continue;
     }
-    if (n > 0) continue;
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
     drop_client(fd);
     break;
@@ -134,31 +202,49 @@ void Daemon::on_client_readable(int fd) {
 }
 
 void Daemon::on_first_message(int fd, Client& client) {
-  // Either message fits, with a byte to spare to notice a longer one; SOCK_SEQPACKET
+  // Either request fits, with a byte to spare to notice a longer one; SOCK_SEQPACKET
   // delivers one whole message per recv (a longer one is cut, and n says so).
   unsigned char bytes[std::max({sizeof(wire::RegisterRequest), sizeof(wire::ControlRequest),
                                 sizeof(wire::PluginRequest)}) +
                       1];
   const ssize_t n = recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  uint32_t magic = 0;
-  if (n >= static_cast<ssize_t>(sizeof magic)) std::memcpy(&magic, bytes, sizeof magic);
-  if (magic == wire::kMagic && n == static_cast<ssize_t>(sizeof(wire::RegisterRequest))) {
-    wire::RegisterRequest req;
-    std::memcpy(&req, bytes, sizeof req);
-    register_client(fd, client, req);
-  } else if (magic == wire::kControlMagic && n >= static_cast<ssize_t>(offsetof(wire::ControlRequest, command))) {
-    wire::ControlRequest req;
-    // Header only from a message of another size: answer_control sees its version.
-    std::memcpy(&req, bytes, n == static_cast<ssize_t>(sizeof req) ? sizeof req : offsetof(wire::ControlRequest, command));
-    answer_control(fd, client, req);
-  } else if (magic == wire::kPluginMagic && n >= static_cast<ssize_t>(offsetof(wire::PluginRequest, command))) {
-    wire::PluginRequest req;
-    std::memcpy(&req, bytes, n == static_cast<ssize_t>(sizeof req) ? sizeof req : offsetof(wire::PluginRequest, command));
-    answer_plugin(fd, client, req);
-  } else {
+  if (n <= 0) {
     drop_client(fd);
+    return;
   }
+  const FirstMessage m = decode_first_message(bytes, static_cast<size_t>(n));
+  switch (m.kind) {
+    case FirstMessage::Kind::kRegister:
+      register_client(fd, client, m.reg);
+      return;
+    case FirstMessage::Kind::kControl:
+      answer_control(fd, client, m.control);
+      return;
+    case FirstMessage::Kind::kPlugin:
+      answer_plugin(fd, client, m.plugin);
+      return;
+    case FirstMessage::Kind::kRefuseRegister: {
+      wire::RegisterReply reply;
+      reply.status = m.register_status;
+      send_reply(fd, reply, m.why);
+      log_refusal(client.uid, "refused pid " + std::to_string(client.pid) + ": " + m.why);
+      break;
+    }
+    case FirstMessage::Kind::kRefuseControl: {
+      wire::ControlReply reply;
+      reply.status = m.control_status;
+      reply.daemon_pid = getpid();
+      fill_message(reply.message, {m.why});
+      send_control_reply(fd, reply);
+      break;
+    }
+    case FirstMessage::Kind::kDrop:
+      log_refusal(client.uid, "closed a connection (pid " + std::to_string(client.pid) +
+                                  ") whose first message is not of this protocol");
+      break;
+  }
+  drop_client(fd);
 }
 
 void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& req) {
@@ -232,6 +318,19 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
     drop_client(fd);
     return;
   }
+  // Refused, not "full": a hook told "full" runs ungated until it may register, and the
+  // processes past a user's limit must not escape the scheduler that way.
+  UidUsage& usage = per_uid_[client.uid];
+  if (usage.processes >= kMaxProcessesPerUid) {
+    reply.status = wire::RegisterStatus::kRefused;
+    const std::string why = "uid " + std::to_string(client.uid) + " already has " + std::to_string(usage.processes) +
+                            " registered processes, the most one user may have";
+    send_reply(fd, reply, why);
+    log_refusal(client.uid, "refused pid " + std::to_string(client.pid) + ": " + why);
+    drop_client(fd);
+    return;
+  }
+  // The decoder checked the name's form and bounded the declared charges.
   req.tenant[sizeof req.tenant - 1] = '\0';
   const PeerIdentity peer{client.pid, client.uid, client.gid, process_cgroup(client.pid)};
   // A device plugin tenant is joined with its credential from its pod only (plugin_tenants.h).
@@ -239,7 +338,7 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   const Assignment assignment = join.plugin ? Assignment{join.ok ? 0 : -1, join.reason}
                                             : assign_tenant(config_, peer, req.tenant);
   if (assignment.tenant < 0) {
-    spdlog::warn("refused pid {} (uid {}): {}", client.pid, client.uid, assignment.reason);
+    log_refusal(client.uid, "refused pid " + std::to_string(client.pid) + ": " + assignment.reason);
     reply.status = wire::RegisterStatus::kRefused;
     send_reply(fd, reply, assignment.reason);
     drop_client(fd);
@@ -279,9 +378,12 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     ps.gpu_flags[g].store(0, std::memory_order_relaxed);
     use.gpu_flags[g].store(0, std::memory_order_relaxed);
-    // A process registering again after a daemon restart brings the bytes it holds.
-    use.charged[g].store(req.charged[g], std::memory_order_relaxed);
-    add_saturating(region.gpu[g].memory_used, req.charged[g]);
+    // A process registering again after a daemon restart brings the bytes it holds; no
+    // claim holds more than the card.
+    const uint64_t charged =
+        config_.scheduler.gpu_memory ? std::min(req.charged[g], *config_.scheduler.gpu_memory) : req.charged[g];
+    use.charged[g].store(charged, std::memory_order_relaxed);
+    add_saturating(region.gpu[g].memory_used, charged);
   }
   // Nothing of the slot's previous process: the new one starts its requests from scratch.
   use.checkpoint_flags.store(0, std::memory_order_relaxed);
@@ -291,6 +393,7 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
   client.kind = ClientKind::kHook;
   client.slot = static_cast<int>(slot);
   client.tenant = tenant;
+  ++usage.processes;
   ++tenant_processes_[tenant];
   if (join.plugin) plugin_tenants_.joined(name, peer.cgroup);
 
@@ -307,12 +410,17 @@ void Daemon::register_client(int fd, Client& client, const wire::RegisterRequest
 void Daemon::drop_client(int fd) {
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
+  UidUsage& usage = per_uid_[it->second.uid];
+  --usage.connections;
   if (it->second.slot >= 0) {
     spdlog::info("pid {} left (slot {})", it->second.pid, it->second.slot);
     forget_memory_waits_of(static_cast<uint32_t>(it->second.slot));
     release_slot(static_cast<uint32_t>(it->second.slot), it->second.tenant);
+    --usage.processes;
     publish_usage();  // the memory it gave back shows at once
   }
+  // A uid's refusal log state goes with its last connection; a flood starts a new report.
+  if (usage.connections == 0 && usage.refusals_unlogged == 0) per_uid_.erase(it->second.uid);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   clients_.erase(it);

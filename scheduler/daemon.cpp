@@ -12,9 +12,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "clock.h"
 #include "futex.h"
@@ -36,17 +39,26 @@ uint64_t make_generation() {
   return static_cast<uint64_t>(now_ns()) ^ (static_cast<uint64_t>(getpid()) << 40);
 }
 
+// Every client holds a descriptor: take all the hard limit allows (systemd's default soft
+// limit is 1024, its hard limit far higher).
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) spdlog::warn("cannot raise the descriptor limit: {}", std::strerror(errno));
+}
+
 }  // namespace
 
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       config_(load_daemon_config(options_)),
       policy_params_(policy_params(config_)),
-      listen_fd_(listen_on(options_.socket_path)),
+      socket_lock_fd_(lock_socket_path(options_.socket_path)),
       segment_(options_.shm_name, make_generation()),
       regions_(segment_->generation),
       tenant_params_(shm::kMaxTenants) {
-  // Connections queue until run(): nobody is answered before the segment is published.
+  raise_descriptor_limit();
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -59,7 +71,7 @@ Daemon::Daemon(DaemonOptions options)
   timer_fd_ = make_timer();
   stats_fd_ = make_timer();
   set_timer(stats_fd_, kShareSamplePeriod, kShareSamplePeriod);
-  for (int fd : {listen_fd_, signal_fd_, timer_fd_, stats_fd_}) add_to_epoll(fd, EPOLLIN);
+  for (int fd : {signal_fd_, timer_fd_, stats_fd_}) add_to_epoll(fd, EPOLLIN);
 
   // sd_watchdog_enabled() also checks WATCHDOG_PID, so a child that inherited the
   // variables does not ping on our behalf.
@@ -97,7 +109,12 @@ Daemon::Daemon(DaemonOptions options)
     start_metrics(*port);
 
   segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kRunning), std::memory_order_release);
+  serving_.store(true, std::memory_order_release);
   arm_timer(Nanos{now_ns()});  // a first step: tenants left suspended may be resumed
+  // Last: a client that can connect finds everything ready, metrics included (connections
+  // queue until run()). The socket lock, taken first, already keeps a second daemon out.
+  listen_fd_ = listen_on(options_.socket_path);
+  add_to_epoll(listen_fd_, EPOLLIN);
   if (options_.ephemeral) {
     spdlog::info("serving on {} (shared memory {}), tenants from `cuslice run`", options_.socket_path,
                  options_.shm_name);
@@ -113,6 +130,7 @@ Daemon::~Daemon() {
   for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, usage_fd_, watchdog_fd_, idle_fd_})
     if (fd >= 0) close(fd);
   unlink(options_.socket_path.c_str());
+  close(socket_lock_fd_);  // last: the socket is gone before another daemon may take it
 }
 
 void Daemon::add_to_epoll(int fd, uint32_t events) {
@@ -123,18 +141,29 @@ void Daemon::add_to_epoll(int fd, uint32_t events) {
 }
 
 void Daemon::start_metrics(uint16_t port) {
+  const std::string address =
+      options_.metrics_address.value_or(config_.scheduler.metrics_address.value_or("127.0.0.1"));
+  // Both callbacks run on the server's thread; the snapshot is taken under the daemon's
+  // state lock, the text is made outside it.
   metrics_ = std::make_unique<MetricsServer>(
-      options_.metrics_address, port,
+      address, port,
       [this] {
-        publish_usage();
-        return render_metrics(take_snapshot(*segment_), workloads());
+        SegmentSnapshot snapshot;
+        TenantWorkloads workloads_now;
+        {
+          std::lock_guard<std::mutex> lock(state_mutex_);
+          const Nanos now{now_ns()};
+          if (now - metrics_published_ >= kMetricsPublishPeriod) {
+            publish_usage();  // the counters of now, as `cuslice status` gets them
+            metrics_published_ = now;
+          }
+          snapshot = take_snapshot(*segment_);
+          workloads_now = workloads();
+        }
+        return render_metrics(snapshot, workloads_now);
       },
-      [this] {
-        return segment_->state.load(std::memory_order_acquire) ==
-               static_cast<uint32_t>(shm::DaemonState::kRunning);
-      });
-  add_to_epoll(metrics_->fd(), EPOLLIN);
-  spdlog::info("serving metrics on http://{}:{}/metrics", options_.metrics_address, metrics_->port());
+      [this] { return serving_.load(std::memory_order_acquire); });
+  spdlog::info("serving metrics on {}/metrics", metrics_->url());
 }
 
 void Daemon::update_idle_timer() {
@@ -148,6 +177,7 @@ void Daemon::update_idle_timer() {
 
 void Daemon::stop() {
   sd_notify(0, "STOPPING=1");
+  serving_.store(false, std::memory_order_release);
   // Tell every hook, waiters first: they wake, see kStopped and run ungated.
   segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kStopped), std::memory_order_release);
   for (shm::GpuState& gs : segment_->gpus) {
@@ -162,11 +192,12 @@ int Daemon::run() {
   sd_notify(0, "READY=1");
   epoll_event events[64];
   for (;;) {
-    const int n = epoll_wait(epoll_fd_, events, 64, metrics_ ? metrics_->timeout_ms() : -1);
+    const int n = epoll_wait(epoll_fd_, events, 64, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("epoll_wait");
     }
+    std::lock_guard<std::mutex> lock(state_mutex_);  // released while epoll waits
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
       if (fd == listen_fd_) {
@@ -178,6 +209,8 @@ int Daemon::run() {
         drain_timer(stats_fd_);
         publish_usage();
         publish_shares();
+        close_silent_clients();
+        if (accept_paused_) resume_accepting();
       } else if (fd == usage_fd_) {
         drain_timer(usage_fd_);
         check_usage();
@@ -198,8 +231,6 @@ int Daemon::run() {
         }
       } else if (suspender_ && fd == suspender_->event_fd()) {
         on_suspender_outcomes();
-      } else if (metrics_ && fd == metrics_->fd()) {
-        // Served below.
       } else if (fd == signal_fd_) {
         signalfd_siginfo info;
         while (read(signal_fd_, &info, sizeof info) == sizeof info) {
@@ -214,8 +245,6 @@ int Daemon::run() {
         on_client_readable(fd);
       }
     }
-    // Cheap when nothing is ready; also expires stalled scrapers when epoll timed out.
-    if (metrics_) metrics_->run();
   }
 }
 

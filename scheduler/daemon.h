@@ -6,11 +6,21 @@
 //                         ensure-tenant); then kicks (re-run the policy now); EOF: gone
 //   signalfd           -> SIGHUP reloads the configuration, SIGTERM/SIGINT stop
 //   timerfd (policy)   -> the policy asked to be run again at a given time
-//   timerfd (stats)    -> publish each tenant's achieved share, a few times a second
+//   timerfd (stats)    -> publish each tenant's achieved share, a few times a second;
+//                         close connections silent past kFirstMessageTimeout; resume
+//                         accepting after the descriptor limit was hit
 //   timerfd (watchdog) -> WATCHDOG=1 to systemd, at half its WATCHDOG_USEC
 //   timerfd (idle)     -> with --exit-when-idle: nobody connected for the grace period
 //   inotify            -> with --watch-config: the file changed, reload as on SIGHUP
-//   metrics epoll fd   -> libmicrohttpd's sockets, served on this same thread
+//
+// The metrics endpoint runs on libmicrohttpd's own thread (metrics_server.h): a slow or
+// flooding HTTP client never delays a scheduling step. The daemon's state is guarded by
+// state_mutex_, which the daemon's thread holds while it handles events (not while it
+// waits for them) and the metrics thread while it takes a snapshot; rendering it and
+// talking HTTP happen outside.
+//
+// Every client is untrusted: what it sends is decoded by message_decoder.h, and what one
+// uid may hold is bounded (kMaxProcessesPerUid, kMaxConnectionsPerUid).
 //
 // The policy itself lives in TokenPolicy (one per GPU); this class only moves facts
 // between the segment, the tenant regions, the sockets and the policies. Its members are
@@ -29,9 +39,11 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -69,7 +81,9 @@ struct DaemonOptions {
   std::optional<double> exit_when_idle_seconds;
   std::optional<uint16_t> metrics_port;  // overrides the file's scheduler.metrics_port
   bool watch_config = false;             // reload when the file changes (config_watch.h)
-  std::string metrics_address = "0.0.0.0";
+  // Overrides the file's scheduler.metrics_address. Loopback when neither says: the metrics
+  // name every tenant and its pods, no business of other machines unless the operator says.
+  std::optional<std::string> metrics_address;
   // Memory preemption: the driver library with the checkpoint API, and where the host's
   // available memory is read (tests and containers point them elsewhere).
   std::string cuda_library = "libcuda.so.1";
@@ -79,6 +93,13 @@ struct DaemonOptions {
 class Daemon {
  public:
   static constexpr double kFirstClientGrace = 30.0;  // seconds
+  // A connection must send its first message this soon, or it is closed: a client that
+  // connects and stays silent would otherwise hold a descriptor forever.
+  static constexpr std::chrono::seconds kFirstMessageTimeout{5};
+  // What one uid may hold at once. Slots: a quarter of the segment's, so that one user
+  // cannot leave the others none; connections: its processes, their leases and requests.
+  static constexpr int kMaxProcessesPerUid = static_cast<int>(shm::kMaxProcesses) / 4;
+  static constexpr int kMaxConnectionsPerUid = 2 * kMaxProcessesPerUid;
 
   // Loads the configuration, creates the segment and the socket; throws on failure
   // (configuration errors are logged one per line before).
@@ -104,8 +125,17 @@ class Daemon {
     pid_t pid = 0;
     uid_t uid = 0;
     gid_t gid = 0;
+    std::chrono::nanoseconds connected{0};  // monotonic, for kFirstMessageTimeout
     Workload workload;  // kHook only, when it sent a WorkloadMessage
   };
+  struct UidUsage {
+    int connections = 0;
+    int processes = 0;
+    // Refusals for the limits are logged at most once per kRefusalLogInterval, with a count.
+    int refusals_unlogged = 0;
+    std::chrono::nanoseconds refusal_logged{0};
+  };
+  static constexpr std::chrono::seconds kRefusalLogInterval{10};
   struct ReloadOutcome {
     bool ok = false;
     std::vector<std::string> errors;  // file:line:column: message
@@ -121,12 +151,16 @@ class Daemon {
 
   // clients.cpp
   void accept_clients();
+  void resume_accepting();
+  void close_silent_clients();
   void on_client_readable(int fd);
   void on_first_message(int fd, Client& client);
   void register_client(int fd, Client& client, const wire::RegisterRequest& req);
   void answer_control(int fd, Client& client, const wire::ControlRequest& req);
   void drop_client(int fd);
   void release_slot(uint32_t slot, uint32_t tenant);
+  // Logs a refusal of `uid` for `why`, at most once per kRefusalLogInterval.
+  void log_refusal(uid_t uid, const std::string& why);
   // Per tenant, the workload its registered processes agree on (metrics labels); the
   // device plugin's labels for its tenants.
   TenantWorkloads workloads() const;
@@ -213,9 +247,10 @@ class Daemon {
   PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
   PolicyParams policy_params_;
   // Before the segment: a second daemon must fail on the socket before it replaces the
-  // first one's segment.
-  int listen_fd_ = -1;
-  SharedSegment segment_;
+  // first one's segment (os_fds.h, lock_socket_path).
+  int socket_lock_fd_ = -1;
+  int listen_fd_ = -1;  // opened last in the constructor: a client that connects finds all ready
+  SharedSegment segment_;  // holds the lock on the segment itself
   TenantRegions regions_;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
@@ -228,9 +263,20 @@ class Daemon {
   int watchdog_fd_ = -1;  // -1: systemd did not ask for watchdog pings
   int idle_fd_ = -1;      // -1: without exit_when_idle
   bool idle_armed_ = false;
+  // At the descriptor limit the listening socket is taken out of epoll (else it is ready
+  // forever and accept fails forever); the stats timer puts it back.
+  bool accept_paused_ = false;
+  bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unique_ptr<MetricsServer> metrics_;
+  std::mutex state_mutex_;  // see the top of this file
+  // When the metrics thread last published the tenants' usage for a scrape: at most every
+  // kMetricsPublishPeriod on their behalf, so that a flood of scrapes costs the daemon little.
+  std::chrono::nanoseconds metrics_published_{0};
+  static constexpr std::chrono::milliseconds kMetricsPublishPeriod{100};
+  std::atomic<bool> serving_{false};  // /healthz
   std::unique_ptr<ConfigWatch> config_watch_;  // with watch_config only
   std::unordered_map<int, Client> clients_;
+  std::unordered_map<uid_t, UidUsage> per_uid_;
 
   // Indexed by segment tenant index; a tenant keeps its index across reloads.
   std::vector<TenantParams> tenant_params_;

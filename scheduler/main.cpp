@@ -101,8 +101,11 @@ int main(int argc, char** argv) {
                  "default: no metrics)")
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--metrics-address", options.metrics_address, "IPv4 address the metrics endpoint listens on")
-      ->capture_default_str();
+  std::string metrics_address;
+  app.add_option("--metrics-address", metrics_address,
+                 "address the metrics endpoint listens on: an IPv4 or IPv6 literal (overrides "
+                 "scheduler.metrics_address; default 127.0.0.1)")
+      ->type_name("ADDRESS");
   app.add_option("--cuda-library", options.cuda_library,
                  "the driver library whose checkpoint API suspends preemptible tenants")
       ->capture_default_str();
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
   if (!options.config_path.empty()) options.config_path = std::filesystem::absolute(options.config_path).string();
   if (app.count("--exit-when-idle")) options.exit_when_idle_seconds = idle_seconds;
   if (app.count("--metrics-port")) options.metrics_port = metrics_port;
+  if (app.count("--metrics-address")) options.metrics_address = metrics_address;
   if (!options.config_path.empty() && !config_is_valid(options.config_path)) return to_int(ExitCode::kConfigInvalid);
 
   // SIGTERM, SIGINT and SIGHUP stay pending until the daemon reads them from its signalfd.

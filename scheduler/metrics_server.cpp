@@ -15,9 +15,6 @@
 namespace cuslice {
 namespace {
 
-constexpr unsigned kConnectionTimeoutSeconds = 10;  // a stalled scraper is dropped after this
-constexpr unsigned kConnectionLimit = 32;           // scrapers are few; refuse a flood
-
 // libmicrohttpd's own messages go where the daemon's logs go, not straight to stderr.
 void log_from_mhd(void* /*cls*/, const char* format, va_list args) {
   char line[512];
@@ -25,6 +22,10 @@ void log_from_mhd(void* /*cls*/, const char* format, va_list args) {
   const size_t n = std::strlen(line);
   if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
   spdlog::warn("metrics: {}", line);
+}
+
+std::string host_port(const std::string& address, bool ipv6, uint16_t port) {
+  return (ipv6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
 }
 
 MHD_Result answer(void* cls, MHD_Connection* connection, const char* url, const char* method,
@@ -56,21 +57,28 @@ MHD_Result answer(void* cls, MHD_Connection* connection, const char* url, const 
 }  // namespace
 
 MetricsServer::MetricsServer(const std::string& address, uint16_t port, Render render, Healthy healthy)
-    : render_(std::move(render)), healthy_(std::move(healthy)) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1)
-    throw std::runtime_error("metrics address " + address + " is not an IPv4 address");
-  // No MHD_USE_INTERNAL_POLLING_THREAD: external mode, the daemon's loop drives it.
+    : address_(address), render_(std::move(render)), healthy_(std::move(healthy)) {
+  sockaddr_storage storage{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    ipv6_ = true;
+  } else {
+    throw std::runtime_error("metrics address " + address + " is not an IPv4 or IPv6 address");
+  }
   // The logger comes first, or libmicrohttpd reports the other options on stderr itself.
-  daemon_ = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, port, nullptr, nullptr, &answer, this,
-                             MHD_OPTION_EXTERNAL_LOGGER, &log_from_mhd, nullptr, MHD_OPTION_SOCK_ADDR,
-                             reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_TIMEOUT,
-                             kConnectionTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT, kConnectionLimit,
-                             MHD_OPTION_END);
+  const unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (ipv6_ ? MHD_USE_IPv6 : 0);
+  daemon_ = MHD_start_daemon(flags, port, nullptr, nullptr, &answer, this, MHD_OPTION_EXTERNAL_LOGGER, &log_from_mhd,
+                             nullptr, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&storage),
+                             MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT,
+                             kConnectionLimit, MHD_OPTION_END);
   if (daemon_ == nullptr)
-    throw std::runtime_error("cannot serve metrics on " + address + ":" + std::to_string(port) +
+    throw std::runtime_error("cannot serve metrics on " + host_port(address, ipv6_, port) +
                              " (port in use, or not allowed)");
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
   port_ = info ? info->port : port;
@@ -78,15 +86,7 @@ MetricsServer::MetricsServer(const std::string& address, uint16_t port, Render r
 
 MetricsServer::~MetricsServer() { MHD_stop_daemon(daemon_); }
 
-int MetricsServer::fd() const { return MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd; }
-
-void MetricsServer::run() { MHD_run(daemon_); }
-
-int MetricsServer::timeout_ms() const {
-  MHD_UNSIGNED_LONG_LONG ms = 0;
-  if (MHD_get_timeout(daemon_, &ms) != MHD_YES) return -1;
-  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
-}
+std::string MetricsServer::url() const { return "http://" + host_port(address_, ipv6_, port_); }
 
 std::string MetricsServer::body_for(const std::string& url, int& status, const char*& content_type) const {
   if (url == "/metrics") {

@@ -1,9 +1,10 @@
 // The daemon's HTTP endpoint: GET /metrics (Prometheus text) and GET /healthz, nothing else.
 //
-// Built on libmicrohttpd (Debian's libmicrohttpd-dev), not prometheus-cpp's Exposer, for
-// its "external epoll" mode: the server owns no thread. The daemon adds fd() to its own
-// epoll set and calls run() when it is readable or timeout_ms() has passed, so requests are
-// answered on the daemon's one thread and the callbacks read daemon state without locks.
+// Built on libmicrohttpd (Debian's libmicrohttpd-dev), on its own thread (epoll inside):
+// whatever HTTP clients do, slow or many, the scheduler's thread never waits for them. The
+// callbacks run on that thread; the daemon makes what they read safe to read there.
+// Connections are bounded (kConnectionLimit) and one that sends nothing for
+// kConnectionTimeoutSeconds is closed, so idle or slow clients cannot hold the endpoint.
 #pragma once
 
 #include <cstdint>
@@ -19,26 +20,28 @@ class MetricsServer {
   using Render = std::function<std::string()>;  // body of GET /metrics
   using Healthy = std::function<bool()>;        // GET /healthz: 200 when true, else 503
 
-  // Listens on `address` (an IPv4 literal) and `port` (0: any free port, see port());
-  // throws std::runtime_error when it cannot.
+  static constexpr unsigned kConnectionTimeoutSeconds = 5;
+  static constexpr unsigned kConnectionLimit = 2048;
+
+  // Listens on `address` (an IPv4 or IPv6 literal: 127.0.0.1, ::1, 0.0.0.0, ::) and `port`
+  // (0: any free port, see port()), and starts serving; throws std::runtime_error when it
+  // cannot.
   MetricsServer(const std::string& address, uint16_t port, Render render, Healthy healthy);
+  // Stops the thread; no callback runs after it returns.
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  int fd() const;
-  // Serves whatever is ready; never blocks.
-  void run();
-  // How long the caller may wait for fd() before calling run() anyway (connection
-  // timeouts); -1: as long as it likes.
-  int timeout_ms() const;
   uint16_t port() const { return port_; }
+  std::string url() const;  // http://address:port, with [] around an IPv6 address
 
   // For libmicrohttpd's C callback.
   std::string body_for(const std::string& url, int& status, const char*& content_type) const;
 
  private:
   MHD_Daemon* daemon_ = nullptr;
+  std::string address_;
+  bool ipv6_ = false;
   uint16_t port_ = 0;
   Render render_;
   Healthy healthy_;

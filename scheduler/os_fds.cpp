@@ -1,6 +1,7 @@
 // The daemon's kernel descriptors (os_fds.h): the listening socket and timerfds.
 #include "os_fds.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -21,19 +23,87 @@ using Nanos = std::chrono::nanoseconds;
 
 void throw_errno(const std::string& what) { throw std::system_error(errno, std::generic_category(), what); }
 
+namespace {
+
+// The socket's directory exists, and nobody but its owner (us or root) can put another file
+// in the socket's place; sticky directories (/tmp) let nobody remove another user's file.
+void make_safe_directory(const std::filesystem::path& dir) {
+  if (dir.empty()) return;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::filesystem::create_directories(dir);  // missing parents too; throws with the reason
+    chmod(dir.c_str(), 0755);
+  }
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) throw_errno("stat " + dir.string());
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error(dir.string() + " is not a directory");
+  const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  const bool owner_ok = st.st_uid == geteuid() || st.st_uid == 0;
+  if (!owner_ok || (others_write && !(st.st_mode & S_ISVTX))) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    throw std::runtime_error(dir.string() + " may be written by other users (owner uid " + std::to_string(st.st_uid) +
+                             ", mode " + mode + "): they could replace the socket; use a directory only root or "
+                             "this user can write to, e.g. /run/cuslice");
+  }
+}
+
+}  // namespace
+
+pid_t lock_whole_file(int fd) {
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(fd, F_SETLK, &lock) == 0) return 0;
+  if (errno != EACCES && errno != EAGAIN) throw_errno("fcntl F_SETLK");
+  struct flock holder {};
+  holder.l_type = F_WRLCK;
+  holder.l_whence = SEEK_SET;
+  if (fcntl(fd, F_GETLK, &holder) != 0 || holder.l_type == F_UNLCK || holder.l_pid <= 0) return -1;
+  return holder.l_pid;
+}
+
+pid_t file_lock_holder(int fd) {
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  if (fcntl(fd, F_GETLK, &probe) != 0) throw_errno("fcntl F_GETLK");
+  if (probe.l_type == F_UNLCK) return 0;
+  return probe.l_pid > 0 ? probe.l_pid : -1;
+}
+
+int lock_socket_path(const std::string& socket_path) {
+  make_safe_directory(std::filesystem::path(socket_path).parent_path());
+  const std::string path = socket_path + ".scheduler.lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+  if (fd < 0) throw_errno("open " + path);
+  const pid_t holder = lock_whole_file(fd);
+  if (holder != 0) {
+    close(fd);
+    throw std::runtime_error("another scheduler" + (holder > 0 ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+                             " is already listening on " + socket_path + " (it holds " + path + ")");
+  }
+  // A scheduler of an older version holds no lock: one that answers is alive.
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path too long: " + socket_path);
+  std::strcpy(addr.sun_path, socket_path.c_str());
+  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (probe >= 0) close(probe);
+  if (live) {
+    close(fd);
+    throw std::runtime_error("another scheduler is already listening on " + socket_path);
+  }
+  return fd;
+}
+
 int listen_on(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path too long: " + path);
   std::strcpy(addr.sun_path, path.c_str());
-
-  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  const bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  if (probe >= 0) close(probe);
-  if (live) throw std::runtime_error("another scheduler is already listening on " + path);
+  make_safe_directory(std::filesystem::path(path).parent_path());
   unlink(path.c_str());
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
 
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw_errno("socket");

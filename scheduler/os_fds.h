@@ -3,6 +3,8 @@
 // no logging. Failures that leave the daemon unable to serve throw std::system_error.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <string>
 
@@ -10,8 +12,27 @@ namespace cuslice {
 
 [[noreturn]] void throw_errno(const std::string& what);
 
-// A listening SOCK_SEQPACKET socket at `path` that every local user may connect to. Refuses
-// to start beside a live daemon; removes the socket file a dead one left behind.
+// One daemon per socket and per segment, with POSIX record locks (fcntl F_SETLK): the kernel
+// drops them when the holder dies, however it dies, so a restart after SIGKILL never finds
+// a stale lock. pre: nothing else in the process opens the locked file (closing any of the
+// process's descriptors of a file drops its record locks on it).
+//
+// A write lock on the whole of fd's file: 0 when taken, else the pid that holds it (as this
+// process's pid namespace sees it; -1 when the kernel does not say).
+pid_t lock_whole_file(int fd);
+// Who holds a write lock on fd's file: 0 when nobody, else as lock_whole_file. Needs no
+// write access to the file.
+pid_t file_lock_holder(int fd);
+// Locks `<socket_path>.scheduler.lock` (created 0644 beside the socket; its directory is created and
+// checked as listen_on does) and returns its descriptor, to keep open for the daemon's
+// life. Throws, naming the holder's pid, when another daemon holds it or (a daemon of an
+// older version, without locks) answers on the socket.
+int lock_socket_path(const std::string& socket_path);
+
+// A listening SOCK_SEQPACKET socket at `path` that every local user may connect to; removes
+// the socket file a dead daemon left behind (the caller holds lock_socket_path). The
+// directory must be one that other users cannot write to (else they could replace the
+// socket), unless it is sticky like /tmp; it is created 0755 when missing.
 int listen_on(const std::string& path);
 
 // A non-blocking CLOCK_MONOTONIC timerfd, disarmed.

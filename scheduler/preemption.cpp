@@ -194,6 +194,14 @@ void Daemon::on_memory_request(const Client& client, const wire::MemoryRequest& 
   w.reported_free = request.free_bytes;
   w.asked = Nanos{now_ns()};
   w.deadline = w.asked + Nanos(wait);
+  // A process cannot pile requests up in the daemon: past a few pending, it is refused.
+  constexpr std::ptrdiff_t kMaxWaitsPerProcess = 16;
+  const auto pending = std::count_if(memory_waits_.begin(), memory_waits_.end(),
+                                     [&](const MemoryWait& m) { return m.slot == slot; });
+  if (pending >= kMaxWaitsPerProcess) {
+    answer_memory(slot, sequence, shm::MemoryDecision::kRefused);
+    return;
+  }
   memory_waits_.push_back(w);
   decide_memory_waits();
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ppm.h"
+#include "tenant_config.h"  // valid_tenant_name, excerpt
 
 namespace cuslice {
 namespace {
@@ -84,13 +85,17 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
     if (state == shm::Tenant::kFree) continue;
     TenantSnapshot tenant;
     tenant.index = i;
-    tenant.name.assign(t.name, strnlen(t.name, sizeof t.name));
+    // The daemon writes only tenant names, but `cuslice status` maps whatever segment it is
+    // pointed at (another version's, a stale one): anything else is shown escaped, so that
+    // JSON, a terminal and a metric label always get printable UTF-8.
+    const std::string_view raw(t.name, strnlen(t.name, sizeof t.name));
+    tenant.name = valid_tenant_name(raw) ? std::string(raw) : excerpt(raw);
     tenant.retired = state == shm::Tenant::kRetired;
     tenant.priority = t.priority.load(kRelaxed);
     tenant.share_ppm = t.share_ppm.load(kRelaxed);
     tenant.limit_ppm = t.limit_ppm.load(kRelaxed);
     const uint64_t quota = t.memory_quota.load(kRelaxed);
-    const uint32_t quota_ppm = t.memory_quota_ppm.load(kRelaxed);
+    const uint32_t quota_ppm = std::min<uint32_t>(t.memory_quota_ppm.load(kRelaxed), 1'000'000);
     if (quota_ppm != 0) tenant.memory_quota_ppm = quota_ppm;
     else if (quota != shm::kUnlimited) tenant.memory_quota_bytes = quota;
     // Words of minor 3, zero from an older daemon (they were padding): running, no counts.

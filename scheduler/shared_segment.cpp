@@ -7,26 +7,48 @@
 
 #include <cerrno>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <system_error>
+
+#include "os_fds.h"
 
 namespace cuslice {
 
 SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std::move(name)) {
-  shm_unlink(name_.c_str());  // a previous daemon's segment, if it crashed
-  const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, shm::kSegmentMode);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "shm_open " + name_);
-  // Readable by every process that may register, whatever the daemon's umask; written by the
-  // daemon alone.
-  if (fchmod(fd, shm::kSegmentMode) != 0 || ftruncate(fd, sizeof(shm::Segment)) != 0) {
-    const int err = errno;
-    close(fd);
-    shm_unlink(name_.c_str());
-    throw std::system_error(err, std::generic_category(), "sizing " + name_);
+  // A segment of that name is either a live daemon's (locked) or a dead one's (replaced).
+  if (const int old = shm_open(name_.c_str(), O_RDONLY | O_CLOEXEC, 0); old >= 0) {
+    const pid_t holder = file_lock_holder(old);
+    close(old);
+    if (holder != 0) {
+      throw std::runtime_error("another scheduler" +
+                               (holder > 0 ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+                               " serves the shared memory " + name_ + ": give this one another --shm-name");
+    }
   }
-  void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  shm_unlink(name_.c_str());
+  fd_ = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, shm::kSegmentMode);
+  if (fd_ < 0) {
+    struct stat st {};
+    const int err = errno;
+    if (err == EEXIST && stat(("/dev/shm" + name_).c_str(), &st) == 0) {
+      throw std::runtime_error("/dev/shm" + name_ + " exists, belongs to uid " + std::to_string(st.st_uid) +
+                               " and cannot be replaced: remove it, or give this scheduler another --shm-name");
+    }
+    throw std::system_error(err, std::generic_category(), "shm_open " + name_);
+  }
+  // Readable by every process that may register, whatever the daemon's umask; written by the
+  // daemon alone. Locked for the daemon's life (a second daemon sees it held).
+  if (lock_whole_file(fd_) != 0 || fchmod(fd_, shm::kSegmentMode) != 0 || ftruncate(fd_, sizeof(shm::Segment)) != 0) {
+    const int err = errno;
+    close(fd_);
+    shm_unlink(name_.c_str());
+    throw std::system_error(err, std::generic_category(), "locking and sizing " + name_);
+  }
+  void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   const int err = errno;
-  close(fd);
   if (p == MAP_FAILED) {
+    close(fd_);
     shm_unlink(name_.c_str());
     throw std::system_error(err, std::generic_category(), "mmap " + name_);
   }
@@ -43,6 +65,7 @@ SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std:
 SharedSegment::~SharedSegment() {
   munmap(segment_, sizeof(shm::Segment));
   shm_unlink(name_.c_str());
+  close(fd_);
 }
 
 }  // namespace cuslice

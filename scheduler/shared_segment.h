@@ -2,6 +2,11 @@
 // left by a crashed daemon is replaced, never reused: its counters describe processes that
 // re-register anyway), unlinked at exit. Hooks that still map an old segment keep a valid mapping; they
 // notice the daemon is gone through the socket and the segment's state.
+//
+// The daemon holds a record lock on its segment for its whole life (os_fds.h,
+// lock_whole_file): a second daemon given the same name finds it held and refuses to start,
+// naming the holder, instead of unlinking a live daemon's segment; after a crash or SIGKILL
+// the lock is gone with the process and the leftover segment is replaced at once.
 #pragma once
 
 #include <string>
@@ -12,7 +17,8 @@ namespace cuslice {
 
 class SharedSegment {
  public:
-  // Creates and initialises the segment (state kStarting); throws std::system_error.
+  // Creates and initialises the segment (state kStarting); throws std::system_error, or
+  // std::runtime_error when another daemon holds a segment of that name.
   SharedSegment(std::string name, uint64_t generation);
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
@@ -24,6 +30,7 @@ class SharedSegment {
 
  private:
   std::string name_;
+  int fd_ = -1;  // kept open: closing it would drop the lock
   shm::Segment* segment_ = nullptr;
 };
 

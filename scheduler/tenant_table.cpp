@@ -145,8 +145,9 @@ Daemon::ReloadOutcome Daemon::reload() {
     spdlog::error("reload of {} refused: keeping the running configuration", options_.config_path);
     return outcome;
   }
-  if (result.config.scheduler.metrics_port != config_.scheduler.metrics_port)
-    spdlog::warn("scheduler.metrics_port changed: it takes effect when the scheduler restarts");
+  if (result.config.scheduler.metrics_port != config_.scheduler.metrics_port ||
+      result.config.scheduler.metrics_address != config_.scheduler.metrics_address)
+    spdlog::warn("scheduler.metrics_port or metrics_address changed: it takes effect when the scheduler restarts");
   config_ = std::move(result.config);
   policy_params_ = policy_params(config_);
   apply_config(config_);
