@@ -6,10 +6,17 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 
 namespace cuslice {
 namespace {
+
+// No libc string functions on this path: a sanitizer's runtime calls dlsym (ours) while it
+// installs its interceptors of those very functions, and a call through one not installed
+// yet jumps to address 0.
+bool same(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) ++a, ++b;
+  return *a == *b;
+}
 
 void* unavailable_dlsym(void*, const char*) { return nullptr; }
 void* unavailable_dlvsym(void*, const char*, const char*) { return nullptr; }
@@ -65,7 +72,7 @@ void* lookup_default(const dl_phdr_info* info, const char* name) {
       // Skip hidden (non-default) versions such as dlsym@GLIBC_2.2.5 beside dlsym@@GLIBC_2.34.
       const bool hidden = versym != nullptr && (versym[idx] & 0x8000) != 0;
       if (!hidden && s.st_shndx != SHN_UNDEF && s.st_value != 0 &&
-          std::strcmp(strtab + s.st_name, name) == 0)
+          same(strtab + s.st_name, name))
         return reinterpret_cast<void*>(base + s.st_value);
     }
     if (ch & 1) break;
@@ -75,8 +82,10 @@ void* lookup_default(const dl_phdr_info* info, const char* name) {
 
 bool is_object(const char* path, const char* soname) {
   if (path == nullptr) return false;
-  const char* slash = std::strrchr(path, '/');
-  return std::strcmp(slash ? slash + 1 : path, soname) == 0;
+  const char* name = path;
+  for (const char* p = path; *p != '\0'; ++p)
+    if (*p == '/') name = p + 1;
+  return same(name, soname);
 }
 
 int visit(dl_phdr_info* info, size_t, void* data) {

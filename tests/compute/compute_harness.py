@@ -132,7 +132,8 @@ class Scenario:
     def worker_env(self, tenant, extra=None):
         env = dict(os.environ)
         env.update({
-            "LD_PRELOAD": HOOK,
+            # A sanitizer's runtime, when the tree is built with one, must come first.
+            "LD_PRELOAD": ":".join(p for p in (os.environ.get("CUSLICE_TEST_PRELOAD", ""), HOOK) if p),
             "LD_LIBRARY_PATH": FAKE_DRIVER_DIR,
             "FAKE_CUDA_SHARED_DEVICE": self.device,
             "CUSLICE_SOCKET": self.socket,

@@ -17,6 +17,7 @@
 // any capture mode, while a capture is in progress, invalidates every capture in progress:
 // cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "driver_state.h"
@@ -275,8 +276,12 @@ CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   thread_local CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
   if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-      *mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+  // Read as an integer: an application may pass any bits, and loading those as the enum
+  // would be undefined.
+  int asked = 0;
+  std::memcpy(&asked, mode, sizeof asked);
+  if (asked != CU_STREAM_CAPTURE_MODE_GLOBAL && asked != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      asked != CU_STREAM_CAPTURE_MODE_RELAXED) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::swap(current, *mode);
