@@ -77,6 +77,23 @@ TEST(MemoryLimit, OneValueForEveryDeviceOrOnePerOrdinal) {
   }
 }
 
+// Found by fuzzing (tests/fuzz/regressions/size/): more nanoseconds than 64 bits hold was
+// converted anyway, which is undefined behaviour; now it is refused.
+TEST(Durations, TooLongToHoldAreRefused) {
+  for (const char* value : {"1e30s", "77727777777777777777ms", "infms"}) {
+    setenv("CUSLICE_MAX_QUEUED", value, 1);
+    cuslice::load_settings();
+    EXPECT_FALSE(cuslice::settings().valid) << value;
+    EXPECT_NE(std::string(cuslice::settings().error).find("CUSLICE_MAX_QUEUED"), std::string::npos) << value;
+  }
+  setenv("CUSLICE_MAX_QUEUED", "2ms", 1);
+  cuslice::load_settings();
+  EXPECT_TRUE(cuslice::settings().valid);
+  EXPECT_EQ(cuslice::settings().max_queued_ns, 2'000'000u);
+  unsetenv("CUSLICE_MAX_QUEUED");
+  cuslice::load_settings();
+}
+
 TEST(AllocationTable, InsertRemoveAndReuse) {
   cuslice::AllocationTable t(8);
   cuslice::Charge c;
