@@ -10,6 +10,8 @@ packages=(
   libsystemd-dev nlohmann-json3-dev libmicrohttpd-dev prometheus-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3 python3-pytest python3-yaml python3-jsonschema python3-kubernetes
+  # CI only (.ci/run): libFuzzer for tests/fuzz; ss for the attack tests
+  clang libclang-rt-dev iproute2
 )
 missing=()
 for p in "${packages[@]}"; do
