@@ -127,7 +127,7 @@ Daemon::Daemon(DaemonOptions options)
 Daemon::~Daemon() {
   metrics_.reset();
   for (const auto& [fd, client] : clients_) close(fd);
-  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, usage_fd_, watchdog_fd_, idle_fd_})
+  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, watchdog_fd_, idle_fd_})
     if (fd >= 0) close(fd);
   unlink(options_.socket_path.c_str());
   close(socket_lock_fd_);  // last: the socket is gone before another daemon may take it
@@ -212,7 +212,6 @@ int Daemon::run() {
         close_silent_clients();
         if (accept_paused_) resume_accepting();
       } else if (fd == usage_fd_) {
-        drain_timer(usage_fd_);
         check_usage();
       } else if (fd == watchdog_fd_) {
         drain_timer(watchdog_fd_);

@@ -56,7 +56,7 @@
 #include "memory_preemption.h"
 #include "metrics_exposition.h"
 #include "metrics_server.h"
-#include "nvml_reader.h"
+#include "driver_poller.h"
 #include "plugin_tenants.h"
 #include "share_window.h"
 #include "shared_segment.h"
@@ -256,8 +256,8 @@ class Daemon {
   int signal_fd_ = -1;
   int timer_fd_ = -1;
   int stats_fd_ = -1;
-  int usage_fd_ = -1;  // -1: the usage watchdog is off
-  std::unique_ptr<NvmlReader> nvml_;
+  int usage_fd_ = -1;  // the poller's eventfd; -1: the usage watchdog is off
+  std::unique_ptr<DriverPoller> driver_poller_;
   UsageWatchdog usage_watchdog_;
   bool usage_error_logged_ = false;
   int watchdog_fd_ = -1;  // -1: systemd did not ask for watchdog pings
@@ -296,6 +296,10 @@ class Daemon {
     std::chrono::nanoseconds since{0}, logged{0};
   };
   std::array<Held, shm::kMaxGpus> held_{};
+  // The scheduling step's demand per GPU and tenant, kept between steps so that a step (run at
+  // every kick) allocates nothing.
+  std::vector<std::vector<TenantActivity>> activity_ =
+      std::vector<std::vector<TenantActivity>>(shm::kMaxGpus, std::vector<TenantActivity>(shm::kMaxTenants));
 
   // Memory preemption (preemption.cpp). The API outlives the suspender that calls it.
   std::unique_ptr<CheckpointApi> checkpoint_api_;

@@ -25,8 +25,8 @@ void Daemon::schedule() {
   charge_gpu_time(now);
   // Demand, from the records of registered processes in their tenants' regions. The slot and
   // the tenant are the daemon's own (Client), never read from a region.
-  std::vector<std::vector<TenantActivity>> activity(shm::kMaxGpus,
-                                                    std::vector<TenantActivity>(shm::kMaxTenants));
+  std::vector<std::vector<TenantActivity>>& activity = activity_;
+  for (auto& per_gpu : activity) std::fill(per_gpu.begin(), per_gpu.end(), TenantActivity{});
   std::array<uint64_t, shm::kMaxGpus> waiting{};
   for (const auto& [fd, client] : clients_) {
     if (client.slot < 0 || client.tenant >= shm::kMaxTenants) continue;

@@ -1,8 +1,8 @@
-// The daemon's side of the usage watchdog: once a second it reads the driver's per-process
-// memory (NvmlReader), sets it against the registered processes and the tenants' quotas
+// The daemon's side of the usage watchdog: once a second it takes the driver's per-process
+// memory (read off the daemon's thread by DriverPoller), sets it against the registered processes and the tenants' quotas
 // (UsageWatchdog), publishes the findings in the segment for `cuslice status` and the metrics,
 // logs each violation once when it begins, and kills under `on_violation: kill`. Calls
-// nvml_reader.h, usage_watchdog.h and segment_snapshot.h.
+// driver_poller.h, usage_watchdog.h and segment_snapshot.h.
 #include <signal.h>
 #include <sys/epoll.h>
 
@@ -18,24 +18,24 @@
 namespace cuslice {
 
 void Daemon::start_usage_watchdog() {
-  nvml_ = std::make_unique<NvmlReader>();
-  if (!nvml_->unavailable().empty()) {
-    spdlog::info("usage watchdog off: {}", nvml_->unavailable());
-    nvml_.reset();
+  auto nvml = std::make_unique<NvmlReader>();
+  if (!nvml->unavailable().empty()) {
+    spdlog::info("usage watchdog off: {}", nvml->unavailable());
     return;
   }
-  usage_fd_ = make_timer();
-  set_timer(usage_fd_, kUsageCheckPeriod, kUsageCheckPeriod);
+  driver_poller_ = std::make_unique<DriverPoller>(std::move(nvml), kUsageCheckPeriod);
+  usage_fd_ = driver_poller_->event_fd();
   add_to_epoll(usage_fd_, EPOLLIN);
   spdlog::info("usage watchdog on: checking the driver's per-process memory every {} ms",
                kUsageCheckPeriod.count() / 1'000'000);
 }
 
 void Daemon::check_usage() {
-  std::string error;
-  const auto driver = nvml_->processes(&error);
+  std::optional<DriverPoller::Reading> reading = driver_poller_->take();
+  if (!reading) return;
+  const auto& driver = reading->processes;
   if (!driver) {
-    if (!usage_error_logged_) spdlog::warn("usage watchdog: {}", error);
+    if (!usage_error_logged_) spdlog::warn("usage watchdog: {}", reading->error);
     usage_error_logged_ = true;
     return;
   }

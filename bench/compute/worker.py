@@ -257,20 +257,29 @@ def serve(ctx, request, gpu_ms=None):
     a = ctx.a
     t0 = wait_go(ctx)
     n = int(round(a.duration / a.interval))
-    lat, late, gpu = [], [], []
+    lat, late, gpu, enq, span = [], [], [], [], []
     for k in range(n):
         arrival = t0 + k * a.interval
         sleep_until(arrival)
         start = time.monotonic()
-        request(k)
+        parts = request(k)
         done = time.monotonic()
         lat.append((done - arrival) * 1000.0)
         late.append((start - arrival) * 1000.0)
         if gpu_ms is not None:
             gpu.append(gpu_ms())
+        if parts is not None:
+            enq.append(round(parts[0], 4))
+            span.append(round(parts[1], 4))
     ctx.result.update(t0=t0, requests=n, interval_ms=a.interval * 1000.0,
                       latency_ms=[round(x, 4) for x in lat],
                       start_late_ms_max=round(max(late), 4) if late else None)
+    if enq:
+        # Where a request's time goes: enqueue_ms, the host time to enqueue it (a wait for
+        # the token shows here); gpu_span_ms, from its first operation starting on the GPU to
+        # its last completing. The rest of latency_ms is the wait for the GPU to start it
+        # (work of another context in flight) and the host noticing completion.
+        ctx.result.update(enqueue_ms=enq, gpu_span_ms=span)
     if gpu:
         gpu.sort()
         ctx.result.update(gpu_ms_mean=sum(gpu) / len(gpu), gpu_ms_p50=gpu[len(gpu) // 2])
@@ -311,16 +320,21 @@ def run_service(ctx):
             static_out = model(static_in)
     torch.cuda.synchronize()
     ev_a, ev_b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    done = torch.cuda.Event()
+    ev_first = torch.cuda.Event(enable_timing=True)
+    done = torch.cuda.Event(enable_timing=True)
 
     def request(k):
+        t = time.monotonic()
+        ev_first.record()
         static_in.copy_(host_in[k % len(host_in)], non_blocking=True)
         ev_a.record()
         graph.replay()
         ev_b.record()
         host_out.copy_(static_out, non_blocking=True)
         done.record()
+        enqueued = time.monotonic()
         spin_until_done(done)
+        return (enqueued - t) * 1000.0, ev_first.elapsed_time(done)
 
     for k in range(30):
         request(k)
