@@ -372,7 +372,7 @@ class Parser {
       if (expect_scalar(v, "on_violation")) {
         if (v.Scalar() == "report") t.kill_on_violation = false;
         else if (v.Scalar() == "kill") t.kill_on_violation = true;
-        else error(v, "bad on_violation `" + v.Scalar() + "`: expected report or kill");
+        else error(v, "bad on_violation " + quoted(v) + ": expected report or kill");
       }
     }
     if (item["preemptible"]) {

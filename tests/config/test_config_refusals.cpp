@@ -154,6 +154,10 @@ constexpr Refusal kRefusals[] = {
      "tenants:\n  - name: a\n    priority: "
      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
      "3:15: bad priority `xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...`: expected high, normal or low"},
+    {"LongOnViolationQuotedInPart",
+     "tenants:\n  - name: a\n    on_violation: "
+     "\"kill\\nERROR forged line zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\"\n",
+     "3:19: bad on_violation `kill\\nERROR forged line zzzzzzzzzzzzzzzzz...`: expected report or kill"},
     {"LongUnknownKeyQuotedInPart",
      "tenants:\n  - name: a\n    "
      "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy: 1\n",

@@ -101,14 +101,26 @@ def test_the_daemonset_runs_the_scheduler_and_the_device_plugin_on_gpu_nodes(obj
     assert c["device-plugin"].command[0] == "/usr/local/bin/cuslice-device-plugin"
 
 
-def test_nothing_runs_privileged_or_with_a_capability(objects):
+def test_nothing_runs_privileged_and_only_the_scheduler_has_a_capability(objects):
     spec = objects["DaemonSet"].spec.template.spec
     for c in spec.init_containers + spec.containers:
         sc = c.security_context
         assert not sc.privileged, c.name
         assert sc.allow_privilege_escalation is False, c.name
-        assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add, c.name
+        assert sc.capabilities.drop == ["ALL"], c.name
+        # KILL, for the usage watchdog's `on_violation: kill`; nothing for anybody else.
+        assert (sc.capabilities.add or []) == (["KILL"] if c.name == "scheduler" else []), c.name
         assert sc.read_only_root_filesystem, c.name
+
+
+def test_the_scheduler_has_what_its_usage_watchdog_needs(objects):
+    spec = objects["DaemonSet"].spec.template.spec
+    assert spec.host_pid  # NVML's pids are the host's; so must be the ones it signals
+    scheduler = containers(objects)["scheduler"]
+    env = {e.name: e.value for e in scheduler.env}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"  # NVML, from the NVIDIA container runtime
+    assert "utility" in env["NVIDIA_DRIVER_CAPABILITIES"].split(",")
+    assert "KILL" in scheduler.security_context.capabilities.add
 
 
 def test_a_service_account_of_its_own_with_no_token(objects):

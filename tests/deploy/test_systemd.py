@@ -39,7 +39,9 @@ def test_the_unit_is_hardened(unit):
     service = unit["Service"]
     assert service["NoNewPrivileges"] == "yes"
     assert service["ProtectSystem"] == "strict"
-    assert service["CapabilityBoundingSet"] == ""
+    # CAP_KILL alone: the usage watchdog's `on_violation: kill` signals other users' processes.
+    assert service["CapabilityBoundingSet"] == "CAP_KILL"
+    assert service["AmbientCapabilities"] == "CAP_KILL"
     assert "PrivateDevices" not in service  # the GPU's device nodes must stay visible
 
 
