@@ -19,6 +19,28 @@ void TokenPolicy::reconfigure(const PolicyParams& params, std::vector<TenantPara
 
 void TokenPolicy::charge(uint32_t tenant, Nanos gpu_time, Nanos now) {
   if (tenant >= tenants_.size() || gpu_time <= Nanos{0}) return;
+  accounts_[tenant].reported += gpu_time;
+  settle(tenant, now);
+}
+
+void TokenPolicy::accrue(Nanos now) {
+  if (holder_ != kNoHolder && holder_ < accounts_.size() && holder_demand_ && now > accrued_at_) {
+    accounts_[holder_].held += now - accrued_at_;
+    settle(holder_, now);
+  }
+  accrued_at_ = now;
+}
+
+void TokenPolicy::settle(uint32_t t, Nanos now) {
+  Account& a = accounts_[t];
+  a.held = std::max(a.held, a.reported - kReportLead);
+  const Nanos due = std::max(a.reported, a.held);
+  if (due <= a.charged) return;
+  spend(t, due - a.charged, now);
+  a.charged = due;
+}
+
+void TokenPolicy::spend(uint32_t tenant, Nanos gpu_time, Nanos now) {
   Account& a = accounts_[tenant];
   if (a.learning) a.drained += gpu_time;
   a.pass += static_cast<double>(gpu_time.count()) / std::max(tenants_[tenant].share, 1e-6);
@@ -36,7 +58,9 @@ void TokenPolicy::charge(uint32_t tenant, Nanos gpu_time, Nanos now) {
 
 void TokenPolicy::adopt(uint32_t tenant, Nanos now) {
   if (tenant >= tenants_.size() || tenant == holder_) return;
+  accrue(now);
   holder_ = tenant;
+  holder_demand_ = true;  // it waits for the token
   granted_at_ = now;
   granted(tenant);
   draining_ = kNoHolder;
@@ -195,6 +219,13 @@ TokenPolicy::Nanos TokenPolicy::holder_wake(Nanos now, const std::vector<TenantA
 }
 
 TokenPolicy::Decision TokenPolicy::step(Nanos now, const std::vector<TenantActivity>& activity) {
+  accrue(now);
+  const Decision d = decide(now, activity);
+  holder_demand_ = d.holder != kNoHolder && d.holder < activity.size() && activity[d.holder].demand;
+  return d;
+}
+
+TokenPolicy::Decision TokenPolicy::decide(Nanos now, const std::vector<TenantActivity>& activity) {
   for (uint32_t t = 0; t < accounts_.size(); ++t) expire_window(t, now);
   update_competition(activity, now);
 

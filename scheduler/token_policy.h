@@ -31,6 +31,12 @@
 //      it with adopt(); the new holder's slice starts then. Its work overlaps the previous
 //      holder's last queued kernels, which that tenant's hook keeps short; rule 1 applied
 //      at the speed of one round trip through the daemon.
+//
+// What a tenant is charged is the larger of the GPU time its hooks report and the wall time
+// it held the token with demand: the reports come from the tenant's own processes, and one
+// that reports less (or nothing) must not keep a low pass or stay under its limit. The
+// reports may run ahead of the holding (several streams, work draining after a revocation);
+// that lead is kept for at most kReportLead, so that it cannot be saved up for later.
 #pragma once
 
 #include <chrono>
@@ -108,6 +114,9 @@ class TokenPolicy {
     Nanos amount{0};
   };
   struct Account {
+    // Since the start: GPU time the hooks reported, wall time holding the token with demand,
+    // and what was charged (the larger of the two as each grew).
+    Nanos reported{0}, held{0}, charged{0};
     double pass = 0;  // GPU time / share, in nanoseconds
     bool competing = false;
     std::deque<Charge> window;  // oldest first, not overlapping
@@ -121,6 +130,18 @@ class TokenPolicy {
     bool learning = false;
     Nanos drained{0};
   };
+
+  // How far reported GPU time may run ahead of the time held before the lead stops counting.
+  static constexpr Nanos kReportLead = std::chrono::seconds(1);
+
+  // Charges `t` whatever of max(reported, held) it has not been charged yet, at `now`.
+  void settle(uint32_t t, Nanos now);
+  // Spends `amount` of GPU time, used up to `now`, in `t`'s pass and limit window.
+  void spend(uint32_t t, Nanos amount, Nanos now);
+  // Adds the wall time since the last call to the holder's time held, if it had demand.
+  void accrue(Nanos now);
+  // step() without the accounting of the time held.
+  Decision decide(Nanos now, const std::vector<TenantActivity>& activity);
 
   // GPU time within the window, as of the last expire_window().
   static Nanos used(const Account& a) { return a.window_sum - a.front_expired; }
@@ -150,6 +171,8 @@ class TokenPolicy {
   uint32_t lender_ = kNoHolder;  // gave the token up early, before its slice ended
   uint32_t draining_ = kNoHolder;
   Nanos drain_started_{0};
+  Nanos accrued_at_{0};          // the holder's time held is counted up to here
+  bool holder_demand_ = false;   // whether the holder had demand at the last step
 };
 
 }  // namespace cuslice

@@ -46,7 +46,7 @@ class Sim {
       }
       if (runs != kNoHolder) {
         used[runs] += next - now;
-        policy.charge(runs, next - now, next);
+        if (runs >= silent.size() || !silent[runs]) policy.charge(runs, next - now, next);
       }
       now = next;
     }
@@ -66,6 +66,8 @@ class Sim {
   Nanos step_at_most = 1ms;
   // How long a holder's queued work runs after it loses the token.
   Nanos queue{0};
+  // Tenants whose hooks report no GPU time at all (a lie the policy must not reward).
+  std::vector<bool> silent;
 
  private:
   uint32_t last = kNoHolder;
@@ -99,6 +101,57 @@ TEST(TokenPolicy, SharesHoldForTenantsThatPauseBetweenSteps) {
   // Tenant 0 can use at most 85% of the time (it pauses 15%): 70% is within reach.
   EXPECT_NEAR(sim.fraction(0), 0.70, 0.01);
   EXPECT_NEAR(sim.fraction(1), 0.30, 0.01);
+}
+
+// A tenant's GPU time comes from its own hooks: one that reports nothing is charged the time
+// it holds the token with work, and gets its share, not the whole GPU.
+TEST(TokenPolicy, ATenantThatReportsNoGpuTimeGetsItsShareOnly) {
+  Sim sim({tenant(0.5), tenant(0.5)});
+  sim.silent = {false, true};
+  sim.run(10s);
+  EXPECT_NEAR(sim.fraction(0), 0.50, 0.01);
+  EXPECT_NEAR(sim.fraction(1), 0.50, 0.01);
+}
+
+TEST(TokenPolicy, ATenantThatReportsNoGpuTimeIsStillCappedByItsLimit) {
+  PolicyParams p;
+  p.limit_window = 1s;
+  Sim sim({tenant(1.0, 1, 0.3)}, p);
+  sim.silent = {true};
+  sim.run(10s);
+  const double busy = static_cast<double>(sim.used[0].count()) / static_cast<double>(Nanos(10s).count());
+  EXPECT_NEAR(busy, 0.30, 0.02);
+}
+
+// Holding the token with nothing to run (alone, idle) costs a tenant nothing: its limit
+// counts GPU time, not idleness.
+TEST(TokenPolicy, HoldingTheTokenWithoutDemandIsNotCharged) {
+  PolicyParams p;
+  p.limit_window = 1s;
+  TokenPolicy policy(p, {tenant(1.0, 1, 0.3)});
+  std::vector<TenantActivity> activity{{true, false}};
+  Nanos now{0}, used{0};
+  // Works 100 ms (below its cap), idles 5 s with the token, then works for 1 s.
+  const auto run = [&](Nanos until) {
+    while (now < until) {
+      const TokenPolicy::Decision d = policy.step(now, activity);
+      const Nanos next = std::min({d.wake_at, until, now + 100us});
+      if (d.holder == 0 && activity[0].demand) {
+        used += next - now;
+        policy.charge(0, next - now, next);
+      }
+      now = next;
+    }
+  };
+  run(100ms);
+  activity[0].demand = false;
+  run(5100ms);
+  EXPECT_EQ(policy.holder(), 0u) << "alone, it keeps the token while idle";
+  activity[0].demand = true;
+  const Nanos before = used;
+  run(6100ms);
+  EXPECT_NEAR(static_cast<double>((used - before).count()) / 1e9, 0.30, 0.02)
+      << "five seconds idle with the token must not have used up its limit";
 }
 
 TEST(TokenPolicy, FiftyThirtyTwenty) {
