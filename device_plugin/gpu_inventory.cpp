@@ -1,74 +1,59 @@
+// GpuInventory: the queries behind the plugin's GPU list, on NVML as nvml/nvml_library.h opens
+// it. NVML's declarations come from hook/nvml_api.h, the one place they live.
 #include "gpu_inventory.h"
-
-#include <dlfcn.h>
 
 #include <fmt/format.h>
 
-#include "nvml_api.h"
+#include "nvml_library.h"
 
 namespace cuslice::device_plugin {
 
 struct GpuInventory::Api {
-  decltype(&nvmlInit_v2) init = nullptr;
-  decltype(&nvmlShutdown) shutdown = nullptr;
-  decltype(&nvmlErrorString) error_string = nullptr;
+  std::unique_ptr<nvml::Library> library;
   decltype(&nvmlDeviceGetCount_v2) count = nullptr;
   decltype(&nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
   decltype(&nvmlDeviceGetUUID) uuid = nullptr;
   decltype(&nvmlDeviceGetName) name = nullptr;
   decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+  // Optional: not every NVML (nor the fake) has them.
   decltype(&nvmlSystemGetDriverVersion) driver_version = nullptr;
-  // Optional: not every NVML (nor the fake) has it.
-  nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int*) = nullptr;
+  decltype(&nvmlDeviceGetMinorNumber) minor = nullptr;
 
-  std::string error(nvmlReturn_t rc) const {
-    return error_string ? error_string(rc) : fmt::format("NVML error {}", static_cast<int>(rc));
-  }
+  std::string error(nvmlReturn_t rc) const { return library->error_text(rc); }
 };
 
-namespace {
-
-template <typename F>
-bool resolve(void* library, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(dlsym(library, symbol));
-  return out != nullptr;
-}
-
-}  // namespace
-
 std::unique_ptr<GpuInventory> GpuInventory::open(std::string& why) {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    why = fmt::format("cannot load libnvidia-ml.so.1 (is the NVIDIA driver installed and visible?): {}", dlerror());
-    return nullptr;
-  }
   auto api = std::make_unique<Api>();
-  if (!resolve(library, "nvmlInit_v2", api->init) || !resolve(library, "nvmlShutdown", api->shutdown) ||
-      !resolve(library, "nvmlDeviceGetCount_v2", api->count) ||
-      !resolve(library, "nvmlDeviceGetHandleByIndex_v2", api->by_index) ||
-      !resolve(library, "nvmlDeviceGetUUID", api->uuid) || !resolve(library, "nvmlDeviceGetName", api->name) ||
-      !resolve(library, "nvmlDeviceGetMemoryInfo", api->memory)) {
-    why = "libnvidia-ml.so.1 lacks a function the plugin needs (an NVML older than the driver API it was built for)";
-    dlclose(library);
+  nvml::OpenFailure failure;
+  api->library = nvml::Library::open(
+      {{"nvmlDeviceGetCount_v2", api->count},
+       {"nvmlDeviceGetHandleByIndex_v2", api->by_index},
+       {"nvmlDeviceGetUUID", api->uuid},
+       {"nvmlDeviceGetName", api->name},
+       {"nvmlDeviceGetMemoryInfo", api->memory},
+       {"nvmlSystemGetDriverVersion", api->driver_version, nvml::Need::kOptional},
+       {"nvmlDeviceGetMinorNumber", api->minor, nvml::Need::kOptional}},
+      failure);
+  if (api->library == nullptr) {
+    switch (failure.step) {
+      case nvml::OpenFailure::Step::kLoad:
+        why = fmt::format("cannot load libnvidia-ml.so.1 (is the NVIDIA driver installed and visible?): {}",
+                          failure.detail);
+        break;
+      case nvml::OpenFailure::Step::kResolve:
+        why = "libnvidia-ml.so.1 lacks a function the plugin needs "
+              "(an NVML older than the driver API it was built for)";
+        break;
+      case nvml::OpenFailure::Step::kInit: why = failure.text(); break;
+    }
     return nullptr;
   }
-  resolve(library, "nvmlErrorString", api->error_string);
-  resolve(library, "nvmlSystemGetDriverVersion", api->driver_version);
-  resolve(library, "nvmlDeviceGetMinorNumber", api->minor);
-  if (const nvmlReturn_t rc = api->init(); rc != NVML_SUCCESS) {
-    why = "nvmlInit failed: " + api->error(rc);
-    dlclose(library);
-    return nullptr;
-  }
-  return std::unique_ptr<GpuInventory>(new GpuInventory(library, std::move(api)));
+  return std::unique_ptr<GpuInventory>(new GpuInventory(std::move(api)));
 }
 
-GpuInventory::GpuInventory(void* library, std::unique_ptr<Api> api) : library_(library), api_(std::move(api)) {}
+GpuInventory::GpuInventory(std::unique_ptr<Api> api) : api_(std::move(api)) {}
 
-GpuInventory::~GpuInventory() {
-  api_->shutdown();
-  dlclose(library_);
-}
+GpuInventory::~GpuInventory() = default;
 
 std::string GpuInventory::driver_version() const {
   char text[96] = {};

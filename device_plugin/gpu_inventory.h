@@ -1,9 +1,9 @@
 // The node's GPUs, as NVML reports them: index, UUID, memory and device node.
 //
-// libnvidia-ml.so.1 is opened at run time (dlopen), not linked: the plugin then starts, and
-// says why it sees no GPU, on a node whose driver is missing or broken, and tests put the
-// project's fake NVML first on LD_LIBRARY_PATH. Not thread-safe: one owner (the plugin's
-// control loop) asks.
+// libnvidia-ml.so.1 is opened at run time (nvml/nvml_library.h), not linked: the plugin then
+// starts, and says why it sees no GPU, on a node whose driver is missing or broken, and tests
+// put the project's fake NVML first on LD_LIBRARY_PATH. Not thread-safe: one owner (the
+// plugin's control loop) asks.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +37,7 @@ class GpuInventory {
 
  private:
   struct Api;
-  explicit GpuInventory(void* library, std::unique_ptr<Api> api);
-  void* library_;
+  explicit GpuInventory(std::unique_ptr<Api> api);
   std::unique_ptr<Api> api_;
 };
 

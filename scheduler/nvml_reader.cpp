@@ -1,63 +1,35 @@
-// NvmlReader: dlopen of libnvidia-ml.so.1 and the three queries the watchdog needs. NVML's
-// declarations come from hook/nvml_api.h, the one place they live.
+// NvmlReader: the three queries the watchdog needs, on NVML as nvml/nvml_library.h opens it.
+// NVML's declarations come from hook/nvml_api.h, the one place they live.
 #include "nvml_reader.h"
 
-#include <dlfcn.h>
-
-#include "nvml_api.h"
+#include "nvml_library.h"
 
 namespace cuslice {
 
 struct NvmlReader::Api {
-  nvmlReturn_t (*init)();
-  nvmlReturn_t (*shutdown)();
-  nvmlReturn_t (*count)(unsigned int*);
-  nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t*);
-  nvmlReturn_t (*running)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
-  const char* (*error_string)(nvmlReturn_t);
+  std::unique_ptr<nvml::Library> library;
+  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) running = nullptr;
 };
 
-namespace {
-
-template <typename F>
-bool resolve(void* library, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(library, name));
-  return *out != nullptr;
-}
-
-}  // namespace
-
 NvmlReader::NvmlReader() {
-  library_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library_ == nullptr) {
-    const char* why = dlerror();
-    unavailable_ = std::string("cannot load libnvidia-ml.so.1: ") + (why ? why : "unknown error");
+  auto api = std::make_unique<Api>();
+  nvml::OpenFailure failure;
+  api->library = nvml::Library::open({{"nvmlDeviceGetCount_v2", api->count},
+                                      {"nvmlDeviceGetHandleByIndex_v2", api->by_index},
+                                      {"nvmlDeviceGetComputeRunningProcesses_v3", api->running}},
+                                     failure);
+  if (api->library == nullptr) {
+    unavailable_ = failure.step == nvml::OpenFailure::Step::kResolve
+                       ? "libnvidia-ml.so.1 lacks a function the watchdog needs (driver too old?)"
+                       : failure.text();
     return;
   }
-  auto* api = new Api{};
-  if (!resolve(library_, "nvmlInit_v2", &api->init) || !resolve(library_, "nvmlShutdown", &api->shutdown) ||
-      !resolve(library_, "nvmlDeviceGetCount_v2", &api->count) ||
-      !resolve(library_, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) ||
-      !resolve(library_, "nvmlDeviceGetComputeRunningProcesses_v3", &api->running)) {
-    delete api;
-    unavailable_ = "libnvidia-ml.so.1 lacks a function the watchdog needs (driver too old?)";
-    return;
-  }
-  resolve(library_, "nvmlErrorString", &api->error_string);
-  if (const nvmlReturn_t rc = api->init(); rc != NVML_SUCCESS) {
-    unavailable_ = std::string("nvmlInit failed: ") +
-                   (api->error_string ? api->error_string(rc) : std::to_string(static_cast<int>(rc)).c_str());
-    delete api;
-    return;
-  }
-  api_ = api;
+  api_ = std::move(api);
 }
 
-NvmlReader::~NvmlReader() {
-  if (api_ != nullptr) api_->shutdown();
-  delete api_;
-  // The library stays loaded: NVML keeps threads of its own that must not lose their code.
-}
+NvmlReader::~NvmlReader() = default;
 
 std::optional<std::vector<std::vector<DriverProcess>>> NvmlReader::processes(std::string* error) const {
   if (api_ == nullptr) {
@@ -65,8 +37,7 @@ std::optional<std::vector<std::vector<DriverProcess>>> NvmlReader::processes(std
     return std::nullopt;
   }
   const auto fail = [&](const char* what, nvmlReturn_t rc) {
-    *error = std::string(what) + ": " +
-             (api_->error_string ? api_->error_string(rc) : std::to_string(static_cast<int>(rc)).c_str());
+    *error = std::string(what) + ": " + api_->library->error_text(rc);
     return std::nullopt;
   };
   unsigned int count = 0;

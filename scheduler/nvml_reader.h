@@ -1,9 +1,10 @@
 // The daemon's view of the driver through NVML: each GPU's compute processes and the memory
-// the driver counts for each. libnvidia-ml.so.1 is opened at run time (dlopen), so the daemon
-// runs, without this view, on a machine that has no NVIDIA driver; tests put the fake NVML of
-// tests/fake_driver in its place. Used by the usage watchdog.
+// the driver counts for each. libnvidia-ml.so.1 is opened at run time (nvml/nvml_library.h),
+// so the daemon runs, without this view, on a machine that has no NVIDIA driver; tests put the
+// fake NVML of tests/fake_driver in its place. Used by the usage watchdog.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,10 +29,9 @@ class NvmlReader {
   std::optional<std::vector<std::vector<DriverProcess>>> processes(std::string* error) const;
 
  private:
-  void* library_ = nullptr;
   std::string unavailable_;
   struct Api;
-  Api* api_ = nullptr;
+  std::unique_ptr<Api> api_;  // null when unavailable
 };
 
 }  // namespace cuslice

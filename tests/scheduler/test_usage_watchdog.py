@@ -100,3 +100,10 @@ def test_without_nvml_the_daemon_runs_and_says_the_watchdog_is_off(tmp_path):
     err = sched.stop()
     assert "usage watchdog off: cannot load libnvidia-ml.so.1" in err
 
+
+
+def test_when_nvml_cannot_start_the_daemon_runs_and_says_why(tmp_path):
+    env = {"LD_LIBRARY_PATH": fake_nvml_dir(), "FAKE_NVML_INIT_ERROR": "9"}  # driver not loaded
+    sched = Scheduler(tmp_path, config=CONFIG, env=env).wait_ready()
+    err = sched.stop()
+    assert "usage watchdog off: nvmlInit failed: Driver Not Loaded" in err

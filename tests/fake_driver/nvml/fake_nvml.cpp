@@ -70,6 +70,12 @@ nvmlReturn_t open_device(nvmlDevice_t device, int* dev) {
 extern "C" {
 
 nvmlReturn_t nvmlInit_v2(void) {
+  // FAKE_NVML_INIT_ERROR (read at every call): the nvmlReturn_t nvmlInit fails with, as on a
+  // node whose driver is not loaded (9), so a user's handling of that can be tested.
+  if (const char* error = std::getenv("FAKE_NVML_INIT_ERROR"); error != nullptr && *error != '\0') {
+    const long rc = std::strtol(error, nullptr, 10);
+    return rc > 0 && rc < NVML_ERROR_UNKNOWN ? static_cast<nvmlReturn_t>(rc) : NVML_ERROR_UNKNOWN;
+  }
   ++init_count;
   return NVML_SUCCESS;
 }
@@ -91,6 +97,7 @@ const char* nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
     default: return "Unknown Error";

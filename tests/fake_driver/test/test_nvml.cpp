@@ -116,6 +116,16 @@ TEST(NvmlInit, CallsBeforeInitOrAfterTheLastShutdownAreUninitialized) {
   EXPECT_EQ(nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
 }
 
+TEST(NvmlInit, FailsWithTheErrorATestGives) {
+  ScopedKnobs knobs{{"FAKE_NVML_INIT_ERROR", "9"}};
+  EXPECT_EQ(nvmlInit_v2(), NVML_ERROR_DRIVER_NOT_LOADED);
+  EXPECT_STREQ(nvmlErrorString(NVML_ERROR_DRIVER_NOT_LOADED), "Driver Not Loaded");
+  unsigned int count = 0;
+  EXPECT_EQ(nvmlDeviceGetCount_v2(&count), NVML_ERROR_UNINITIALIZED);
+  setenv("FAKE_NVML_INIT_ERROR", "123456", 1);  // no such error: NVML's catch-all
+  EXPECT_EQ(nvmlInit(), NVML_ERROR_UNKNOWN);
+}
+
 TEST(NvmlDevices, EachDeviceReportsItsOwnUsage) {
   ScopedKnobs knobs{{"FAKE_CUDA_DEVICE_COUNT", "2"}};
   ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
