@@ -3,7 +3,8 @@
 // preemptible tenants of lower priority, wait for its answer a bounded time (the scheduler's
 // `preemption.allocation_wait`), and allocate again each time it says memory was freed.
 // Never on the fast path: only after the driver said out of memory. Also what the scheduler
-// must know to leave a process alone: the memory the driver's checkpoint cannot move.
+// must know not to try a checkpoint on a process: the memory the driver's checkpoint cannot
+// move.
 //
 // May call driver, scheduler_link, log and the client.
 #pragma once

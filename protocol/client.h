@@ -139,7 +139,7 @@ enum class MemoryAnswer {
 // and waits (a futex on the process's slot) for its answer until deadline_ns (CLOCK_MONOTONIC).
 MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_t deadline_ns) noexcept;
 // This process uses something the driver's checkpoint cannot move (shm::ProcessSlot::kUses*):
-// its tenant is never suspended. Kept across re-attaches.
+// the scheduler never tries to checkpoint it (docs/preemption.md). Kept across re-attaches.
 void note_checkpoint_blocker(uint32_t flag) noexcept;
 
 // Who else has processes registered (any GPU): another tenant, and one of higher priority

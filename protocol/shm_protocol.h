@@ -106,8 +106,8 @@ inline constexpr unsigned kSegmentMode = 0644;
 inline constexpr uint32_t kWaitersMask = 0xFFFF;
 inline constexpr uint32_t kBusy = 1u << 16;
 
-// What the driver's checkpoint cannot move that a process uses (ProcessUse::checkpoint_flags):
-// its tenant is never suspended (memory preemption).
+// What the driver's checkpoint cannot move that a process says it uses
+// (ProcessUse::checkpoint_flags): no checkpoint is tried on it (memory preemption).
 inline constexpr uint32_t kUsesIpc = 1u << 0;      // CUDA IPC memory, exported or imported
 inline constexpr uint32_t kUsesManaged = 1u << 1;  // managed memory
 inline constexpr uint32_t kUsesMps = 1u << 2;      // an MPS client
@@ -371,8 +371,9 @@ struct alignas(64) ProcessUse {
   std::atomic<uint32_t> gpu_flags[kMaxGpus];
   // kUses*, above: what the driver's checkpoint cannot move that this process uses (never
   // cleared while it lives). Written by the process (fetch_or); zeroed by the daemon at
-  // registration; read by the daemon's memory preemption, which never suspends the tenant of
-  // such a process. A tenant can claim it falsely, and so keep itself from being suspended.
+  // registration; read by the daemon's memory preemption as the tenant's word only: it never
+  // spares a preemptible tenant (the process is stopped rather than checkpointed when the
+  // tenant's memory is needed) unless the configuration says `unsuspendable: keep`.
   std::atomic<uint32_t> checkpoint_flags;
   static constexpr uint32_t kUsesIpc = shm::kUsesIpc;
   static constexpr uint32_t kUsesManaged = shm::kUsesManaged;

@@ -41,10 +41,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -198,13 +200,17 @@ class Daemon {
       uint64_t start_time = 0;
       std::vector<uint64_t> bytes;  // by GPU, as charged when the suspension began
       bool adopted = false;         // found suspended by an earlier daemon, from the journal
+      bool stop = false;            // to be stopped, not checkpointed: it says it cannot be moved
     };
     std::vector<Process> processes;
     std::vector<uint64_t> bytes;  // the processes' together, by GPU
     TokenPolicy::Nanos operation_started{0}, suspended_since{0};
     uint64_t suspended_ns_before = 0;  // the tenant's counter when this suspension began
     bool busy = false;                 // a job of the suspender's is under way
-    std::vector<SuspendProcess> job_processes() const;
+    std::vector<SuspendProcess> job_processes() const;  // those to checkpoint
+    std::vector<SuspendProcess> stop_processes() const;
+    // Removes the processes `which` selects; `bytes` becomes the others'.
+    void drop(const std::function<bool(const Process&)>& which);
     uint64_t total() const;
   };
   void configure_preemption();
@@ -216,11 +222,16 @@ class Daemon {
   void answer_memory(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision);
   void on_memory_request(const Client& client, const wire::MemoryRequest& request);
   void decide_memory_waits();
-  void start_suspension(uint32_t t, TokenPolicy::Nanos now);
+  // `stop`: the tenant's processes to stop rather than checkpoint (Verdict::stop).
+  void start_suspension(uint32_t t, TokenPolicy::Nanos now, const std::vector<int32_t>& stop);
+  // Logs, once per process, a preemptible tenant's process that says it uses what the driver's
+  // checkpoint cannot move. Allocates nothing unless it finds a new one.
+  void note_claims();
   void on_suspender_outcomes();
   // Resumes what may be, drops waits given up; returns when to run again.
   TokenPolicy::Nanos preemption_step(TokenPolicy::Nanos now);
   bool suspended(uint32_t t) const;
+  // At every statistics tick: the suspended tenants' time, and note_claims().
   void publish_suspended_time(TokenPolicy::Nanos now);
   void forget_memory_waits_of(uint32_t slot);
   std::vector<std::string> preemption_report() const;
@@ -304,6 +315,7 @@ class Daemon {
   std::vector<MemoryWait> memory_waits_;
   std::array<Suspension, shm::kMaxTenants> suspensions_{};
   std::map<uint32_t, std::string> last_refusal_;  // by tenant: why its last request was refused
+  std::set<std::pair<int32_t, uint64_t>> claims_logged_;  // pid, start time: note_claims() said it
   bool journal_pending_ = false;                  // read_journal found entries to adopt
   nlohmann::json journal_entries_;
 };

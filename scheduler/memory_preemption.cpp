@@ -7,12 +7,26 @@
 namespace cuslice {
 namespace {
 
-// What a process says it uses that the driver's checkpoint does not support, or nullptr.
-const char* claim(const PreemptProcess& p) {
+const char* claim(const PreemptProcess& p) { return describe_claim(p); }
+
+}  // namespace
+
+const char* describe_claim(const PreemptProcess& p) {
   return p.ipc ? "CUDA IPC memory" : p.managed ? "managed memory" : p.mps ? "an MPS connection" : nullptr;
 }
 
-}  // namespace
+std::string describe_claims(const PreemptTenant& tenant) {
+  std::string text;
+  size_t count = 0;
+  for (const PreemptProcess& p : tenant.processes) {
+    const char* what = claim(p);
+    if (what == nullptr || count++ > 0) continue;
+    text = "process " + std::to_string(p.pid) + " says it holds " + what +
+           ", which the driver's checkpoint does not support";
+  }
+  if (count > 1) text += " (and " + std::to_string(count - 1) + (count > 2 ? " more processes)" : " more process)");
+  return text;
+}
 
 const char* to_string(SuspendState state) {
   switch (state) {
@@ -88,17 +102,7 @@ uint64_t MemoryPreemption::start_of(uint32_t tenant) const {
 }
 
 std::string MemoryPreemption::claims(uint32_t tenant) const {
-  if (!valid(tenant)) return {};
-  std::string text;
-  size_t count = 0;
-  for (const PreemptProcess& p : tenants_[tenant].processes) {
-    const char* what = claim(p);
-    if (what == nullptr || count++ > 0) continue;
-    text = "process " + std::to_string(p.pid) + " says it holds " + what +
-           ", which the driver's checkpoint does not support";
-  }
-  if (count > 1) text += " (and " + std::to_string(count - 1) + (count > 2 ? " more processes)" : " more process)");
-  return text;
+  return valid(tenant) ? describe_claims(tenants_[tenant]) : std::string();
 }
 
 uint64_t MemoryPreemption::stopped_bytes(uint32_t tenant, uint32_t gpu) const {

@@ -193,4 +193,10 @@ class MemoryPreemption {
 // "3.2 GiB", "512 MiB": sizes in reasons.
 std::string describe_bytes(uint64_t bytes);
 
+// What a process says it uses that the driver's checkpoint does not support ("managed
+// memory"), or nullptr.
+const char* describe_claim(const PreemptProcess& process);
+// The tenant's claims as one line, as MemoryPreemption::claims() gives them.
+std::string describe_claims(const PreemptTenant& tenant);
+
 }  // namespace cuslice
