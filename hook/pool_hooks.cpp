@@ -1,6 +1,8 @@
-// Stream-ordered allocations, pools and graph memory (accounting in pool_accounting.cpp).
+// Stream-ordered allocations, pools and graph memory (accounting in pool_accounting.cpp). An
+// allocation first waits while its tenant is suspended (preemption.h).
 #include "driver.h"
 #include "pool_accounting.h"
+#include "preemption.h"
 #include "quota.h"
 
 using namespace cuslice;
@@ -11,6 +13,7 @@ namespace {
 // a successful allocation again.
 template <typename Call, typename Undo>
 CUresult charged_async(int dev, CUmemoryPool pool, size_t bytes, Call call, Undo undo) {
+  preemption::wait_while_suspended();
   const quota::Operation op(dev);
   uint64_t charged = 0;
   if (pool_accounting::begin(dev, bytes, &charged)) {

@@ -36,7 +36,14 @@ CUresult after_out_of_memory(int device, uint64_t bytes, CUresult first, Allocat
   return r;
 }
 
-// This process uses memory the checkpoint cannot move (shm::ProcessSlot::kUses*).
+// This process uses memory the checkpoint cannot move (shm::ProcessSlot::kUses*). In a
+// preemptible tenant, says once (warn) what that means for it.
 void uses_unmovable(uint32_t flag);
+
+// Before an allocation: while this process's tenant is suspended (or being suspended or
+// resumed), waits until it runs again, so that a process that was not there to be suspended
+// (it joined the tenant since, or had no CUDA state yet) takes no memory the tenant is giving
+// back. Two atomic loads when the tenant runs; nothing without a scheduler.
+void wait_while_suspended();
 
 }  // namespace cuslice::preemption

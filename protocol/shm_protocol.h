@@ -227,7 +227,10 @@ struct alignas(64) Tenant {
   std::atomic<uint32_t> memory_quota_ppm;
   // Memory preemption. Bits 0-7: the tenant's suspension state (kRunning ... kSuspendFailed
   // below); kPreemptible: the configuration lets it be suspended. Written by the daemon
-  // (store, relaxed) as the state changes; read by the CLI and the metrics.
+  // (store, release) as the state changes, then FUTEX_WAKE; read by the CLI and the metrics,
+  // and by the tenant's hooks, whose processes that joined the tenant while it is suspended
+  // wait on it (FUTEX_WAIT, in bounded slices: a daemon that dies wakes nobody) before they
+  // use the GPU.
   std::atomic<uint32_t> preemption;
   enum Preemption : uint32_t {
     kRunning = 0,

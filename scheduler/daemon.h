@@ -202,6 +202,13 @@ class Daemon {
       bool adopted = false;         // found suspended by an earlier daemon, from the journal
       bool stop = false;            // to be stopped, not checkpointed: it says it cannot be moved
     };
+    // Processes that joined the tenant while it is suspended: those being suspended now, those
+    // left alone from now on (the driver refused them and they run, or they were stopped and
+    // are on their way out), those already logged, and when to look again at those the driver
+    // knew nothing of (they wait in their hooks).
+    std::vector<SuspendProcess> joining;
+    std::set<int32_t> join_skipped, join_noted;
+    TokenPolicy::Nanos next_join_check{0};
     std::vector<Process> processes;
     std::vector<uint64_t> bytes;  // the processes' together, by GPU
     TokenPolicy::Nanos operation_started{0}, suspended_since{0};
@@ -219,6 +226,9 @@ class Daemon {
   std::vector<GpuMemory> gpu_memory() const;
   uint64_t host_available() const;
   void publish_preemption_state(uint32_t t);
+  // The same when the published state differs from the policy's (a few loads otherwise: run
+  // at every scheduling step).
+  void republish_preemption_state(uint32_t t);
   void answer_memory(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision);
   void on_memory_request(const Client& client, const wire::MemoryRequest& request);
   void decide_memory_waits();
@@ -228,10 +238,17 @@ class Daemon {
   // checkpoint cannot move. Allocates nothing unless it finds a new one.
   void note_claims();
   void on_suspender_outcomes();
+  // Suspends the registered processes of suspended tenant t that are not suspended with it
+  // (they joined it since, or had no CUDA state when it was suspended); returns when to look
+  // again.
+  static constexpr std::chrono::nanoseconds kJoinCheckPeriod = std::chrono::seconds(1);
+  TokenPolicy::Nanos suspend_joiners(uint32_t t, TokenPolicy::Nanos now);
+  void on_joiners_outcome(const SuspendOutcome& outcome, TokenPolicy::Nanos now);
   // Resumes what may be, drops waits given up; returns when to run again.
   TokenPolicy::Nanos preemption_step(TokenPolicy::Nanos now);
   bool suspended(uint32_t t) const;
-  // At every statistics tick: the suspended tenants' time, and note_claims().
+  // At every statistics tick: the suspended tenants' time, note_claims(), and the processes
+  // that joined a suspended tenant (suspend_joiners()).
   void publish_suspended_time(TokenPolicy::Nanos now);
   void forget_memory_waits_of(uint32_t slot);
   std::vector<std::string> preemption_report() const;

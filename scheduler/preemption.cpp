@@ -167,7 +167,16 @@ uint64_t Daemon::host_available() const {
 void Daemon::publish_preemption_state(uint32_t t) {
   uint32_t word = shm_state(preemption_.state(t));
   if (segment_->tenants[t].state.load() != shm::Tenant::kFree && preemptible(t)) word |= shm::Tenant::kPreemptible;
-  segment_->tenants[t].preemption.store(word, std::memory_order_relaxed);
+  std::atomic<uint32_t>& published = segment_->tenants[t].preemption;
+  if (published.load(std::memory_order_relaxed) == word) return;
+  published.store(word, std::memory_order_release);
+  // Processes that joined the tenant while it was suspended wait on the word.
+  futex_wake_all(&published);
+}
+
+void Daemon::republish_preemption_state(uint32_t t) {
+  const uint32_t published = segment_->tenants[t].preemption.load(std::memory_order_relaxed) & shm::Tenant::kStateMask;
+  if (published != shm_state(preemption_.state(t))) publish_preemption_state(t);
 }
 
 void Daemon::answer_memory(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision) {
@@ -321,7 +330,9 @@ void Daemon::on_suspender_outcomes() {
                    name, stopped.pid,
                    stopped.why.empty() ? "it says it uses what the driver's checkpoint cannot move" : stopped.why);
     }
-    if (o.job == SuspendJob::Kind::kSuspend) {
+    if (o.join) {
+      on_joiners_outcome(o, now);
+    } else if (o.job == SuspendJob::Kind::kSuspend) {
       if (o.kind == SuspendOutcome::Kind::kDone) {
         // What the processes hold now: one may have allocated more before the lock took it.
         const shm::TenantRegion* region = regions_.get(t);
@@ -349,6 +360,8 @@ void Daemon::on_suspender_outcomes() {
           return p.stop || std::any_of(o.stopped.begin(), o.stopped.end(),
                                        [&](const SuspendOutcome::Stopped& x) { return x.pid == p.pid; });
         });
+        // Until their connections close, the stopped look like processes that joined.
+        for (const SuspendOutcome::Stopped& x : o.stopped) s.join_skipped.insert(x.pid);
         preemption_.suspended(t, now);
         s.suspended_since = now;
         s.suspended_ns_before = tenant.suspended_ns.load(std::memory_order_relaxed);
@@ -428,8 +441,14 @@ Nanos Daemon::preemption_step(Nanos now) {
   note_claims();
   bool any = !memory_waits_.empty();
   for (uint32_t t = 0; t < shm::kMaxTenants && !any; ++t) any = preemption_.state(t) != SuspendState::kRunning;
-  if (!any) return TokenPolicy::kNever;
+  if (!any) {
+    // What the last update left (a suspended tenant whose processes all left is running
+    // again) is what hooks waiting on the word must see.
+    for (uint32_t t = 0; t < shm::kMaxTenants; ++t) republish_preemption_state(t);
+    return TokenPolicy::kNever;
+  }
   preemption_.update(preempt_tenants());
+  Nanos wake = TokenPolicy::kNever;
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     // A suspended tenant whose processes all exited is forgotten by the policy: nothing is
     // left to resume.
@@ -437,12 +456,12 @@ Nanos Daemon::preemption_step(Nanos now) {
     if (preemption_.state(t) == SuspendState::kRunning && !s.processes.empty() && !s.busy) {
       spdlog::info("tenant {}: every suspended process exited", segment_->tenants[t].name);
       s = Suspension{};
-      publish_preemption_state(t);
       write_journal();
     }
+    republish_preemption_state(t);
+    if (preemption_.state(t) == SuspendState::kSuspended) wake = std::min(wake, suspend_joiners(t, now));
   }
   std::vector<uint64_t> pending(shm::kMaxGpus, 0);
-  Nanos wake = TokenPolicy::kNever;
   for (const MemoryWait& w : memory_waits_) {
     if (w.deadline > now) pending[w.gpu] += w.bytes;
     wake = std::min(wake, w.deadline);
@@ -468,8 +487,14 @@ Nanos Daemon::preemption_step(Nanos now) {
 bool Daemon::suspended(uint32_t t) const { return preemption_.state(t) == SuspendState::kSuspended; }
 
 void Daemon::publish_suspended_time(Nanos now) {
-  // At every statistics tick, with or without scheduling steps: a claim shows in the log soon.
-  if (suspender_) note_claims();
+  // At every statistics tick, with or without scheduling steps: a claim shows in the log soon,
+  // and a process that registered into a suspended tenant (a registration is no scheduling
+  // step) is found within a tick.
+  if (suspender_) {
+    note_claims();
+    for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
+      if (preemption_.state(t) == SuspendState::kSuspended) suspend_joiners(t, now);  // the next tick looks again
+  }
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     const Suspension& s = suspensions_[t];
     const SuspendState state = preemption_.state(t);
@@ -477,6 +502,99 @@ void Daemon::publish_suspended_time(Nanos now) {
     if (s.suspended_since == Nanos{0}) continue;
     segment_->tenants[t].suspended_ns.store(s.suspended_ns_before + static_cast<uint64_t>((now - s.suspended_since).count()),
                                             std::memory_order_relaxed);
+  }
+}
+
+Nanos Daemon::suspend_joiners(uint32_t t, Nanos now) {
+  Suspension& s = suspensions_[t];
+  if (s.busy) return TokenPolicy::kNever;
+  const shm::TenantRegion* region = regions_.get(t);
+  SuspendJob job;
+  for (const auto& [fd, client] : clients_) {
+    if (client.slot < 0 || client.tenant != t || region == nullptr) continue;
+    const bool suspended = std::any_of(s.processes.begin(), s.processes.end(),
+                                       [&](const Suspension::Process& p) { return p.pid == client.pid; });
+    if (suspended || s.join_skipped.count(client.pid)) continue;
+    const uint64_t start = segment_->processes[client.slot].start_time.load(std::memory_order_relaxed);
+    const bool claims = region->processes[client.slot].checkpoint_flags.load(std::memory_order_relaxed) != 0;
+    if (claims && !config_.scheduler.preemption.stop_unsuspendable) continue;  // `keep`: left to run, reported
+    (claims ? job.stop : job.processes).push_back({client.pid, start});
+  }
+  if (job.processes.empty() && job.stop.empty()) return TokenPolicy::kNever;
+  // Those the driver knew nothing of at the last look wait in their hooks: looked at again a
+  // little later, not at every step.
+  if (now < s.next_join_check) return s.next_join_check;
+  job.kind = SuspendJob::Kind::kSuspend;
+  job.tenant = t;
+  job.join = true;
+  job.stop_refused = config_.scheduler.preemption.stop_unsuspendable;
+  s.joining = job.processes;
+  s.busy = true;
+  preemption_.hold(t, true);  // a resumption now would leave them out
+  suspender_->submit(std::move(job));
+  return TokenPolicy::kNever;
+}
+
+void Daemon::on_joiners_outcome(const SuspendOutcome& o, Nanos now) {
+  const uint32_t t = o.tenant;
+  Suspension& s = suspensions_[t];
+  shm::Tenant& tenant = segment_->tenants[t];
+  const std::string name = tenant.name;
+  preemption_.hold(t, false);
+  const std::vector<SuspendProcess> joining = std::move(s.joining);
+  s.joining.clear();
+  auto listed = [](const std::vector<int32_t>& pids, int32_t pid) {
+    return std::find(pids.begin(), pids.end(), pid) != pids.end();
+  };
+  auto stopped = [&](int32_t pid) {
+    return std::any_of(o.stopped.begin(), o.stopped.end(), [&](const SuspendOutcome::Stopped& x) { return x.pid == pid; });
+  };
+  if (!o.unknown.empty()) s.next_join_check = now + kJoinCheckPeriod;
+  for (int32_t pid : o.unknown) {
+    if (s.join_noted.insert(pid).second)
+      spdlog::info("tenant {}: pid {} joined it while it is suspended; it waits for the tenant's resumption", name, pid);
+  }
+  if (o.kind == SuspendOutcome::Kind::kRefused) {
+    for (const SuspendProcess& p : joining) {
+      if (listed(o.gone, p.pid) || listed(o.unknown, p.pid) || stopped(p.pid)) continue;
+      s.join_skipped.insert(p.pid);
+    }
+    spdlog::warn("tenant {}: processes that joined it while it is suspended run on, unsuspended: {}", name, o.reason);
+    return;
+  }
+  // Done, or failed: those suspended (or stuck, which the resumption reports) are the tenant's
+  // suspended processes from now on.
+  const shm::TenantRegion* region = regions_.get(t);
+  for (const SuspendOutcome::Stopped& x : o.stopped) s.join_skipped.insert(x.pid);
+  for (const SuspendProcess& p : joining) {
+    if (listed(o.gone, p.pid) || listed(o.unknown, p.pid) || stopped(p.pid)) continue;
+    if (o.kind == SuspendOutcome::Kind::kFailed && !listed(o.stuck, p.pid)) {
+      s.join_skipped.insert(p.pid);  // rolled back: it runs
+      continue;
+    }
+    Suspension::Process sp;
+    sp.pid = p.pid;
+    sp.start_time = p.start_time;
+    sp.bytes.assign(shm::kMaxGpus, 0);
+    for (const auto& [fd, client] : clients_) {
+      if (client.pid != p.pid || client.slot < 0 || client.tenant != t || region == nullptr) continue;
+      for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
+        sp.bytes[g] = region->processes[client.slot].charged[g].load(std::memory_order_relaxed);
+    }
+    uint64_t moved = 0;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      s.bytes[g] += sp.bytes[g];
+      moved += sp.bytes[g];
+      tenant.gpu[g].moved_mib.fetch_add(static_cast<uint32_t>(sp.bytes[g] >> 20), std::memory_order_relaxed);
+    }
+    spdlog::info("tenant {}: pid {} joined it while it is suspended, and is suspended too ({} by its hook's count, "
+                 "in {:.2f} s)",
+                 name, p.pid, describe_bytes(moved), secs(o.took));
+    s.processes.push_back(std::move(sp));
+  }
+  if (o.kind == SuspendOutcome::Kind::kFailed) {
+    spdlog::error("tenant {}: suspending processes that joined it failed: {} (processes stuck: {})", name, o.reason,
+                  fmt::join(o.stuck, ", "));
   }
 }
 

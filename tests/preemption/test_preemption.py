@@ -138,6 +138,51 @@ def test_a_suspended_process_killed_leaves_nothing_behind():
         assert s.fake.used_all() == s.fake.used(serve.pid)
 
 
+def test_a_process_joining_a_suspended_tenant_waits_for_its_resumption():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        # Another process of the suspended tenant starts: it registers, then waits in its first
+        # CUDA call, holding nothing on the card.
+        late = s.process("train")
+        late.send("init")
+        wait_for(lambda: late.pid in s.tenant_status("train")["pids"], 10, "the late process to register")
+        assert not late.answered_within(1.0), "a process of a suspended tenant started on the GPU"
+        assert s.fake.state(late.pid) is None, "it waits in its hook, before its first call into the driver"
+        assert s.tenant_status("train")["suspension"]["state"] == "suspended"
+        serve.exit()
+        assert late.answer(timeout_s=30)[0] == "ok", "it goes on once its tenant is resumed"
+        assert s.fake.state(train.pid) == RUNNING
+        late.ok(f"alloc {1 * GiB}")
+        assert "waited for the tenant to be resumed" in late.log_text()
+
+
+def test_a_joining_process_that_does_not_wait_is_suspended_by_the_scheduler():
+    # It registers itself and uses the driver without the hook: nothing makes it wait, so the
+    # scheduler suspends it with its tenant through the driver.
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        rogue = s.process("train", hooked=False)
+        rogue.ok("attach")
+        rogue.ok("init")
+        rogue.ok(f"alloc {1 * GiB}")
+        wait_for(lambda: s.fake.state(rogue.pid) == CHECKPOINTED, 10, "the scheduler to suspend the late process")
+        assert s.fake.used(rogue.pid) == 0 and s.fake.checkpointed(rogue.pid) >= 1 * GiB
+        assert f"pid {rogue.pid} joined it while it is suspended, and is suspended too" in s.daemon.log_text()
+        rogue.send("sync")
+        assert not rogue.answered_within(0.5), "its driver calls wait like the others'"
+        serve.exit()
+        assert rogue.answer(timeout_s=30)[0] == "ok"
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the tenant to be resumed")
+        assert s.fake.state(rogue.pid) == RUNNING and s.fake.used(rogue.pid) >= 1 * GiB
+
+
 def test_a_restarted_scheduler_resumes_what_the_old_one_suspended():
     with Scenario(CONFIG) as s:
         train = s.worker("train")
