@@ -119,6 +119,20 @@ def test_a_resume_meets_a_new_high_priority_allocation():
         wait_for(lambda: s.fake.state(train.pid) == RUNNING, 30, "the trainer to be resumed")
 
 
+def test_a_stream_ordered_allocation_asks_for_room_too():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"async {8 * GiB}", timeout_s=30)  # cuMemAllocAsync: its pool grows by 8 GiB
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert suspended_by_log(s.daemon, "train"), s.daemon.log_text()
+        assert "asking the scheduler for room" in serve.log_text()
+        serve.ok("free")
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
+
+
 def test_a_suspended_process_killed_leaves_nothing_behind():
     with Scenario(CONFIG) as s:
         train = s.worker("train")
