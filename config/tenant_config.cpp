@@ -435,8 +435,15 @@ class Parser {
 
   void parse_preemption(const YAML::Node& node) {
     if (!expect_map(node, "`preemption`")) return;
-    check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin"});
+    check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin", "unsuspendable"});
     PreemptionSettings& p = result_.config.scheduler.preemption;
+    if (const YAML::Node v = node["unsuspendable"]) {
+      if (expect_scalar(v, "unsuspendable")) {
+        if (v.Scalar() == "stop") p.stop_unsuspendable = true;
+        else if (v.Scalar() == "keep") p.stop_unsuspendable = false;
+        else error(v, "bad `unsuspendable` " + quoted(v) + ": expected stop or keep");
+      }
+    }
     if (node["allocation_wait"]) {
       if (auto d = duration(node["allocation_wait"], "allocation_wait")) p.allocation_wait = *d;
     }

@@ -23,6 +23,9 @@
 //       resume_holdoff: 1s     #   how long a suspended tenant's memory must stay free first
 //       host_reserve: 4GiB     #   host memory left available after a suspension
 //       resume_margin: 512MiB  #   card memory left free after a resume
+//       unsuspendable: stop    #   stop | keep: a preemptible tenant's process that cannot be
+//                              #   suspended (it says it uses what the checkpoint cannot move,
+//                              #   or the driver refuses it) is stopped, or the tenant kept
 //     metrics_address: ::1     # where; default 127.0.0.1 (IPv4 or IPv6 literal)
 //   tenants:
 //     - name: inference
@@ -84,6 +87,10 @@ struct PreemptionSettings {
   std::chrono::nanoseconds resume_holdoff = std::chrono::seconds(1);
   uint64_t host_reserve = uint64_t{4} << 30;
   uint64_t resume_margin = uint64_t{512} << 20;
+  // What becomes of a preemptible tenant's process that cannot be suspended when the tenant's
+  // memory is needed: true (`stop`), it is killed and the others suspended; false (`keep`), the
+  // tenant keeps its memory. What a process says of itself never spares its tenant by default.
+  bool stop_unsuspendable = true;
 };
 
 struct SchedulerSettings {

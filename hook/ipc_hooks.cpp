@@ -1,7 +1,8 @@
 // CUDA IPC: memory shared with other processes, by cuIpc* handles or VMM shareable handles.
 // Passed to the driver unchanged; a process that uses it is marked in the scheduler, since the
-// driver's checkpoint cannot move such memory and its tenant must never be suspended
-// (preemption.h).
+// driver's checkpoint cannot move such memory: the scheduler never tries to checkpoint the
+// process (and, in a preemptible tenant, stops it when the tenant's memory is needed;
+// preemption.h).
 #include "driver.h"
 #include "preemption.h"
 #include "shm_protocol.h"

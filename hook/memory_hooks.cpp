@@ -1,5 +1,6 @@
 // Allocations the driver makes one call at a time: charged before the driver is asked,
-// remembered in an allocation table, given back when freed.
+// remembered in an allocation table, given back when freed. Each first waits while its
+// tenant is suspended (preemption.h).
 #include "allocation_table.h"
 #include "driver.h"
 #include "preemption.h"
@@ -106,6 +107,7 @@ CUresult settle_array(Handle h, int device, uint64_t estimated) {
 // Creates an array (through `create`) charged `estimate` first.
 template <typename Handle, typename Create>
 CUresult create_array(Handle* handle, uint64_t estimate, Create create) {
+  preemption::wait_while_suspended();
   if (!quota::active() || handle == nullptr) return create();
   const int dev = quota::current_device();
   if (!quota::accounted(dev)) return create();
@@ -126,6 +128,7 @@ extern "C" {
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   auto fn = real<Sym::cuMemAlloc_v2>();
   if (fn == nullptr) return unavailable_result();
+  preemption::wait_while_suspended();
   if (!quota::active()) return fn(dptr, bytesize);
   const int dev = quota::current_device();
   if (!quota::accounted(dev) || bytesize == 0 || dptr == nullptr) return fn(dptr, bytesize);
@@ -143,6 +146,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   auto fn = real<Sym::cuMemAllocManaged>();
   if (fn == nullptr) return unavailable_result();
+  preemption::wait_while_suspended();
   if (!quota::active()) return fn(dptr, bytesize, flags);
   // Managed memory can become fully resident on the device: charge all of it there.
   const int dev = quota::current_device();
@@ -163,6 +167,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
                                                   size_t Height, unsigned int ElementSizeBytes) {
   auto fn = real<Sym::cuMemAllocPitch_v2>();
   if (fn == nullptr) return unavailable_result();
+  preemption::wait_while_suspended();
   if (!quota::active()) return fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   const int dev = quota::current_device();
   if (!quota::accounted(dev) || dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0)
@@ -203,6 +208,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
                                            const CUmemAllocationProp* prop, unsigned long long flags) {
   auto fn = real<Sym::cuMemCreate>();
   if (fn == nullptr) return unavailable_result();
+  preemption::wait_while_suspended();
   if (!quota::active() || prop == nullptr || handle == nullptr ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return fn(handle, size, prop, flags);

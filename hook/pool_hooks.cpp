@@ -1,6 +1,9 @@
-// Stream-ordered allocations, pools and graph memory (accounting in pool_accounting.cpp).
+// Stream-ordered allocations, pools and graph memory (accounting in pool_accounting.cpp). An
+// allocation first waits while its tenant is suspended, and one the quota allows but the card
+// cannot hold asks the scheduler for room (preemption.h), as synchronous allocations do.
 #include "driver.h"
 #include "pool_accounting.h"
+#include "preemption.h"
 #include "quota.h"
 
 using namespace cuslice;
@@ -11,10 +14,13 @@ namespace {
 // a successful allocation again.
 template <typename Call, typename Undo>
 CUresult charged_async(int dev, CUmemoryPool pool, size_t bytes, Call call, Undo undo) {
+  preemption::wait_while_suspended();
   const quota::Operation op(dev);
   uint64_t charged = 0;
   if (pool_accounting::begin(dev, bytes, &charged)) {
-    const CUresult r = call();
+    // The quota allows the pool's growth; a card too full for it asks the scheduler for room
+    // as a synchronous allocation does, for the most the pool grows by.
+    const CUresult r = preemption::after_out_of_memory(dev, charged, call(), call);
     pool_accounting::end(dev, charged, r == CUDA_SUCCESS);
     return r;
   }
@@ -23,7 +29,7 @@ CUresult charged_async(int dev, CUmemoryPool pool, size_t bytes, Call call, Undo
   uint64_t before = 0, after = 0, used = 0;
   if (!pool_accounting::pool_reserve(pool, &before, &used) || before - used < bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = call();
+  const CUresult r = preemption::after_out_of_memory(dev, bytes, call(), call);
   if (r != CUDA_SUCCESS || !pool_accounting::pool_reserve(pool, &after, &used) || after <= before) return r;
   // The pool grew all the same (its free reserve was fragmented).
   if (pool_accounting::charge_growth(dev, after - before)) return r;

@@ -4,9 +4,12 @@
 
 #include <time.h>
 
+#include <atomic>
+
 #include "client.h"
 #include "log.h"
 #include "scheduler_link.h"
+#include "shm_protocol.h"
 
 namespace cuslice::preemption {
 namespace {
@@ -55,7 +58,21 @@ bool room_made(int device, uint64_t bytes, int64_t deadline, int round) {
 }
 
 void uses_unmovable(uint32_t flag) {
-  if (scheduler_link::enabled()) client::note_checkpoint_blocker(flag);
+  if (!scheduler_link::enabled()) return;
+  client::note_checkpoint_blocker(flag);
+  // Once per process, and only on this slow path (an IPC or managed-memory call).
+  static std::atomic<bool> said{false};
+  if (client::tenant_preemptible() && !said.exchange(true, std::memory_order_relaxed)) {
+    CUSLICE_LOG(kWarn,
+                "this process uses %s, which the driver's checkpoint cannot move: its tenant is preemptible, so the "
+                "scheduler stops this process rather than suspend it when the tenant's memory is needed, unless "
+                "configured otherwise (cuslice status says)",
+                flag == shm::kUsesManaged ? "managed memory" : flag == shm::kUsesIpc ? "CUDA IPC memory" : "MPS");
+  }
+}
+
+void wait_while_suspended() {
+  if (scheduler_link::enabled()) client::wait_while_suspended();
 }
 
 }  // namespace cuslice::preemption

@@ -3,7 +3,8 @@
 // preemptible tenants of lower priority, wait for its answer a bounded time (the scheduler's
 // `preemption.allocation_wait`), and allocate again each time it says memory was freed.
 // Never on the fast path: only after the driver said out of memory. Also what the scheduler
-// must know to leave a process alone: the memory the driver's checkpoint cannot move.
+// must know not to try a checkpoint on a process: the memory the driver's checkpoint cannot
+// move.
 //
 // May call driver, scheduler_link, log and the client.
 #pragma once
@@ -35,7 +36,14 @@ CUresult after_out_of_memory(int device, uint64_t bytes, CUresult first, Allocat
   return r;
 }
 
-// This process uses memory the checkpoint cannot move (shm::ProcessSlot::kUses*).
+// This process uses memory the checkpoint cannot move (shm::ProcessSlot::kUses*). In a
+// preemptible tenant, says once (warn) what that means for it.
 void uses_unmovable(uint32_t flag);
+
+// Before an allocation: while this process's tenant is suspended (or being suspended or
+// resumed), waits until it runs again, so that a process that was not there to be suspended
+// (it joined the tenant since, or had no CUDA state yet) takes no memory the tenant is giving
+// back. Two atomic loads when the tenant runs; nothing without a scheduler.
+void wait_while_suspended();
 
 }  // namespace cuslice::preemption

@@ -58,6 +58,8 @@ bool start() {
     case client::AttachStatus::kAttached:
       g_enabled = true;
       CUSLICE_LOG(kInfo, "registered with the scheduler");
+      // A process that joins a suspended tenant touches no GPU until the tenant runs again.
+      if (client::wait_while_suspended()) CUSLICE_LOG(kInfo, "waited for the tenant to be resumed");
       return true;
     case client::AttachStatus::kRefused:
       CUSLICE_LOG(kError, "%s; CUDA initialisation refused", client::last_error());

@@ -139,8 +139,18 @@ enum class MemoryAnswer {
 // and waits (a futex on the process's slot) for its answer until deadline_ns (CLOCK_MONOTONIC).
 MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_t deadline_ns) noexcept;
 // This process uses something the driver's checkpoint cannot move (shm::ProcessSlot::kUses*):
-// its tenant is never suspended. Kept across re-attaches.
+// the scheduler never tries to checkpoint it (docs/preemption.md). Kept across re-attaches.
 void note_checkpoint_blocker(uint32_t flag) noexcept;
+// Whether the configuration lets the scheduler suspend this process's tenant (false when
+// detached).
+bool tenant_preemptible() noexcept;
+// Returns at once unless this process's tenant is being suspended, is suspended or is being
+// resumed (shm::Tenant::preemption); then waits (a futex on that word, which the daemon wakes)
+// until it runs again, the scheduler goes away, or the tenant is gone. The fast path is two
+// atomic loads: callable on allocation paths. A process that joins a suspended tenant calls
+// it before it touches the GPU, so that it holds nothing there while its tenant's memory is
+// given back. True when it waited.
+bool wait_while_suspended() noexcept;
 
 // Who else has processes registered (any GPU): another tenant, and one of higher priority
 // than this process's. Scans the process slots: call it now and then, not per launch.

@@ -1,7 +1,8 @@
 // Memory preemption, the hook's side: an allocation the card could not hold asks the daemon to
 // suspend preemptible tenants (a MemoryRequest on the socket) and waits for the answer the
 // daemon writes in the process's slot. Slow paths only: one send, then a futex wait; no
-// allocation, no lock.
+// allocation, no lock. And a process of a suspended tenant waits for its resumption before it
+// uses the GPU (two loads when the tenant runs).
 #include <sys/socket.h>
 
 #include <atomic>
@@ -20,6 +21,11 @@ namespace {
 constexpr uint32_t kSequenceMask = 0xFFFFFF;
 
 bool usable(const Attachment* att) { return att != nullptr; }
+
+bool suspended(uint32_t word) {
+  const uint32_t state = word & shm::Tenant::kStateMask;
+  return state == shm::Tenant::kSuspending || state == shm::Tenant::kSuspended || state == shm::Tenant::kResuming;
+}
 
 }  // namespace
 
@@ -59,6 +65,28 @@ MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_
     if (left <= 0) return MemoryAnswer::kTimedOut;
     // Bounded slices: a daemon that died never answers, and maintain() notices that elsewhere.
     futex_wait(&word, seen, left < 100'000'000 ? left : 100'000'000);
+  }
+}
+
+bool tenant_preemptible() noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  return usable(att) &&
+         (att->segment->tenants[att->tenant].preemption.load(std::memory_order_relaxed) & shm::Tenant::kPreemptible) != 0;
+}
+
+bool wait_while_suspended() noexcept {
+  for (bool waited = false;; waited = true) {
+    Attachment* att = g.current.load(std::memory_order_acquire);
+    if (!usable(att)) return waited;
+    const std::atomic<uint32_t>& word = att->segment->tenants[att->tenant].preemption;
+    const uint32_t seen = word.load(std::memory_order_acquire);
+    if (!suspended(seen)) return waited;
+    // A daemon that died never wakes us: bounded slices, and the connection checked at each.
+    if (connection_lost(att)) {
+      mark_lost(att);
+      return waited;
+    }
+    futex_wait(&word, seen, 100'000'000);
   }
 }
 

@@ -106,8 +106,8 @@ inline constexpr unsigned kSegmentMode = 0644;
 inline constexpr uint32_t kWaitersMask = 0xFFFF;
 inline constexpr uint32_t kBusy = 1u << 16;
 
-// What the driver's checkpoint cannot move that a process uses (ProcessUse::checkpoint_flags):
-// its tenant is never suspended (memory preemption).
+// What the driver's checkpoint cannot move that a process says it uses
+// (ProcessUse::checkpoint_flags): no checkpoint is tried on it (memory preemption).
 inline constexpr uint32_t kUsesIpc = 1u << 0;      // CUDA IPC memory, exported or imported
 inline constexpr uint32_t kUsesManaged = 1u << 1;  // managed memory
 inline constexpr uint32_t kUsesMps = 1u << 2;      // an MPS client
@@ -227,7 +227,10 @@ struct alignas(64) Tenant {
   std::atomic<uint32_t> memory_quota_ppm;
   // Memory preemption. Bits 0-7: the tenant's suspension state (kRunning ... kSuspendFailed
   // below); kPreemptible: the configuration lets it be suspended. Written by the daemon
-  // (store, relaxed) as the state changes; read by the CLI and the metrics.
+  // (store, release) as the state changes, then FUTEX_WAKE; read by the CLI and the metrics,
+  // and by the tenant's hooks, whose processes that joined the tenant while it is suspended
+  // wait on it (FUTEX_WAIT, in bounded slices: a daemon that dies wakes nobody) before they
+  // use the GPU.
   std::atomic<uint32_t> preemption;
   enum Preemption : uint32_t {
     kRunning = 0,
@@ -371,8 +374,9 @@ struct alignas(64) ProcessUse {
   std::atomic<uint32_t> gpu_flags[kMaxGpus];
   // kUses*, above: what the driver's checkpoint cannot move that this process uses (never
   // cleared while it lives). Written by the process (fetch_or); zeroed by the daemon at
-  // registration; read by the daemon's memory preemption, which never suspends the tenant of
-  // such a process. A tenant can claim it falsely, and so keep itself from being suspended.
+  // registration; read by the daemon's memory preemption as the tenant's word only: it never
+  // spares a preemptible tenant (the process is stopped rather than checkpointed when the
+  // tenant's memory is needed) unless the configuration says `unsuspendable: keep`.
   std::atomic<uint32_t> checkpoint_flags;
   static constexpr uint32_t kUsesIpc = shm::kUsesIpc;
   static constexpr uint32_t kUsesManaged = shm::kUsesManaged;

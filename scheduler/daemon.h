@@ -41,10 +41,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -198,13 +200,24 @@ class Daemon {
       uint64_t start_time = 0;
       std::vector<uint64_t> bytes;  // by GPU, as charged when the suspension began
       bool adopted = false;         // found suspended by an earlier daemon, from the journal
+      bool stop = false;            // to be stopped, not checkpointed: it says it cannot be moved
     };
+    // Processes that joined the tenant while it is suspended: those being suspended now, those
+    // left alone from now on (the driver refused them and they run, or they were stopped and
+    // are on their way out), those already logged, and when to look again at those the driver
+    // knew nothing of (they wait in their hooks).
+    std::vector<SuspendProcess> joining;
+    std::set<int32_t> join_skipped, join_noted;
+    TokenPolicy::Nanos next_join_check{0};
     std::vector<Process> processes;
     std::vector<uint64_t> bytes;  // the processes' together, by GPU
     TokenPolicy::Nanos operation_started{0}, suspended_since{0};
     uint64_t suspended_ns_before = 0;  // the tenant's counter when this suspension began
     bool busy = false;                 // a job of the suspender's is under way
-    std::vector<SuspendProcess> job_processes() const;
+    std::vector<SuspendProcess> job_processes() const;  // those to checkpoint
+    std::vector<SuspendProcess> stop_processes() const;
+    // Removes the processes `which` selects; `bytes` becomes the others'.
+    void drop(const std::function<bool(const Process&)>& which);
     uint64_t total() const;
   };
   void configure_preemption();
@@ -213,14 +226,29 @@ class Daemon {
   std::vector<GpuMemory> gpu_memory() const;
   uint64_t host_available() const;
   void publish_preemption_state(uint32_t t);
+  // The same when the published state differs from the policy's (a few loads otherwise: run
+  // at every scheduling step).
+  void republish_preemption_state(uint32_t t);
   void answer_memory(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision);
   void on_memory_request(const Client& client, const wire::MemoryRequest& request);
   void decide_memory_waits();
-  void start_suspension(uint32_t t, TokenPolicy::Nanos now);
+  // `stop`: the tenant's processes to stop rather than checkpoint (Verdict::stop).
+  void start_suspension(uint32_t t, TokenPolicy::Nanos now, const std::vector<int32_t>& stop);
+  // Logs, once per process, a preemptible tenant's process that says it uses what the driver's
+  // checkpoint cannot move. Allocates nothing unless it finds a new one.
+  void note_claims();
   void on_suspender_outcomes();
+  // Suspends the registered processes of suspended tenant t that are not suspended with it
+  // (they joined it since, or had no CUDA state when it was suspended); returns when to look
+  // again.
+  static constexpr std::chrono::nanoseconds kJoinCheckPeriod = std::chrono::seconds(1);
+  TokenPolicy::Nanos suspend_joiners(uint32_t t, TokenPolicy::Nanos now);
+  void on_joiners_outcome(const SuspendOutcome& outcome, TokenPolicy::Nanos now);
   // Resumes what may be, drops waits given up; returns when to run again.
   TokenPolicy::Nanos preemption_step(TokenPolicy::Nanos now);
   bool suspended(uint32_t t) const;
+  // At every statistics tick: the suspended tenants' time, note_claims(), and the processes
+  // that joined a suspended tenant (suspend_joiners()).
   void publish_suspended_time(TokenPolicy::Nanos now);
   void forget_memory_waits_of(uint32_t slot);
   std::vector<std::string> preemption_report() const;
@@ -308,6 +336,7 @@ class Daemon {
   std::vector<MemoryWait> memory_waits_;
   std::array<Suspension, shm::kMaxTenants> suspensions_{};
   std::map<uint32_t, std::string> last_refusal_;  // by tenant: why its last request was refused
+  std::set<std::pair<int32_t, uint64_t>> claims_logged_;  // pid, start time: note_claims() said it
   bool journal_pending_ = false;                  // read_journal found entries to adopt
   nlohmann::json journal_entries_;
 };

@@ -5,6 +5,28 @@
 #include <numeric>
 
 namespace cuslice {
+namespace {
+
+const char* claim(const PreemptProcess& p) { return describe_claim(p); }
+
+}  // namespace
+
+const char* describe_claim(const PreemptProcess& p) {
+  return p.ipc ? "CUDA IPC memory" : p.managed ? "managed memory" : p.mps ? "an MPS connection" : nullptr;
+}
+
+std::string describe_claims(const PreemptTenant& tenant) {
+  std::string text;
+  size_t count = 0;
+  for (const PreemptProcess& p : tenant.processes) {
+    const char* what = claim(p);
+    if (what == nullptr || count++ > 0) continue;
+    text = "process " + std::to_string(p.pid) + " says it holds " + what +
+           ", which the driver's checkpoint does not support";
+  }
+  if (count > 1) text += " (and " + std::to_string(count - 1) + (count > 2 ? " more processes)" : " more process)");
+  return text;
+}
 
 const char* to_string(SuspendState state) {
   switch (state) {
@@ -79,13 +101,28 @@ uint64_t MemoryPreemption::start_of(uint32_t tenant) const {
   return start;
 }
 
-std::optional<std::string> MemoryPreemption::unsuspendable(uint32_t tenant) const {
+std::string MemoryPreemption::claims(uint32_t tenant) const {
+  return valid(tenant) ? describe_claims(tenants_[tenant]) : std::string();
+}
+
+uint64_t MemoryPreemption::stopped_bytes(uint32_t tenant, uint32_t gpu) const {
+  if (!params_.stop_unsuspendable) return 0;
+  uint64_t sum = 0;
   for (const PreemptProcess& p : tenants_[tenant].processes) {
-    const char* what = p.ipc ? "CUDA IPC memory" : p.managed ? "managed memory" : p.mps ? "an MPS connection" : nullptr;
-    if (what != nullptr) {
-      return "process " + std::to_string(p.pid) + " holds " + what +
-             ", which the driver's checkpoint does not support";
+    if (claim(p) == nullptr) continue;
+    if (gpu == kAllGpus) {
+      sum = std::accumulate(p.gpu_bytes.begin(), p.gpu_bytes.end(), sum);
+    } else if (gpu < p.gpu_bytes.size()) {
+      sum += p.gpu_bytes[gpu];
     }
+  }
+  return sum;
+}
+
+std::optional<std::string> MemoryPreemption::unsuspendable(uint32_t tenant) const {
+  // The tenant's own word, taken only when the operator said to (`unsuspendable: keep`).
+  if (!params_.stop_unsuspendable) {
+    if (std::string said = claims(tenant); !said.empty()) return said;
   }
   const Book& book = books_[tenant];
   if (!book.refused_pids.empty()) return book.reason;
@@ -122,7 +159,7 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
     if (!valid(t)) continue;
     if (books_[t].state == SuspendState::kSuspending) {
       coming += bytes_on(t, gpu);
-      moving_in_flight += total_bytes(t);
+      moving_in_flight += total_bytes(t) - stopped_bytes(t, kAllGpus);
     }
   }
   if (free + coming >= request.bytes) {
@@ -200,7 +237,7 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
     }
   }
   uint64_t moving = 0;
-  for (uint32_t t : chosen) moving += total_bytes(t);
+  for (uint32_t t : chosen) moving += total_bytes(t) - stopped_bytes(t, kAllGpus);
   if (moving_in_flight + moving + params_.host_reserve > host_available) {
     verdict.reason = with_skipped(what + " cannot fit: suspending would move " + describe_bytes(moving) +
                                   " to host memory (" + describe_bytes(moving_in_flight) +
@@ -210,7 +247,13 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
   }
   std::string names;
   for (uint32_t t : chosen) {
-    names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(bytes_on(t, gpu)) + ")";
+    names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(bytes_on(t, gpu));
+    if (params_.stop_unsuspendable && !claims(t).empty()) {
+      names += "; stopping what cannot be suspended: " + claims(t);
+      for (const PreemptProcess& p : tenants_[t].processes)
+        if (claim(p) != nullptr) verdict.stop.push_back(p.pid);
+    }
+    names += ")";
     books_[t].state = SuspendState::kSuspending;
     books_[t].reason = "suspended for " + what;
     books_[t].fits_since.reset();
@@ -267,12 +310,16 @@ void MemoryPreemption::adopt_suspended(uint32_t tenant, Nanos now, std::string r
   book.reason = std::move(reason);
 }
 
+void MemoryPreemption::hold(uint32_t tenant, bool held) {
+  if (tenant < books_.size()) books_[tenant].held = held;
+}
+
 MemoryPreemption::Resumption MemoryPreemption::step(const std::vector<GpuMemory>& gpus,
                                                     const std::vector<uint64_t>& pending, Nanos now) {
   Resumption out;
   std::vector<uint32_t> waiting;
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
-    if (valid(t) && books_[t].state == SuspendState::kSuspended) waiting.push_back(t);
+    if (valid(t) && books_[t].state == SuspendState::kSuspended && !books_[t].held) waiting.push_back(t);
   }
   std::sort(waiting.begin(), waiting.end(), [&](uint32_t a, uint32_t b) {
     if (tenants_[a].priority != tenants_[b].priority) return tenants_[a].priority > tenants_[b].priority;

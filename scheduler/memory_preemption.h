@@ -17,10 +17,15 @@
 //      its earliest process), then the lowest index. Tenants are taken in that order until
 //      their memory covers what is missing; then any chosen tenant that is not needed after
 //      all is spared again, the last chosen first.
-//   3. Never suspended, with the reason kept for the log and `cuslice status`: a tenant with a
-//      process the driver cannot checkpoint (CUDA IPC memory, managed memory, an MPS client),
-//      a tenant whose earlier suspension or resumption failed, and any tenant when the host's
-//      available memory cannot take what would move plus `host_reserve`.
+//   3. Never suspended, with the reason kept for the log and `cuslice status`: a tenant whose
+//      earlier suspension was refused by the driver (while the processes concerned live) or
+//      whose suspension or resumption failed, and any tenant when the host's available memory
+//      cannot take what would move plus `host_reserve`. A process that says it uses what the
+//      driver cannot checkpoint (CUDA IPC memory, managed memory, an MPS client) says so in
+//      memory its own tenant writes: with `stop_unsuspendable` (the default) the claim spares
+//      nobody and changes no order; the tenant is chosen as any other and the verdict names
+//      the claiming processes, which the daemon stops (no checkpoint is tried on them) before
+//      it suspends the others. Without it, such a tenant is never suspended (rule 3 above).
 //   4. Memory being freed already (tenants being suspended) counts: a request it covers waits
 //      for it rather than suspending more.
 //   5. Resume: a suspended tenant resumes once its memory, plus `resume_margin`, fits on every
@@ -45,6 +50,9 @@ struct PreemptionParams {
   // process stuck on current drivers, so the policy keeps a margin for what it cannot see
   // (memory not yet reported by the hooks, other processes on the card).
   uint64_t resume_margin = uint64_t{512} << 20;
+  // `scheduler.preemption.unsuspendable: stop`: what a process says of itself never spares
+  // its tenant (rule 3).
+  bool stop_unsuspendable = true;
 };
 
 // One process of a tenant, as the daemon sees it.
@@ -52,7 +60,8 @@ struct PreemptProcess {
   int32_t pid = 0;
   uint64_t start_time = 0;           // clock ticks after boot (/proc/<pid>/stat field 22)
   std::vector<uint64_t> gpu_bytes;   // device memory it holds, by GPU index
-  // What the driver's checkpoint does not support; its tenant is never suspended.
+  // What the process says it uses that the driver's checkpoint does not support (its own
+  // tenant's region: a claim, not a fact; rule 3).
   bool ipc = false;      // CUDA IPC memory, exported or imported
   bool managed = false;  // managed (unified) memory
   bool mps = false;      // a client of an MPS server
@@ -99,8 +108,11 @@ struct Verdict {
   };
   Kind kind = Kind::kRefused;
   std::vector<uint32_t> suspend;
+  // Processes of the tenants in `suspend` to stop rather than checkpoint: they say they use
+  // what the checkpoint cannot move (rule 3, stop_unsuspendable).
+  std::vector<int32_t> stop;
   uint64_t coming_free = 0;  // bytes on the GPU that suspensions in flight (these included) free
-  uint64_t moving = 0;       // host bytes these new suspensions move
+  uint64_t moving = 0;       // host bytes these new suspensions move (stopped processes' not)
   std::string reason;        // one line for the log and status
 };
 
@@ -132,6 +144,9 @@ class MemoryPreemption {
   void failed(uint32_t tenant, std::string reason);
   // The tenant was found suspended (by an earlier daemon): it is resumed like any other.
   void adopt_suspended(uint32_t tenant, Nanos now, std::string reason);
+  // While held, a suspended tenant is not resumed: the daemon is suspending processes that
+  // joined it after it was suspended, and a resumption must include them.
+  void hold(uint32_t tenant, bool held);
 
   struct Resumption {
     std::vector<uint32_t> resume;  // now kResuming
@@ -145,6 +160,9 @@ class MemoryPreemption {
   const std::string& reason(uint32_t tenant) const;
   // Device memory the tenant holds (or, suspended, held), by GPU.
   std::vector<uint64_t> bytes(uint32_t tenant) const;
+  // What the tenant's processes say they use that the checkpoint cannot move, as one line
+  // ("process 12 says it holds managed memory, ..."), empty when none says anything.
+  std::string claims(uint32_t tenant) const;
   Nanos suspended_at(uint32_t tenant) const;
 
  private:
@@ -154,6 +172,7 @@ class MemoryPreemption {
     std::vector<int32_t> refused_pids;  // the processes present when a suspension was refused
     Nanos suspended_at{0};
     std::optional<Nanos> fits_since;
+    bool held = false;  // hold(): not resumed for now
   };
 
   bool valid(uint32_t tenant) const { return tenant < tenants_.size() && tenants_[tenant].present; }
@@ -162,6 +181,9 @@ class MemoryPreemption {
   uint64_t start_of(uint32_t tenant) const;
   // Why the tenant cannot be suspended at all, or nothing.
   std::optional<std::string> unsuspendable(uint32_t tenant) const;
+  // Bytes on `gpu` (all GPUs: kAllGpus) of the processes to stop rather than checkpoint.
+  static constexpr uint32_t kAllGpus = UINT32_MAX;
+  uint64_t stopped_bytes(uint32_t tenant, uint32_t gpu) const;
 
   PreemptionParams params_;
   std::vector<PreemptTenant> tenants_;
@@ -170,5 +192,11 @@ class MemoryPreemption {
 
 // "3.2 GiB", "512 MiB": sizes in reasons.
 std::string describe_bytes(uint64_t bytes);
+
+// What a process says it uses that the driver's checkpoint does not support ("managed
+// memory"), or nullptr.
+const char* describe_claim(const PreemptProcess& process);
+// The tenant's claims as one line, as MemoryPreemption::claims() gives them.
+std::string describe_claims(const PreemptTenant& tenant);
 
 }  // namespace cuslice

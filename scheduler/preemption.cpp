@@ -60,6 +60,7 @@ void Daemon::configure_preemption() {
   params.resume_holdoff = config_.scheduler.preemption.resume_holdoff;
   params.host_reserve = config_.scheduler.preemption.host_reserve;
   params.resume_margin = config_.scheduler.preemption.resume_margin;
+  params.stop_unsuspendable = config_.scheduler.preemption.stop_unsuspendable;
   preemption_.reconfigure(params);
   const bool wanted = std::any_of(config_.tenants.begin(), config_.tenants.end(),
                                   [](const TenantConfig& t) { return t.preemptible; });
@@ -106,8 +107,8 @@ std::vector<PreemptTenant> Daemon::preempt_tenants() const {
     const uint32_t t = client.tenant;  // the daemon's own record
     const shm::TenantRegion* region = regions_.get(t);
     if (client.slot < 0 || t >= shm::kMaxTenants || !out[t].present || region == nullptr) continue;
-    // What the process says of itself, in its tenant's region: only its own tenant's
-    // suspension depends on it.
+    // What the process says of itself, in its tenant's region: a claim about its own tenant
+    // only, which never spares the tenant unless `unsuspendable: keep` (memory_preemption.h).
     const shm::ProcessUse& use = region->processes[client.slot];
     PreemptProcess p;
     p.pid = client.pid;
@@ -166,7 +167,16 @@ uint64_t Daemon::host_available() const {
 void Daemon::publish_preemption_state(uint32_t t) {
   uint32_t word = shm_state(preemption_.state(t));
   if (segment_->tenants[t].state.load() != shm::Tenant::kFree && preemptible(t)) word |= shm::Tenant::kPreemptible;
-  segment_->tenants[t].preemption.store(word, std::memory_order_relaxed);
+  std::atomic<uint32_t>& published = segment_->tenants[t].preemption;
+  if (published.load(std::memory_order_relaxed) == word) return;
+  published.store(word, std::memory_order_release);
+  // Processes that joined the tenant while it was suspended wait on the word.
+  futex_wake_all(&published);
+}
+
+void Daemon::republish_preemption_state(uint32_t t) {
+  const uint32_t published = segment_->tenants[t].preemption.load(std::memory_order_relaxed) & shm::Tenant::kStateMask;
+  if (published != shm_state(preemption_.state(t))) publish_preemption_state(t);
 }
 
 void Daemon::answer_memory(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision) {
@@ -232,7 +242,7 @@ void Daemon::decide_memory_waits() {
         continue;
       case Verdict::Kind::kSuspend:
         spdlog::info("{}", v.reason);
-        for (uint32_t t : v.suspend) start_suspension(t, now);
+        for (uint32_t t : v.suspend) start_suspension(t, now, v.stop);
         break;
       case Verdict::Kind::kWait:
         if (!w.waiting) spdlog::info("pid {}: {}", w.pid, v.reason);
@@ -244,7 +254,7 @@ void Daemon::decide_memory_waits() {
   memory_waits_ = std::move(still);
 }
 
-void Daemon::start_suspension(uint32_t t, Nanos now) {
+void Daemon::start_suspension(uint32_t t, Nanos now, const std::vector<int32_t>& stop) {
   Suspension& s = suspensions_[t];
   s = Suspension{};
   s.operation_started = now;
@@ -254,6 +264,7 @@ void Daemon::start_suspension(uint32_t t, Nanos now) {
     if (client.slot < 0 || client.tenant != t || region == nullptr) continue;
     Suspension::Process p;
     p.pid = client.pid;
+    p.stop = std::find(stop.begin(), stop.end(), client.pid) != stop.end();
     p.start_time = segment_->processes[client.slot].start_time.load(std::memory_order_relaxed);
     p.bytes.resize(shm::kMaxGpus);
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
@@ -268,13 +279,34 @@ void Daemon::start_suspension(uint32_t t, Nanos now) {
   // Journalled before the first driver call: a scheduler that dies now leaves processes that
   // may be locked or checkpointed, and the next one must find them.
   write_journal();
-  suspender_->submit({SuspendJob::Kind::kSuspend, t, s.job_processes()});
+  SuspendJob job;
+  job.kind = SuspendJob::Kind::kSuspend;
+  job.tenant = t;
+  job.processes = s.job_processes();
+  job.stop = s.stop_processes();
+  job.stop_refused = config_.scheduler.preemption.stop_unsuspendable;
+  suspender_->submit(std::move(job));
 }
 
 std::vector<SuspendProcess> Daemon::Suspension::job_processes() const {
   std::vector<SuspendProcess> out;
-  for (const Process& p : processes) out.push_back({p.pid, p.start_time});
+  for (const Process& p : processes)
+    if (!p.stop) out.push_back({p.pid, p.start_time});
   return out;
+}
+
+std::vector<SuspendProcess> Daemon::Suspension::stop_processes() const {
+  std::vector<SuspendProcess> out;
+  for (const Process& p : processes)
+    if (p.stop) out.push_back({p.pid, p.start_time});
+  return out;
+}
+
+void Daemon::Suspension::drop(const std::function<bool(const Process&)>& which) {
+  std::erase_if(processes, which);
+  bytes.assign(shm::kMaxGpus, 0);
+  for (const Process& p : processes)
+    for (uint32_t g = 0; g < shm::kMaxGpus && g < p.bytes.size(); ++g) bytes[g] += p.bytes[g];
 }
 
 uint64_t Daemon::Suspension::total() const {
@@ -293,7 +325,14 @@ void Daemon::on_suspender_outcomes() {
     const std::string name = tenant.name;
     s.busy = false;
     for (int32_t pid : o.gone) spdlog::info("tenant {}: pid {} exited while being suspended or resumed", name, pid);
-    if (o.job == SuspendJob::Kind::kSuspend) {
+    for (const SuspendOutcome::Stopped& stopped : o.stopped) {
+      spdlog::warn("tenant {}: pid {} stopped (SIGKILL) instead of suspended: {} (preemption.unsuspendable: stop)",
+                   name, stopped.pid,
+                   stopped.why.empty() ? "it says it uses what the driver's checkpoint cannot move" : stopped.why);
+    }
+    if (o.join) {
+      on_joiners_outcome(o, now);
+    } else if (o.job == SuspendJob::Kind::kSuspend) {
       if (o.kind == SuspendOutcome::Kind::kDone) {
         // What the processes hold now: one may have allocated more before the lock took it.
         const shm::TenantRegion* region = regions_.get(t);
@@ -309,17 +348,27 @@ void Daemon::on_suspender_outcomes() {
             }
           }
         }
+        // Those the driver knew nothing of hold nothing on a GPU: not suspended (they are
+        // checked again as processes that joined the suspended tenant). What the others held is
+        // free now, for the allocations waiting on it, the stopped processes' memory too; what
+        // stays suspended is the rest.
+        s.drop([&](const Suspension::Process& p) { return std::count(o.unknown.begin(), o.unknown.end(), p.pid) > 0; });
+        for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
+          for (MemoryWait& w : memory_waits_)
+            if (w.gpu == g) w.freed += s.bytes[g];
+        s.drop([&](const Suspension::Process& p) {
+          return p.stop || std::any_of(o.stopped.begin(), o.stopped.end(),
+                                       [&](const SuspendOutcome::Stopped& x) { return x.pid == p.pid; });
+        });
+        // Until their connections close, the stopped look like processes that joined.
+        for (const SuspendOutcome::Stopped& x : o.stopped) s.join_skipped.insert(x.pid);
         preemption_.suspended(t, now);
         s.suspended_since = now;
         s.suspended_ns_before = tenant.suspended_ns.load(std::memory_order_relaxed);
         tenant.suspensions.fetch_add(1, std::memory_order_relaxed);
         tenant.suspend_ns.fetch_add(static_cast<uint64_t>(o.took.count()), std::memory_order_relaxed);
-        for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+        for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
           tenant.gpu[g].moved_mib.fetch_add(static_cast<uint32_t>(s.bytes[g] >> 20), std::memory_order_relaxed);
-          // What the tenant held there is free now, for the allocations waiting on it.
-          for (MemoryWait& w : memory_waits_)
-            if (w.gpu == g) w.freed += s.bytes[g];
-        }
         spdlog::info("tenant {} suspended: {} moved to host memory in {:.2f} s", name,
                      describe_bytes(s.total()), secs(o.took));
       } else if (o.kind == SuspendOutcome::Kind::kRefused) {
@@ -358,12 +407,48 @@ void Daemon::on_suspender_outcomes() {
   schedule();
 }
 
+void Daemon::note_claims() {
+  for (const auto& [fd, client] : clients_) {
+    if (client.slot < 0 || client.tenant >= shm::kMaxTenants) continue;
+    const shm::TenantRegion* region = regions_.get(client.tenant);
+    if (region == nullptr) continue;
+    const uint32_t flags = region->processes[client.slot].checkpoint_flags.load(std::memory_order_relaxed);
+    if (flags == 0 || !preemptible(client.tenant)) continue;
+    const uint64_t start = segment_->processes[client.slot].start_time.load(std::memory_order_relaxed);
+    if (claims_logged_.count({client.pid, start})) continue;
+    // Forget the processes that left before remembering one more.
+    std::erase_if(claims_logged_, [&](const std::pair<int32_t, uint64_t>& seen) {
+      return std::none_of(clients_.begin(), clients_.end(), [&](const auto& c) { return c.second.pid == seen.first; });
+    });
+    claims_logged_.emplace(client.pid, start);
+    PreemptProcess p;
+    p.ipc = (flags & shm::kUsesIpc) != 0;
+    p.managed = (flags & shm::kUsesManaged) != 0;
+    p.mps = (flags & shm::kUsesMps) != 0;
+    const char* what = describe_claim(p);
+    spdlog::warn("tenant {} is preemptible, and its pid {} says it uses {}, which the driver's checkpoint cannot "
+                 "move: {}",
+                 segment_->tenants[client.tenant].name, client.pid, what ? what : "something",
+                 config_.scheduler.preemption.stop_unsuspendable
+                     ? "it is stopped (SIGKILL), not suspended, when the tenant's memory is needed "
+                       "(preemption.unsuspendable: stop)"
+                     : "the tenant is not suspended while it runs (preemption.unsuspendable: keep)");
+  }
+}
+
 Nanos Daemon::preemption_step(Nanos now) {
   if (!suspender_) return TokenPolicy::kNever;
+  note_claims();
   bool any = !memory_waits_.empty();
   for (uint32_t t = 0; t < shm::kMaxTenants && !any; ++t) any = preemption_.state(t) != SuspendState::kRunning;
-  if (!any) return TokenPolicy::kNever;
+  if (!any) {
+    // What the last update left (a suspended tenant whose processes all left is running
+    // again) is what hooks waiting on the word must see.
+    for (uint32_t t = 0; t < shm::kMaxTenants; ++t) republish_preemption_state(t);
+    return TokenPolicy::kNever;
+  }
   preemption_.update(preempt_tenants());
+  Nanos wake = TokenPolicy::kNever;
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     // A suspended tenant whose processes all exited is forgotten by the policy: nothing is
     // left to resume.
@@ -371,12 +456,12 @@ Nanos Daemon::preemption_step(Nanos now) {
     if (preemption_.state(t) == SuspendState::kRunning && !s.processes.empty() && !s.busy) {
       spdlog::info("tenant {}: every suspended process exited", segment_->tenants[t].name);
       s = Suspension{};
-      publish_preemption_state(t);
       write_journal();
     }
+    republish_preemption_state(t);
+    if (preemption_.state(t) == SuspendState::kSuspended) wake = std::min(wake, suspend_joiners(t, now));
   }
   std::vector<uint64_t> pending(shm::kMaxGpus, 0);
-  Nanos wake = TokenPolicy::kNever;
   for (const MemoryWait& w : memory_waits_) {
     if (w.deadline > now) pending[w.gpu] += w.bytes;
     wake = std::min(wake, w.deadline);
@@ -388,7 +473,11 @@ Nanos Daemon::preemption_step(Nanos now) {
     spdlog::info("resuming tenant {}: {} back to the card", segment_->tenants[t].name, describe_bytes(s.total()));
     s.busy = true;
     publish_preemption_state(t);
-    suspender_->submit({SuspendJob::Kind::kResume, t, s.job_processes()});
+    SuspendJob job;
+    job.kind = SuspendJob::Kind::kResume;
+    job.tenant = t;
+    job.processes = s.job_processes();
+    suspender_->submit(std::move(job));
   }
   // Drop the waits whose hooks gave up.
   std::erase_if(memory_waits_, [&](const MemoryWait& w) { return w.deadline <= now; });
@@ -398,6 +487,14 @@ Nanos Daemon::preemption_step(Nanos now) {
 bool Daemon::suspended(uint32_t t) const { return preemption_.state(t) == SuspendState::kSuspended; }
 
 void Daemon::publish_suspended_time(Nanos now) {
+  // At every statistics tick, with or without scheduling steps: a claim shows in the log soon,
+  // and a process that registered into a suspended tenant (a registration is no scheduling
+  // step) is found within a tick.
+  if (suspender_) {
+    note_claims();
+    for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
+      if (preemption_.state(t) == SuspendState::kSuspended) suspend_joiners(t, now);  // the next tick looks again
+  }
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     const Suspension& s = suspensions_[t];
     const SuspendState state = preemption_.state(t);
@@ -408,19 +505,124 @@ void Daemon::publish_suspended_time(Nanos now) {
   }
 }
 
+Nanos Daemon::suspend_joiners(uint32_t t, Nanos now) {
+  Suspension& s = suspensions_[t];
+  if (s.busy) return TokenPolicy::kNever;
+  const shm::TenantRegion* region = regions_.get(t);
+  SuspendJob job;
+  for (const auto& [fd, client] : clients_) {
+    if (client.slot < 0 || client.tenant != t || region == nullptr) continue;
+    const bool suspended = std::any_of(s.processes.begin(), s.processes.end(),
+                                       [&](const Suspension::Process& p) { return p.pid == client.pid; });
+    if (suspended || s.join_skipped.count(client.pid)) continue;
+    const uint64_t start = segment_->processes[client.slot].start_time.load(std::memory_order_relaxed);
+    const bool claims = region->processes[client.slot].checkpoint_flags.load(std::memory_order_relaxed) != 0;
+    if (claims && !config_.scheduler.preemption.stop_unsuspendable) continue;  // `keep`: left to run, reported
+    (claims ? job.stop : job.processes).push_back({client.pid, start});
+  }
+  if (job.processes.empty() && job.stop.empty()) return TokenPolicy::kNever;
+  // Those the driver knew nothing of at the last look wait in their hooks: looked at again a
+  // little later, not at every step.
+  if (now < s.next_join_check) return s.next_join_check;
+  job.kind = SuspendJob::Kind::kSuspend;
+  job.tenant = t;
+  job.join = true;
+  job.stop_refused = config_.scheduler.preemption.stop_unsuspendable;
+  s.joining = job.processes;
+  s.busy = true;
+  preemption_.hold(t, true);  // a resumption now would leave them out
+  suspender_->submit(std::move(job));
+  return TokenPolicy::kNever;
+}
+
+void Daemon::on_joiners_outcome(const SuspendOutcome& o, Nanos now) {
+  const uint32_t t = o.tenant;
+  Suspension& s = suspensions_[t];
+  shm::Tenant& tenant = segment_->tenants[t];
+  const std::string name = tenant.name;
+  preemption_.hold(t, false);
+  const std::vector<SuspendProcess> joining = std::move(s.joining);
+  s.joining.clear();
+  auto listed = [](const std::vector<int32_t>& pids, int32_t pid) {
+    return std::find(pids.begin(), pids.end(), pid) != pids.end();
+  };
+  auto stopped = [&](int32_t pid) {
+    return std::any_of(o.stopped.begin(), o.stopped.end(), [&](const SuspendOutcome::Stopped& x) { return x.pid == pid; });
+  };
+  if (!o.unknown.empty()) s.next_join_check = now + kJoinCheckPeriod;
+  for (int32_t pid : o.unknown) {
+    if (s.join_noted.insert(pid).second)
+      spdlog::info("tenant {}: pid {} joined it while it is suspended; it waits for the tenant's resumption", name, pid);
+  }
+  if (o.kind == SuspendOutcome::Kind::kRefused) {
+    for (const SuspendProcess& p : joining) {
+      if (listed(o.gone, p.pid) || listed(o.unknown, p.pid) || stopped(p.pid)) continue;
+      s.join_skipped.insert(p.pid);
+    }
+    spdlog::warn("tenant {}: processes that joined it while it is suspended run on, unsuspended: {}", name, o.reason);
+    return;
+  }
+  // Done, or failed: those suspended (or stuck, which the resumption reports) are the tenant's
+  // suspended processes from now on.
+  const shm::TenantRegion* region = regions_.get(t);
+  for (const SuspendOutcome::Stopped& x : o.stopped) s.join_skipped.insert(x.pid);
+  for (const SuspendProcess& p : joining) {
+    if (listed(o.gone, p.pid) || listed(o.unknown, p.pid) || stopped(p.pid)) continue;
+    if (o.kind == SuspendOutcome::Kind::kFailed && !listed(o.stuck, p.pid)) {
+      s.join_skipped.insert(p.pid);  // rolled back: it runs
+      continue;
+    }
+    Suspension::Process sp;
+    sp.pid = p.pid;
+    sp.start_time = p.start_time;
+    sp.bytes.assign(shm::kMaxGpus, 0);
+    for (const auto& [fd, client] : clients_) {
+      if (client.pid != p.pid || client.slot < 0 || client.tenant != t || region == nullptr) continue;
+      for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
+        sp.bytes[g] = region->processes[client.slot].charged[g].load(std::memory_order_relaxed);
+    }
+    uint64_t moved = 0;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      s.bytes[g] += sp.bytes[g];
+      moved += sp.bytes[g];
+      tenant.gpu[g].moved_mib.fetch_add(static_cast<uint32_t>(sp.bytes[g] >> 20), std::memory_order_relaxed);
+    }
+    spdlog::info("tenant {}: pid {} joined it while it is suspended, and is suspended too ({} by its hook's count, "
+                 "in {:.2f} s)",
+                 name, p.pid, describe_bytes(moved), secs(o.took));
+    s.processes.push_back(std::move(sp));
+  }
+  if (o.kind == SuspendOutcome::Kind::kFailed) {
+    spdlog::error("tenant {}: suspending processes that joined it failed: {} (processes stuck: {})", name, o.reason,
+                  fmt::join(o.stuck, ", "));
+  }
+}
+
 void Daemon::forget_memory_waits_of(uint32_t slot) {
   std::erase_if(memory_waits_, [&](const MemoryWait& w) { return w.slot == slot; });
 }
 
 std::vector<std::string> Daemon::preemption_report() const {
   std::vector<std::string> lines;
+  const std::vector<PreemptTenant> tenants = preempt_tenants();
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     if (segment_->tenants[t].state.load() == shm::Tenant::kFree) continue;
     const SuspendState state = preemption_.state(t);
     std::string reason = preemption_.reason(t);
+    // What a preemptible tenant's processes say of themselves is reported while they run.
+    std::string claims = tenants[t].preemptible ? describe_claims(tenants[t]) : "";
+    if (!claims.empty()) {
+      claims += config_.scheduler.preemption.stop_unsuspendable
+                    ? ": stopped rather than suspended when its memory is needed (unsuspendable: stop)"
+                    : ": the tenant is never suspended while it runs (unsuspendable: keep)";
+    }
     auto refusal = last_refusal_.find(t);
-    if (state == SuspendState::kRunning && reason.empty() && refusal == last_refusal_.end()) continue;
-    if (state == SuspendState::kRunning && reason.empty()) reason = "last request refused: " + refusal->second;
+    if (state == SuspendState::kRunning && reason.empty() && claims.empty() && refusal == last_refusal_.end()) continue;
+    if (state == SuspendState::kRunning && reason.empty()) {
+      reason = claims;
+      if (refusal != last_refusal_.end())
+        reason += (reason.empty() ? "" : "; ") + std::string("last request refused: ") + refusal->second;
+    }
     lines.push_back(std::string(segment_->tenants[t].name) + "\t" + to_string(state) + "\t" + reason);
   }
   return lines;

@@ -1,9 +1,14 @@
 #include "tenant_suspender.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include "process_info.h"
@@ -15,14 +20,26 @@ using Clock = std::chrono::steady_clock;
 using State = CheckpointApi::State;
 using Kind = SuspendOutcome::Kind;
 
+// How long a stopped process may take to exit: SIGKILL is taken at once, but a process in the
+// middle of a driver call leaves once the kernel driver lets go of it.
+constexpr unsigned kStopTimeoutMs = 10'000;
+
 std::string process_name(int32_t pid) { return "process " + std::to_string(pid); }
 
-// Collects what one job did to each process, and undoes it.
+// Alive under that pid (and start time, when known).
+bool alive(int32_t pid, uint64_t start_time) {
+  const std::optional<uint64_t> started = process_start_time(pid);
+  return started && (start_time == 0 || *started == start_time);
+}
+
+// Collects what one job did to each process, and undoes it. A process found exited (or
+// stopped) keeps its entry with state kGone and is skipped from then on.
 class Job {
  public:
-  Job(CheckpointApi& api, const SuspendJob& job) : api_(api) {
+  Job(CheckpointApi& api, const SuspendJob& job) : api_(api), stop_(job.stop), stop_refused_(job.stop_refused) {
     outcome_.job = job.kind;
     outcome_.tenant = job.tenant;
+    outcome_.join = job.join;
     for (const SuspendProcess& p : job.processes) {
       if (p.start_time != 0 && process_start_time(p.pid) != p.start_time) {
         outcome_.gone.push_back(p.pid);  // exited; the pid may even be another process's now
@@ -30,42 +47,55 @@ class Job {
       }
       const State state = api_.state(p.pid);
       if (state == State::kGone) {
-        outcome_.gone.push_back(p.pid);
+        // Alive, and no CUDA state the driver knows of: nothing of it is on a GPU to move.
+        (alive(p.pid, p.start_time) ? outcome_.unknown : outcome_.gone).push_back(p.pid);
         continue;
       }
-      processes_.push_back({p.pid, state});
+      processes_.push_back({p.pid, p.start_time, state});
     }
   }
 
   SuspendOutcome suspend(unsigned lock_timeout_ms) {
-    for (auto& [pid, state] : processes_) {
-      if (state == State::kFailed) return fail_rolling_back({pid}, process_name(pid) + " is in the driver's FAILED state");
-      if (state != State::kRunning) continue;  // locked or checkpointed already: part of the unit
-      const CheckpointApi::Result r = api_.lock(pid, lock_timeout_ms);
+    for (const SuspendProcess& p : stop_) {
+      // Nothing is locked yet: a process that cannot be stopped leaves the others as they were.
+      if (auto error = stop_process(p.pid, p.start_time, kStopTimeoutMs)) return finish(Kind::kRefused, *error);
+      outcome_.stopped.push_back({p.pid, ""});
+    }
+    for (Process& p : processes_) {
+      if (p.state == State::kFailed) {
+        const std::string why = process_name(p.pid) + " is in the driver's FAILED state";
+        if (stop_refused_ && stopped(p, why)) continue;
+        return fail_rolling_back({p.pid}, why);
+      }
+      if (p.state != State::kRunning) continue;  // locked or checkpointed already: part of the unit
+      const CheckpointApi::Result r = api_.lock(p.pid, lock_timeout_ms);
       if (r.ok()) {
-        state = State::kLocked;
+        p.state = State::kLocked;
         continue;
       }
-      if (exited(pid)) continue;
-      std::string why = "lock of " + process_name(pid) + " failed: " + r.text;
+      if (exited(p)) continue;
+      std::string why = "lock of " + process_name(p.pid) + " failed: " + r.text;
       if (r.code == CheckpointApi::kNotReady) {
         why += " (its driver calls did not return within " + std::to_string(lock_timeout_ms) + " ms)";
+        if (stop_refused_ && stopped(p, why)) continue;
       }
       return refuse_rolling_back(why);
     }
-    for (auto& [pid, state] : processes_) {
-      if (state != State::kLocked) continue;
-      const CheckpointApi::Result r = api_.checkpoint(pid);
+    for (Process& p : processes_) {
+      if (p.state != State::kLocked) continue;
+      const CheckpointApi::Result r = api_.checkpoint(p.pid);
       if (r.ok()) {
-        state = State::kCheckpointed;
+        p.state = State::kCheckpointed;
         continue;
       }
-      if (exited(pid)) continue;
-      const std::string why = "checkpoint of " + process_name(pid) + " failed: " + r.text;
-      if (api_.state(pid) == State::kFailed) {
-        state = State::kFailed;
-        return fail_rolling_back({pid}, why + "; the driver left it FAILED");
+      if (exited(p)) continue;
+      const std::string why = "checkpoint of " + process_name(p.pid) + " failed: " + r.text;
+      if (api_.state(p.pid) == State::kFailed) {
+        p.state = State::kFailed;
+        if (stop_refused_ && stopped(p, why + "; the driver left it FAILED")) continue;
+        return fail_rolling_back({p.pid}, why + "; the driver left it FAILED");
       }
+      if (r.code == CheckpointApi::kNotSupported && stop_refused_ && stopped(p, why)) continue;
       return refuse_rolling_back(why);
     }
     return finish(Kind::kDone, "");
@@ -74,20 +104,21 @@ class Job {
   SuspendOutcome resume() {
     std::vector<int32_t> stuck;
     std::string why;
-    for (auto& [pid, state] : processes_) {
-      if (state == State::kFailed) {
+    for (Process& p : processes_) {
+      const int32_t pid = p.pid;
+      if (p.state == State::kFailed) {
         stuck.push_back(pid);
         why = process_name(pid) + " is in the driver's FAILED state: its GPU state is lost; stop it (kill " +
               std::to_string(pid) + ") and start the job again";
         continue;
       }
-      if (state != State::kCheckpointed) continue;
+      if (p.state != State::kCheckpointed) continue;
       const CheckpointApi::Result r = api_.restore(pid);
       if (r.ok()) {
-        state = State::kLocked;
+        p.state = State::kLocked;
         continue;
       }
-      if (exited(pid)) continue;
+      if (exited(p)) continue;
       const State now = api_.state(pid);
       if (now == State::kCheckpointed && r.code != CheckpointApi::kOutOfMemory) {
         // The driver may take it later: back to a uniformly suspended tenant.
@@ -110,15 +141,15 @@ class Job {
                ") and start the job again";
       }
     }
-    for (auto& [pid, state] : processes_) {
-      if (state != State::kLocked) continue;
-      const CheckpointApi::Result r = api_.unlock(pid);
-      if (r.ok() || exited(pid)) {
-        state = State::kRunning;
+    for (Process& p : processes_) {
+      if (p.state != State::kLocked) continue;
+      const CheckpointApi::Result r = api_.unlock(p.pid);
+      if (r.ok() || exited(p)) {
+        p.state = State::kRunning;
         continue;
       }
-      stuck.push_back(pid);
-      if (why.empty()) why = "unlock of " + process_name(pid) + " failed: " + r.text;
+      stuck.push_back(p.pid);
+      if (why.empty()) why = "unlock of " + process_name(p.pid) + " failed: " + r.text;
     }
     if (!stuck.empty()) {
       outcome_.stuck = stuck;
@@ -130,13 +161,26 @@ class Job {
  private:
   struct Process {
     int32_t pid;
-    State state;
+    uint64_t start_time;
+    State state;  // kGone: exited or stopped, skipped from then on
   };
 
-  bool exited(int32_t pid) {
-    if (api_.state(pid) != State::kGone) return false;
-    outcome_.gone.push_back(pid);
-    std::erase_if(processes_, [&](const Process& p) { return p.pid == pid; });
+  bool exited(Process& p) {
+    if (api_.state(p.pid) != State::kGone) return false;
+    outcome_.gone.push_back(p.pid);
+    p.state = State::kGone;
+    return true;
+  }
+
+  // Stops a process the driver refused (`why`); false when it could not be stopped (the reason
+  // goes into the outcome's through refuse_rolling_back's caller, appended to `why`).
+  bool stopped(Process& p, const std::string& why) {
+    if (auto error = stop_process(p.pid, p.start_time, kStopTimeoutMs)) {
+      stop_error_ = *error;
+      return false;
+    }
+    outcome_.stopped.push_back({p.pid, why});
+    p.state = State::kGone;
     return true;
   }
 
@@ -144,16 +188,17 @@ class Job {
   // Returns the processes that could not be.
   std::vector<int32_t> roll_back() {
     std::vector<int32_t> stuck;
-    for (auto& [pid, state] : processes_) {
-      if (state == State::kCheckpointed) {
-        if (api_.restore(pid).ok()) {
-          state = State::kLocked;
-        } else if (api_.state(pid) != State::kGone) {
-          stuck.push_back(pid);
+    for (Process& p : processes_) {
+      if (p.state == State::kCheckpointed) {
+        if (api_.restore(p.pid).ok()) {
+          p.state = State::kLocked;
+        } else if (api_.state(p.pid) != State::kGone) {
+          stuck.push_back(p.pid);
           continue;
         }
       }
-      if (state == State::kLocked && !api_.unlock(pid).ok() && api_.state(pid) != State::kGone) stuck.push_back(pid);
+      if (p.state == State::kLocked && !api_.unlock(p.pid).ok() && api_.state(p.pid) != State::kGone)
+        stuck.push_back(p.pid);
     }
     return stuck;
   }
@@ -161,26 +206,29 @@ class Job {
   // Checkpoints again the processes a resume restored; returns those that could not be.
   std::vector<int32_t> checkpoint_again() {
     std::vector<int32_t> stuck;
-    for (auto& [pid, state] : processes_) {
-      if (state != State::kLocked) continue;
-      if (api_.checkpoint(pid).ok()) {
-        state = State::kCheckpointed;
-      } else if (api_.state(pid) != State::kGone) {
-        stuck.push_back(pid);
+    for (Process& p : processes_) {
+      if (p.state != State::kLocked) continue;
+      if (api_.checkpoint(p.pid).ok()) {
+        p.state = State::kCheckpointed;
+      } else if (api_.state(p.pid) != State::kGone) {
+        stuck.push_back(p.pid);
       }
     }
     return stuck;
   }
 
-  SuspendOutcome refuse_rolling_back(const std::string& why) {
+  SuspendOutcome refuse_rolling_back(std::string why) {
+    if (!stop_error_.empty()) why += "; stopping it instead failed: " + stop_error_;
     std::vector<int32_t> stuck = roll_back();
     if (stuck.empty()) return finish(Kind::kRefused, why);
     outcome_.stuck = stuck;
     return finish(Kind::kFailed, why + "; undoing the suspension of the other processes failed too");
   }
 
-  SuspendOutcome fail_rolling_back(std::vector<int32_t> stuck, const std::string& why) {
-    std::erase_if(processes_, [&](const Process& p) { return std::count(stuck.begin(), stuck.end(), p.pid) > 0; });
+  SuspendOutcome fail_rolling_back(std::vector<int32_t> stuck, std::string why) {
+    if (!stop_error_.empty()) why += "; stopping it instead failed: " + stop_error_;
+    for (Process& p : processes_)
+      if (std::count(stuck.begin(), stuck.end(), p.pid) > 0) p.state = State::kGone;
     for (int32_t pid : roll_back()) stuck.push_back(pid);
     outcome_.stuck = stuck;
     return finish(Kind::kFailed, why + ": its GPU state is lost; stop it and start the job again");
@@ -193,11 +241,44 @@ class Job {
   }
 
   CheckpointApi& api_;
+  const std::vector<SuspendProcess> stop_;
+  const bool stop_refused_;
+  std::string stop_error_;  // why the last stop failed
   SuspendOutcome outcome_;
   std::vector<Process> processes_;
 };
 
 }  // namespace
+
+std::optional<std::string> stop_process(int32_t pid, uint64_t start_time, unsigned timeout_ms) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    if (errno == ESRCH) return std::nullopt;
+    return "cannot stop " + process_name(pid) + ": pidfd_open: " + std::strerror(errno);
+  }
+  // The descriptor names one process for good: checked now, the pid cannot be another's when
+  // the signal goes.
+  if (!alive(pid, start_time)) {
+    close(fd);
+    return std::nullopt;
+  }
+  if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0) != 0) {
+    const int error = errno;
+    close(fd);
+    if (error == ESRCH) return std::nullopt;
+    return "cannot stop " + process_name(pid) + ": " + std::strerror(error) +
+           " (the scheduler needs the process's user, or CAP_KILL)";
+  }
+  // Readable once it has exited, whoever its parent is.
+  pollfd exit_fd{fd, POLLIN, 0};
+  int ready = -1;
+  do {
+    ready = poll(&exit_fd, 1, static_cast<int>(timeout_ms));
+  } while (ready < 0 && errno == EINTR);
+  close(fd);
+  if (ready != 1) return process_name(pid) + " did not exit within " + std::to_string(timeout_ms) + " ms of SIGKILL";
+  return std::nullopt;
+}
 
 const char* to_string(SuspendOutcome::Kind kind) {
   switch (kind) {

@@ -12,9 +12,16 @@
 //            process stuck (out of memory: current drivers cannot restore it after that) or
 //            FAILED: the others are unlocked and run, kFailed names the stuck processes and
 //            what to do.
+// A suspension may also stop processes (SIGKILL, waited for): those the daemon names because
+// they say they use what the checkpoint cannot move (no driver call is made on them), and,
+// when the job says so, one the driver refuses for what it is (its lock's timeout passes, the
+// checkpoint does not support what it holds, or the driver left it FAILED) instead of undoing
+// the whole suspension. A failure of the daemon's own (any other driver error, a kill not
+// permitted) stops nobody: the suspension is undone (kRefused).
 // A process that exited (or whose pid now names another process) is skipped and listed in
-// `gone`. Jobs run one at a time, in the order submitted; each outcome is read by the loop
-// when event_fd() is readable.
+// `gone`; one alive that the driver knows no CUDA state of (it holds nothing on a GPU yet) is
+// left alone and listed in `unknown`. Jobs run one at a time, in the order submitted; each
+// outcome is read by the loop when event_fd() is readable.
 #pragma once
 
 #include <chrono>
@@ -22,6 +29,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +48,14 @@ struct SuspendJob {
   Kind kind = Kind::kSuspend;
   uint32_t tenant = 0;
   std::vector<SuspendProcess> processes;
+  // kSuspend only: stopped before the others are locked, without any driver call on them.
+  std::vector<SuspendProcess> stop;
+  // kSuspend only: a process the driver refuses for what it is is stopped, the others
+  // suspended (`scheduler.preemption.unsuspendable: stop`).
+  bool stop_refused = false;
+  // kSuspend of processes that joined a tenant already suspended: for the daemon, which reads
+  // the outcome as about these processes only.
+  bool join = false;
 };
 
 struct SuspendOutcome {
@@ -53,7 +69,14 @@ struct SuspendOutcome {
   uint32_t tenant = 0;
   Kind kind = Kind::kDone;
   std::string reason;                 // empty for kDone
+  bool join = false;                  // the job's
   std::vector<int32_t> gone;          // processes found exited
+  std::vector<int32_t> unknown;       // alive, but with no CUDA state the driver knows of
+  struct Stopped {
+    int32_t pid = 0;
+    std::string why;  // the driver's refusal; empty for a process the job named in `stop`
+  };
+  std::vector<Stopped> stopped;       // processes killed instead of suspended
   std::vector<int32_t> stuck;         // kFailed: processes left locked, checkpointed or failed
   std::chrono::nanoseconds took{0};   // from the start of the job to its end
 };
@@ -63,6 +86,11 @@ const char* to_string(SuspendOutcome::Kind kind);
 // The operations on one tenant, synchronously (what the thread below runs; tests call it
 // directly too).
 SuspendOutcome run_suspend_job(CheckpointApi& api, const SuspendJob& job, unsigned lock_timeout_ms);
+
+// Kills the process (SIGKILL through a pidfd, so that a pid reused meanwhile is never hit:
+// `start_time` is checked once the descriptor is open; 0 skips the check) and waits up to
+// timeout_ms for it to exit. Nothing when it is gone (or was gone already); else why not.
+std::optional<std::string> stop_process(int32_t pid, uint64_t start_time, unsigned timeout_ms);
 
 class TenantSuspender {
  public:

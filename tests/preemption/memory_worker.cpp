@@ -8,7 +8,16 @@
 //   free             frees everything allocated                        -> ok MS
 //   sync             cuCtxSynchronize (a driver call a lock holds)     -> ok MS | err CODE MS
 //   info             cuMemGetInfo_v2                                   -> ok MS FREE TOTAL
+//   async BYTES      cuMemAllocAsync on the legacy stream, then a stream synchronize (kept
+//                    until `free`)                                     -> ok MS | err CODE MS
 //   exit             exits 0
+//
+// Run without libcuslice.so preloaded, it can also play a process that speaks to the scheduler
+// itself (protocol/client.h, as the hook would) and then does what it likes:
+//   attach           registers with the scheduler (CUSLICE_SOCKET, CUSLICE_TENANT) -> ok MS | err STATUS MS
+//   claim FLAGS      writes FLAGS (shm::kUses*) into its own record, as any process of the
+//                    tenant can                                        -> ok MS
+//   reserve BYTES    charges BYTES on GPU 0 to the tenant's quota      -> ok MS | err 2 MS
 //
 // MS is how long the call took, in milliseconds: how long a lock or a wait for room held it.
 #include <cuda.h>
@@ -21,7 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "client.h"
+
 namespace {
+
+namespace client = cuslice::client;
 
 double now_ms() {
   timespec t{};
@@ -42,7 +55,7 @@ void answer(CUresult rc, double started, const std::string& extra = "") {
 }  // namespace
 
 int main() {
-  std::vector<CUdeviceptr> held;
+  std::vector<CUdeviceptr> held, held_async;
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream words(line);
@@ -62,13 +75,42 @@ int main() {
                                              : cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
       if (rc == CUDA_SUCCESS) held.push_back(p);
       answer(rc, started);
+    } else if (command == "async") {
+      CUdeviceptr p = 0;
+      CUresult rc = cuMemAllocAsync(&p, bytes, nullptr);
+      if (rc == CUDA_SUCCESS) {
+        held_async.push_back(p);
+        rc = cuStreamSynchronize(nullptr);
+      }
+      answer(rc, started);
     } else if (command == "free") {
       CUresult rc = CUDA_SUCCESS;
       for (CUdeviceptr p : held) {
         if (CUresult r = cuMemFree_v2(p)) rc = r;
       }
+      for (CUdeviceptr p : held_async) {
+        if (CUresult r = cuMemFreeAsync(p, nullptr)) rc = r;
+      }
+      if (!held_async.empty()) {
+        if (CUresult r = cuStreamSynchronize(nullptr)) rc = r;
+      }
       held.clear();
+      held_async.clear();
       answer(rc, started);
+    } else if (command == "attach") {
+      const client::AttachStatus status = client::attach();
+      if (status == client::AttachStatus::kAttached) {
+        answer(CUDA_SUCCESS, started);
+      } else {
+        std::printf("err %d %.1f\n", static_cast<int>(status), now_ms() - started);
+        std::fflush(stdout);
+      }
+    } else if (command == "claim") {
+      client::note_checkpoint_blocker(static_cast<uint32_t>(bytes));
+      answer(CUDA_SUCCESS, started);
+    } else if (command == "reserve") {
+      const bool ok = client::memory_try_reserve(0, bytes) == client::Reserve::kOk;
+      answer(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY, started);
     } else if (command == "sync") {
       answer(cuCtxSynchronize(), started);
     } else if (command == "info") {

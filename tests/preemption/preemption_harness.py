@@ -132,13 +132,15 @@ class Daemon:
 
 
 class Worker:
-    """A memory_worker process in a tenant: commands in, one answer line each out."""
+    """A memory_worker process in a tenant: commands in, one answer line each out. Unhooked, it
+    runs without libcuslice.so and may register itself (`attach`): a process that does what it
+    likes rather than what the hook would."""
 
-    def __init__(self, scenario, tenant, env=None):
+    def __init__(self, scenario, tenant, env=None, hooked=True):
         self.log = os.path.join(scenario.workdir, f"{tenant}-{next(_serial)}.log")
         full = dict(os.environ)
         full.update({
-            "LD_PRELOAD": HOOK,
+            "LD_PRELOAD": HOOK if hooked else "",
             "LD_LIBRARY_PATH": FAKE_DRIVER_DIR,
             "FAKE_CUDA_SHARED_DEVICE": scenario.device,
             "CUSLICE_SOCKET": scenario.daemon.socket,
@@ -193,6 +195,10 @@ class Worker:
         self.process.kill()
         self.process.wait()
 
+    def exited(self):
+        """Its exit status (negative: killed by that signal) once it has exited, else None."""
+        return self.process.poll()
+
     def log_text(self):
         with open(self.log) as f:
             return f.read()
@@ -222,9 +228,14 @@ class Scenario:
         self._tmp.cleanup()
 
     def worker(self, tenant, env=None):
-        w = Worker(self, tenant, env)
-        self.workers.append(w)
+        w = self.process(tenant, env)
         w.ok("init")
+        return w
+
+    def process(self, tenant, env=None, hooked=True):
+        """A worker that has made no CUDA call yet."""
+        w = Worker(self, tenant, env, hooked)
+        self.workers.append(w)
         return w
 
     def status(self):

@@ -31,6 +31,9 @@ tenants:
 """
 
 
+KEEP = CONFIG.replace("    resume_margin: 256MiB\n", "    resume_margin: 256MiB\n    unsuspendable: keep\n")
+
+
 def suspended_by_log(daemon, tenant):
     return f"tenant {tenant} suspended" in daemon.log_text()
 
@@ -116,6 +119,20 @@ def test_a_resume_meets_a_new_high_priority_allocation():
         wait_for(lambda: s.fake.state(train.pid) == RUNNING, 30, "the trainer to be resumed")
 
 
+def test_a_stream_ordered_allocation_asks_for_room_too():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"async {8 * GiB}", timeout_s=30)  # cuMemAllocAsync: its pool grows by 8 GiB
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert suspended_by_log(s.daemon, "train"), s.daemon.log_text()
+        assert "asking the scheduler for room" in serve.log_text()
+        serve.ok("free")
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
+
+
 def test_a_suspended_process_killed_leaves_nothing_behind():
     with Scenario(CONFIG) as s:
         train = s.worker("train")
@@ -133,6 +150,51 @@ def test_a_suspended_process_killed_leaves_nothing_behind():
         # Its memory is nobody's: the service can take more.
         serve.ok(f"alloc {3 * GiB}")
         assert s.fake.used_all() == s.fake.used(serve.pid)
+
+
+def test_a_process_joining_a_suspended_tenant_waits_for_its_resumption():
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        # Another process of the suspended tenant starts: it registers, then waits in its first
+        # CUDA call, holding nothing on the card.
+        late = s.process("train")
+        late.send("init")
+        wait_for(lambda: late.pid in s.tenant_status("train")["pids"], 10, "the late process to register")
+        assert not late.answered_within(1.0), "a process of a suspended tenant started on the GPU"
+        assert s.fake.state(late.pid) is None, "it waits in its hook, before its first call into the driver"
+        assert s.tenant_status("train")["suspension"]["state"] == "suspended"
+        serve.exit()
+        assert late.answer(timeout_s=30)[0] == "ok", "it goes on once its tenant is resumed"
+        assert s.fake.state(train.pid) == RUNNING
+        late.ok(f"alloc {1 * GiB}")
+        assert "waited for the tenant to be resumed" in late.log_text()
+
+
+def test_a_joining_process_that_does_not_wait_is_suspended_by_the_scheduler():
+    # It registers itself and uses the driver without the hook: nothing makes it wait, so the
+    # scheduler suspends it with its tenant through the driver.
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        rogue = s.process("train", hooked=False)
+        rogue.ok("attach")
+        rogue.ok("init")
+        rogue.ok(f"alloc {1 * GiB}")
+        wait_for(lambda: s.fake.state(rogue.pid) == CHECKPOINTED, 10, "the scheduler to suspend the late process")
+        assert s.fake.used(rogue.pid) == 0 and s.fake.checkpointed(rogue.pid) >= 1 * GiB
+        assert f"pid {rogue.pid} joined it while it is suspended, and is suspended too" in s.daemon.log_text()
+        rogue.send("sync")
+        assert not rogue.answered_within(0.5), "its driver calls wait like the others'"
+        serve.exit()
+        assert rogue.answer(timeout_s=30)[0] == "ok"
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the tenant to be resumed")
+        assert s.fake.state(rogue.pid) == RUNNING and s.fake.used(rogue.pid) >= 1 * GiB
 
 
 def test_a_restarted_scheduler_resumes_what_the_old_one_suspended():
@@ -156,18 +218,84 @@ def test_a_restarted_scheduler_resumes_what_the_old_one_suspended():
         wait_for(lambda: s.tenant_status("train")["pids"] == [train.pid], 10, "the trainer to register again")
 
 
-def test_what_the_checkpoint_cannot_move_is_not_suspended():
+def test_what_the_checkpoint_cannot_move_is_stopped_and_the_rest_suspended():
     with Scenario(CONFIG) as s:
         train = s.worker("train")
+        train.ok(f"alloc {8 * GiB}")
+        managed = s.worker("train")
+        managed.ok(f"managed {4 * GiB}")
+        wait_for(lambda: f"its pid {managed.pid} says it uses managed memory" in s.daemon.log_text(), 10,
+                 "the claim to be reported")
+        reason = s.tenant_status("train")["suspension"]["reason"]
+        assert f"process {managed.pid} says it holds managed memory" in reason, reason
+        assert "unsuspendable: stop" in reason, reason
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        # No checkpoint was tried on it: it was stopped, and the rest of its tenant suspended.
+        assert managed.process.wait(timeout=10) == -signal.SIGKILL
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        log = s.daemon.log_text()
+        assert f"pid {managed.pid} stopped (SIGKILL) instead of suspended" in log, log
+        assert f"checkpoint of process {managed.pid}" not in log, log
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the rest of the tenant to be resumed")
+        assert s.fake.used(train.pid) >= 8 * GiB
+
+
+def test_a_process_that_only_says_it_cannot_be_moved_spares_nobody():
+    # A process of the tenant writes the claim into its own record, as any of them can, and
+    # uses nothing the checkpoint cannot move: the claim buys it nothing.
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        liar = s.process("train", hooked=False)
+        liar.ok("attach")
+        liar.ok("init")
+        liar.ok(f"claim {2 | 1}")  # managed memory and CUDA IPC
+        wait_for(lambda: f"its pid {liar.pid} says it uses" in s.daemon.log_text(), 10, "the claim to be reported")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert liar.process.wait(timeout=10) == -signal.SIGKILL
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert s.tenant_status("train")["suspension"]["state"] == "suspended"
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
+
+
+def test_with_keep_a_tenant_that_says_it_cannot_be_moved_is_not_suspended():
+    with Scenario(KEEP) as s:
+        train = s.worker("train")
         train.ok(f"managed {12 * GiB}")
+        wait_for(lambda: f"its pid {train.pid} says it uses managed memory" in s.daemon.log_text(), 10,
+                 "the claim to be reported")
         serve = s.worker("serve")
         words = serve.do(f"alloc {8 * GiB}", timeout_s=30)
         assert words[0] == "err" and words[1] == "2", words  # CUDA_ERROR_OUT_OF_MEMORY
         assert float(words[2]) < 10_000, "refused at once, not after the allocation wait"
-        assert s.fake.state(train.pid) == RUNNING
+        assert s.fake.state(train.pid) == RUNNING and train.exited() is None
         reason = s.tenant_status("serve")["suspension"]["reason"]
         assert "managed memory" in reason and "train" in reason, reason
-        assert f"process {train.pid} holds managed memory" in s.daemon.log_text()
+        assert "unsuspendable: keep" in s.tenant_status("train")["suspension"]["reason"]
+        assert f"process {train.pid} says it holds managed memory" in s.daemon.log_text()
+
+
+def test_what_the_driver_refuses_unannounced_is_stopped_and_the_rest_suspended():
+    # Managed memory the hook never saw (a library that maps it itself): the driver's refusal is
+    # the truth, and it leaves the process FAILED, as NVIDIA warns it may.
+    with Scenario(CONFIG, daemon_env={"FAKE_CUDA_CHECKPOINT_REFUSE": "managed,ipc,failed"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {8 * GiB}")
+        hidden = s.worker("train", env={"FAKE_CUDA_HIDDEN_BLOCKERS": "managed"})
+        hidden.ok(f"alloc {4 * GiB}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert hidden.process.wait(timeout=10) == -signal.SIGKILL
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        log = s.daemon.log_text()
+        assert re.search(rf"pid {hidden.pid} stopped \(SIGKILL\) instead of suspended: checkpoint of process "
+                         rf"{hidden.pid} failed: CUDA_ERROR_NOT_SUPPORTED.*the driver left it FAILED", log), log
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the rest of the tenant to be resumed")
 
 
 def test_too_little_host_memory_refuses_the_suspension(tmp_path):

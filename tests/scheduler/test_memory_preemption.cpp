@@ -147,25 +147,70 @@ TEST(MemoryPreemption, AGuaranteedQuotaMakesEveryPreemptibleTenantGiveWay) {
   EXPECT_EQ(v.suspend, std::vector<uint32_t>{2});
 }
 
-TEST(MemoryPreemption, WhatTheCheckpointCannotMoveIsNeverSuspendedAndSaysWhy) {
+TEST(MemoryPreemption, WithKeepWhatAProcessSaysItCannotMoveSparesItsTenantAndSaysWhy) {
+  PreemptionParams keep;
+  keep.stop_unsuspendable = false;
   std::vector<PreemptProcess> ipc = {process(10, 30)}, managed = {process(11, 30)}, mps = {process(12, 10)};
   ipc[0].ipc = true;
   managed[0].managed = true;
   mps[0].mps = true;
   Card card({tenant("serve", kHigh, false, {}), tenant("ipc", kLow, true, ipc), tenant("managed", kLow, true, managed),
-             tenant("mps", kLow, true, mps)});
+             tenant("mps", kLow, true, mps)},
+            keep);
   Verdict v = card.ask(0, 20);  // 10 free
   EXPECT_EQ(v.kind, Kind::kRefused);
-  EXPECT_NE(v.reason.find("ipc (process 10 holds CUDA IPC memory"), std::string::npos) << v.reason;
-  EXPECT_NE(v.reason.find("managed (process 11 holds managed memory"), std::string::npos) << v.reason;
-  EXPECT_NE(v.reason.find("mps (process 12 holds an MPS connection"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("ipc (process 10 says it holds CUDA IPC memory"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("managed (process 11 says it holds managed memory"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("mps (process 12 says it holds an MPS connection"), std::string::npos) << v.reason;
 
   card.set_tenants({tenant("serve", kHigh, false, {}), tenant("ipc", kLow, true, ipc),
                     tenant("plain", kLow, true, {process(11, 30)}), tenant("mps", kLow, true, mps)});
   v = card.ask(0, 20);
   ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
   EXPECT_EQ(v.suspend, std::vector<uint32_t>{2});
+  EXPECT_TRUE(v.stop.empty());
   EXPECT_NE(v.reason.find("not suspended: ipc"), std::string::npos) << "the log says who was passed over";
+}
+
+TEST(MemoryPreemption, WhatAProcessSaysOfItselfNeverSparesItsTenantNorChangesTheOrder) {
+  // By default a claim is the tenant's word only: the claiming tenant is taken in its turn (the
+  // more recently started first), and its claiming processes are named to be stopped.
+  PreemptProcess says = process(11, 20, 300), plain = process(12, 10, 300);
+  says.managed = true;
+  Card card({tenant("serve", kHigh, false, {}), tenant("honest", kLow, true, {process(10, 30, 100)}),
+             tenant("claims", kLow, true, {says, plain})});
+  Verdict v = card.ask(0, 30);  // 20 free; `claims` started later: it goes first
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  EXPECT_EQ(v.suspend, std::vector<uint32_t>{2});
+  EXPECT_EQ(v.stop, std::vector<int32_t>{11});
+  EXPECT_EQ(v.moving, 10 * kGiB) << "what is stopped does not move to host memory";
+  EXPECT_NE(v.reason.find("stopping what cannot be suspended: process 11 says it holds managed memory"),
+            std::string::npos)
+      << v.reason;
+  EXPECT_EQ(card.policy.claims(2), "process 11 says it holds managed memory, which the driver's checkpoint does not support");
+  EXPECT_EQ(card.policy.claims(1), "");
+
+  // Started first, it is spared by the order as any tenant would be: the claim neither helps
+  // nor hurts it.
+  Card other({tenant("serve", kHigh, false, {}), tenant("honest", kLow, true, {process(10, 30, 400)}),
+              tenant("claims", kLow, true, {says, plain})});
+  v = other.ask(0, 30);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  EXPECT_EQ(v.suspend, std::vector<uint32_t>{1});
+  EXPECT_TRUE(v.stop.empty());
+}
+
+TEST(MemoryPreemption, AllOfATenantsClaimsAreCounted) {
+  PreemptProcess a = process(11, 10), b = process(12, 10), c = process(13, 10);
+  a.ipc = b.mps = c.managed = true;
+  Card card({tenant("serve", kHigh, false, {}), tenant("t", kLow, true, {a, b, c})});
+  EXPECT_EQ(card.policy.claims(1),
+            "process 11 says it holds CUDA IPC memory, which the driver's checkpoint does not support (and 2 more "
+            "processes)");
+  const Verdict v = card.ask(0, 60);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  EXPECT_EQ(v.stop, (std::vector<int32_t>{11, 12, 13}));
+  EXPECT_EQ(v.moving, 0u);
 }
 
 TEST(MemoryPreemption, TheHostMustHoldWhatMovesPlusItsReserve) {
@@ -367,6 +412,19 @@ TEST(MemoryPreemption, ADeferredResumeStaysSuspendedAndIsTriedAgain) {
   ASSERT_EQ(card.step().resume, std::vector<uint32_t>{1});
   card.policy.resume_deferred(1, "restore of process 10 failed: busy");
   EXPECT_EQ(card.policy.state(1), SuspendState::kSuspended);
+  EXPECT_EQ(card.step().resume, std::vector<uint32_t>{1});
+}
+
+TEST(MemoryPreemption, AHeldTenantIsNotResumedUntilLetGo) {
+  PreemptionParams params;
+  params.resume_holdoff = 0s;
+  params.resume_margin = 0;
+  Card card({tenant("serve", kHigh, false, {}), tenant("train", kLow, true, {process(10, 30)})}, params);
+  ASSERT_EQ(card.ask(0, 60).kind, Kind::kSuspend);
+  card.policy.suspended(1, card.now);
+  card.policy.hold(1, true);  // a process that joined it is being suspended too
+  EXPECT_TRUE(card.step().resume.empty());
+  card.policy.hold(1, false);
   EXPECT_EQ(card.step().resume, std::vector<uint32_t>{1});
 }
 

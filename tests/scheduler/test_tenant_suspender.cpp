@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,7 +46,8 @@ class TenantSuspenderTest : public ::testing::Test {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
-    for (const char* knob : {"FAKE_CUDA_SHARED_DEVICE", "FAKE_CUDA_CHECKPOINT_FAIL"}) unsetenv(knob);
+    for (const char* knob : {"FAKE_CUDA_SHARED_DEVICE", "FAKE_CUDA_CHECKPOINT_FAIL", "FAKE_CUDA_CHECKPOINT_REFUSE"})
+      unsetenv(knob);
     fake_cuda_reset();
     shm_unlink(("/" + name_).c_str());
   }
@@ -89,8 +91,33 @@ class TenantSuspenderTest : public ::testing::Test {
     std::erase(children_, pid);
   }
 
+  static SuspendJob Job(SuspendJob::Kind kind, uint32_t tenant, std::vector<SuspendProcess> processes) {
+    SuspendJob job;
+    job.kind = kind;
+    job.tenant = tenant;
+    job.processes = std::move(processes);
+    return job;
+  }
+
   SuspendOutcome Run(SuspendJob::Kind kind, std::vector<SuspendProcess> processes) {
-    return run_suspend_job(*api_, {kind, 7, std::move(processes)}, 1000);
+    return run_suspend_job(*api_, Job(kind, 7, std::move(processes)), 1000);
+  }
+
+  SuspendOutcome Run(SuspendJob job) { return run_suspend_job(*api_, job, 1000); }
+
+  // Whether the process has exited (a child of this test: it stays a zombie until reaped).
+  static bool Exited(int32_t pid) {
+    const std::optional<uint64_t> started = process_start_time(pid);
+    if (!started) return true;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE* f = std::fopen(path, "r");
+    if (f == nullptr) return true;
+    int got_pid = 0;
+    char comm[256] = {}, state = 0;
+    const bool read = std::fscanf(f, "%d %255s %c", &got_pid, comm, &state) == 3;
+    std::fclose(f);
+    return !read || state == 'Z' || state == 'X';
   }
 
   State StateOf(int32_t pid) { return api_->state(pid); }
@@ -203,12 +230,110 @@ TEST_F(TenantSuspenderTest, AProcessTheDriverLeftFailedIsReportedAndTheOthersRun
   EXPECT_EQ(StateOf(b.pid), State::kRunning) << "locked, then unlocked again";
 }
 
+TEST_F(TenantSuspenderTest, ProcessesNamedToBeStoppedAreKilledAndTheOthersSuspended) {
+  const SuspendProcess keep = Holder(4), says = Holder(2, /*managed=*/true);
+  SuspendJob job = Job(SuspendJob::Kind::kSuspend, 7, {keep});
+  job.stop = {says};
+  const SuspendOutcome out = Run(job);
+  EXPECT_EQ(out.kind, Kind::kDone) << out.reason;
+  ASSERT_EQ(out.stopped.size(), 1u);
+  EXPECT_EQ(out.stopped[0].pid, says.pid);
+  EXPECT_EQ(out.stopped[0].why, "");
+  EXPECT_TRUE(Exited(says.pid));
+  EXPECT_EQ(StateOf(says.pid), State::kGone);
+  EXPECT_EQ(StateOf(keep.pid), State::kCheckpointed);
+  EXPECT_EQ(fake_cuda_device_used_all(0), 0u) << "the stopped one's memory went with it";
+}
+
+TEST_F(TenantSuspenderTest, WithStopRefusedWhatTheCheckpointRefusesIsStoppedAndTheRestSuspended) {
+  const SuspendProcess plain = Holder(4), managed = Holder(2, /*managed=*/true);
+  SuspendJob job = Job(SuspendJob::Kind::kSuspend, 7, {plain, managed});
+  job.stop_refused = true;
+  const SuspendOutcome out = Run(job);
+  EXPECT_EQ(out.kind, Kind::kDone) << out.reason;
+  ASSERT_EQ(out.stopped.size(), 1u);
+  EXPECT_EQ(out.stopped[0].pid, managed.pid);
+  EXPECT_NE(out.stopped[0].why.find("checkpoint of process " + std::to_string(managed.pid) +
+                                    " failed: CUDA_ERROR_NOT_SUPPORTED"),
+            std::string::npos)
+      << out.stopped[0].why;
+  EXPECT_TRUE(Exited(managed.pid));
+  EXPECT_EQ(StateOf(plain.pid), State::kCheckpointed);
+  EXPECT_EQ(fake_cuda_device_used_all(0), 0u);
+}
+
+TEST_F(TenantSuspenderTest, WithStopRefusedAProcessTheRefusalLeftFailedIsStoppedToo) {
+  // The driver "does not attempt to keep the process in a good state" after such an error.
+  setenv("FAKE_CUDA_CHECKPOINT_REFUSE", "managed,failed", 1);
+  Restart();
+  const SuspendProcess plain = Holder(4), managed = Holder(2, /*managed=*/true);
+  SuspendJob job = Job(SuspendJob::Kind::kSuspend, 7, {managed, plain});
+  SuspendOutcome out = Run(job);
+  EXPECT_EQ(out.kind, Kind::kFailed) << "without stop_refused: reported, the others run";
+  EXPECT_EQ(out.stuck, std::vector<int32_t>{managed.pid});
+  EXPECT_EQ(StateOf(managed.pid), State::kFailed);
+  EXPECT_EQ(StateOf(plain.pid), State::kRunning);
+  Kill(managed.pid);
+
+  const SuspendProcess again = Holder(2, /*managed=*/true);
+  job = Job(SuspendJob::Kind::kSuspend, 7, {again, plain});
+  job.stop_refused = true;
+  out = Run(job);
+  EXPECT_EQ(out.kind, Kind::kDone) << out.reason;
+  ASSERT_EQ(out.stopped.size(), 1u);
+  EXPECT_EQ(out.stopped[0].pid, again.pid);
+  EXPECT_NE(out.stopped[0].why.find("the driver left it FAILED"), std::string::npos) << out.stopped[0].why;
+  EXPECT_TRUE(Exited(again.pid));
+  EXPECT_EQ(StateOf(plain.pid), State::kCheckpointed);
+  unsetenv("FAKE_CUDA_CHECKPOINT_REFUSE");
+}
+
+TEST_F(TenantSuspenderTest, AFailureOfTheSchedulersOwnStopsNobody) {
+  // Not the process's doing (a lock the driver fails for the caller): undone, nobody killed.
+  const SuspendProcess a = Holder(1), b = Holder(1);
+  setenv("FAKE_CUDA_CHECKPOINT_FAIL", "lock", 1);
+  Restart();
+  SuspendJob job = Job(SuspendJob::Kind::kSuspend, 7, {a, b});
+  job.stop_refused = true;
+  const SuspendOutcome out = Run(job);
+  EXPECT_EQ(out.kind, Kind::kRefused) << out.reason;
+  EXPECT_TRUE(out.stopped.empty());
+  EXPECT_FALSE(Exited(a.pid));
+  EXPECT_EQ(StateOf(a.pid), State::kRunning);
+  EXPECT_EQ(StateOf(b.pid), State::kRunning);
+}
+
+TEST_F(TenantSuspenderTest, AProcessWithoutCudaStateIsLeftAloneAndNamed) {
+  // Registered with the scheduler, but not yet a CUDA process: nothing of it is on the GPU.
+  const pid_t idle = fork();
+  if (idle == 0) {
+    for (;;) pause();
+  }
+  children_.push_back(idle);
+  const SuspendProcess a = Holder(2);
+  const SuspendOutcome out = Run(SuspendJob::Kind::kSuspend, {a, {idle, process_start_time(idle).value_or(0)}});
+  EXPECT_EQ(out.kind, Kind::kDone) << out.reason;
+  EXPECT_EQ(out.unknown, std::vector<int32_t>{idle});
+  EXPECT_TRUE(out.gone.empty());
+  EXPECT_EQ(StateOf(a.pid), State::kCheckpointed);
+}
+
+TEST_F(TenantSuspenderTest, StoppingAProcessNeverHitsAReusedPid) {
+  const SuspendProcess a = Holder(1);
+  EXPECT_EQ(stop_process(a.pid, a.start_time + 1, 1000), std::nullopt) << "another process now: left alone";
+  EXPECT_FALSE(Exited(a.pid));
+  EXPECT_EQ(stop_process(a.pid, a.start_time, 1000), std::nullopt);
+  EXPECT_TRUE(Exited(a.pid));
+  Kill(a.pid);
+  EXPECT_EQ(stop_process(a.pid, a.start_time, 1000), std::nullopt) << "gone already";
+}
+
 TEST_F(TenantSuspenderTest, WithoutTheApiNothingIsTouched) {
   const SuspendProcess a = Holder(1);
   std::unique_ptr<CheckpointApi> none = CheckpointApi::load("libcuda-does-not-exist.so.1");
   EXPECT_FALSE(none->available());
   EXPECT_NE(none->why().find("cannot load libcuda-does-not-exist.so.1"), std::string::npos) << none->why();
-  const SuspendOutcome out = run_suspend_job(*none, {SuspendJob::Kind::kSuspend, 1, {a}}, 100);
+  const SuspendOutcome out = run_suspend_job(*none, Job(SuspendJob::Kind::kSuspend, 1, {a}), 100);
   EXPECT_EQ(out.kind, Kind::kRefused);
   EXPECT_EQ(StateOf(a.pid), State::kRunning);
 }
@@ -216,9 +341,9 @@ TEST_F(TenantSuspenderTest, WithoutTheApiNothingIsTouched) {
 TEST_F(TenantSuspenderTest, TheThreadRunsJobsInOrderAndSignalsEachOutcome) {
   const SuspendProcess a = Holder(2), b = Holder(2);
   TenantSuspender suspender(*api_, 1000);
-  suspender.submit({SuspendJob::Kind::kSuspend, 1, {a}});
-  suspender.submit({SuspendJob::Kind::kSuspend, 2, {b}});
-  suspender.submit({SuspendJob::Kind::kResume, 1, {a}});
+  suspender.submit(Job(SuspendJob::Kind::kSuspend, 1, {a}));
+  suspender.submit(Job(SuspendJob::Kind::kSuspend, 2, {b}));
+  suspender.submit(Job(SuspendJob::Kind::kResume, 1, {a}));
   EXPECT_EQ(suspender.busy(), 3u);
   std::vector<SuspendOutcome> outcomes;
   while (outcomes.size() < 3) {

@@ -8,8 +8,10 @@
 //   Checkpoint  LOCKED -> CHECKPOINTED: waits for the target's submitted work to end, takes
 //               FAKE_CUDA_CHECKPOINT_MS_PER_GIB per GiB, then moves its memory off the device
 //               (the row's held bytes become checkpointed bytes). Refused with
-//               CUDA_ERROR_NOT_SUPPORTED, the target left LOCKED, when the target holds what
-//               the driver documents it cannot checkpoint (FAKE_CUDA_CHECKPOINT_REFUSE).
+//               CUDA_ERROR_NOT_SUPPORTED, the target left LOCKED (or FAILED: the driver
+//               documents that it "does not attempt to keep the process in a good state" after
+//               such an error), when the target holds what the driver documents it cannot
+//               checkpoint (FAKE_CUDA_CHECKPOINT_REFUSE).
 //   Restore     CHECKPOINTED -> LOCKED: takes the memory back if the device has room, else
 //               CUDA_ERROR_OUT_OF_MEMORY, and every later restore of that process fails with
 //               CUDA_ERROR_OPERATING_SYSTEM (what users of driver 580 report: a restore that
@@ -215,6 +217,10 @@ CUresult CUDAAPI cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointAr
     const std::uint32_t flags = target.row->flags.load();
     if ((caller.knobs.checkpoint_refuses_managed && (flags & ProcessTable::kHasManaged)) ||
         (caller.knobs.checkpoint_refuses_ipc && (flags & ProcessTable::kHasIpc))) {
+      if (caller.knobs.checkpoint_refusal_fails) {
+        target.row->state.store(ProcessTable::kFailed);
+        wake_callers(target.row);
+      }
       return CUDA_ERROR_NOT_SUPPORTED;
     }
     if (CUresult rc = begin(target, ProcessTable::kLocked, ProcessTable::kCheckpointing)) return rc;

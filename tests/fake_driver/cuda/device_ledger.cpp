@@ -7,12 +7,15 @@
 
 namespace fake_cuda {
 
-void DeviceLedger::reset(int device_count, std::size_t bytes_per_device, ProcessTable* table) {
+void DeviceLedger::reset(int device_count, std::size_t bytes_per_device, ProcessTable* table,
+                         std::uint32_t hidden_flags) {
   device_count_ = device_count;
   devices_ = {};
   for (int dev = 0; dev < device_count; ++dev) devices_[dev].total = bytes_per_device;
   table_ = table;
+  hidden_flags_ = hidden_flags;
   row_ = claim_row(*table_);
+  if (row_ != nullptr) row_->flags.fetch_or(hidden_flags_);
 }
 
 void DeviceLedger::detach() {
@@ -32,7 +35,10 @@ std::size_t DeviceLedger::device_used(int dev) {
 }
 
 ProcessTable::Row* DeviceLedger::own_row() {
-  if (row_ == nullptr || row_->pid.load() != getpid()) row_ = claim_row(*table_);
+  if (row_ == nullptr || row_->pid.load() != getpid()) {
+    row_ = claim_row(*table_);
+    if (row_ != nullptr) row_->flags.fetch_or(hidden_flags_);
+  }
   return row_;
 }
 

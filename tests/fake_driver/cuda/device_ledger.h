@@ -20,7 +20,9 @@ namespace fake_cuda {
 class DeviceLedger {
  public:
   // Starts afresh on table, in a row of its own (any row this process had there is dropped).
-  void reset(int device_count, std::size_t bytes_per_device, ProcessTable* table);
+  // hidden_flags (ProcessTable::kHas*): what the row always says the process holds
+  // (FAKE_CUDA_HIDDEN_BLOCKERS), whatever its allocations.
+  void reset(int device_count, std::size_t bytes_per_device, ProcessTable* table, std::uint32_t hidden_flags = 0);
   // Gives this process's row back (before the table goes away).
   void detach();
 
@@ -42,6 +44,7 @@ class DeviceLedger {
   // This process's row in the table: the checkpoint state its driver calls honour (Session).
   ProcessTable::Row* row() const { return row_; }
   ProcessTable* table() const { return table_; }
+  std::uint32_t hidden_flags() const { return hidden_flags_; }
 
  private:
   // The row, claimed again when a forked child finds its parent's.
@@ -55,6 +58,7 @@ class DeviceLedger {
   std::array<Device, kMaxDevices> devices_{};
   ProcessTable* table_ = nullptr;
   ProcessTable::Row* row_ = nullptr;
+  std::uint32_t hidden_flags_ = 0;
 };
 
 }  // namespace fake_cuda

@@ -50,7 +50,8 @@ void Session::sleep_until(std::int64_t deadline_ns) { sleep_until_ns(deadline_ns
 void DriverState::build() {
   knobs = read_knobs_from_environment();
   timeline_status = timeline.attach(knobs);
-  ledger.reset(knobs.device_count, knobs.device_memory, &timeline.processes());
+  ledger.reset(knobs.device_count, knobs.device_memory, &timeline.processes(),
+               (knobs.hidden_managed ? ProcessTable::kHasManaged : 0u) | (knobs.hidden_ipc ? ProcessTable::kHasIpc : 0u));
   for (int dev = 0; dev < knobs.device_count; ++dev) {
     primary_contexts[dev] = std::make_unique<CUctx_st>();
     primary_contexts[dev]->device = dev;
@@ -103,7 +104,7 @@ void DriverState::count_checkpoint_blockers(const Allocation& allocation, int de
   if (allocation.kind == AllocationKind::kIpcImport || allocation.ipc_exported) ipc_allocations += delta;
   if (ProcessTable::Row* row = ledger.row()) {
     row->flags.store((managed_allocations > 0 ? ProcessTable::kHasManaged : 0u) |
-                     (ipc_allocations > 0 ? ProcessTable::kHasIpc : 0u) |
+                     (ipc_allocations > 0 ? ProcessTable::kHasIpc : 0u) | ledger.hidden_flags() |
                      (row->flags.load() & ProcessTable::kRestoreBroken));
   }
 }

@@ -44,14 +44,22 @@ Knobs read_knobs_from_environment() {
   read_size("FAKE_CUDA_KERNEL_US", &knobs.kernel_us);
   if (const char* name = std::getenv("FAKE_CUDA_SHARED_DEVICE")) knobs.shared_device = name;
   read_size("FAKE_CUDA_CHECKPOINT_MS_PER_GIB", &knobs.checkpoint_ms_per_gib);
-  bool managed = false, ipc = false;
+  bool managed = false, ipc = false, failed = false;
   if (read_list("FAKE_CUDA_CHECKPOINT_REFUSE", [&](const std::string& word) {
         managed |= word == "managed";
         ipc |= word == "ipc";
+        failed |= word == "failed";
       })) {
-    knobs.checkpoint_refuses_managed = managed;
-    knobs.checkpoint_refuses_ipc = ipc;
+    // `failed` alone changes what a refusal leaves, not what is refused.
+    const bool only_failed = failed && !managed && !ipc;
+    knobs.checkpoint_refuses_managed = only_failed || managed;
+    knobs.checkpoint_refuses_ipc = only_failed || ipc;
+    knobs.checkpoint_refusal_fails = failed;
   }
+  read_list("FAKE_CUDA_HIDDEN_BLOCKERS", [&](const std::string& word) {
+    knobs.hidden_managed |= word == "managed";
+    knobs.hidden_ipc |= word == "ipc";
+  });
   read_list("FAKE_CUDA_CHECKPOINT_FAIL", [&](const std::string& word) {
     if (word == "lock") knobs.checkpoint_failures |= Knobs::kFailLock;
     if (word == "checkpoint") knobs.checkpoint_failures |= Knobs::kFailCheckpoint;

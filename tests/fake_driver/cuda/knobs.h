@@ -23,6 +23,16 @@
 //                            the state as it was: a comma list of lock, checkpoint, restore,
 //                            unlock; checkpoint-fatal and restore-fatal fail leaving the
 //                            process FAILED                            default none
+//   FAKE_CUDA_CHECKPOINT_REFUSE may also hold `failed`: a refused checkpoint then leaves the
+//                            process FAILED instead of LOCKED (the driver documents that it
+//                            "does not attempt to keep the process in a good state" after
+//                            such an error)
+//
+// Read by the process itself:
+//   FAKE_CUDA_HIDDEN_BLOCKERS  what the process holds that a checkpoint refuses, from its first
+//                            driver call and without any allocation an interposer sees (a
+//                            library that maps it by itself): a comma list of `managed`,
+//                            `ipc`                                      default none
 //
 // A number that is not plain decimal (or a device count out of range) keeps the default; an
 // unknown word in a list is ignored.
@@ -48,6 +58,7 @@ struct Knobs {
   std::uint64_t checkpoint_ms_per_gib = 0;
   bool checkpoint_refuses_managed = true;
   bool checkpoint_refuses_ipc = true;
+  bool checkpoint_refusal_fails = false;  // a refused target is left FAILED, not LOCKED
   enum Failure : unsigned {
     kFailLock = 1u << 0,
     kFailCheckpoint = 1u << 1,
@@ -57,6 +68,10 @@ struct Knobs {
     kFailRestoreFatal = 1u << 5,
   };
   unsigned checkpoint_failures = 0;
+
+  // The process's own: what it holds, unseen, that a checkpoint refuses.
+  bool hidden_managed = false;
+  bool hidden_ipc = false;
 };
 
 Knobs read_knobs_from_environment();

@@ -69,7 +69,8 @@ class Checkpoint : public ::testing::Test {
       waitpid(pid, nullptr, 0);
     }
     for (const char* knob : {"FAKE_CUDA_SHARED_DEVICE", "FAKE_CUDA_CHECKPOINT_MS_PER_GIB",
-                             "FAKE_CUDA_CHECKPOINT_REFUSE", "FAKE_CUDA_CHECKPOINT_FAIL"}) {
+                             "FAKE_CUDA_CHECKPOINT_REFUSE", "FAKE_CUDA_CHECKPOINT_FAIL",
+                             "FAKE_CUDA_HIDDEN_BLOCKERS"}) {
       unsetenv(knob);
     }
     fake_cuda_reset();
@@ -357,6 +358,46 @@ TEST_F(Checkpoint, TheRefusalsAreKnobsOfTheCaller) {
   ASSERT_EQ(cuMemAllocManaged(&managed, 4 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
   EXPECT_EQ(Suspend(getpid()), CUDA_SUCCESS) << "managed memory is no longer refused";
   EXPECT_EQ(Resume(getpid()), CUDA_SUCCESS);
+}
+
+TEST_F(Checkpoint, ARefusalMayLeaveTheProcessFailedAsTheDriverWarns) {
+  setenv("FAKE_CUDA_CHECKPOINT_REFUSE", "managed,failed", 1);
+  ASSERT_TRUE(Start());
+  CUdeviceptr managed = 0;
+  ASSERT_EQ(cuMemAllocManaged(&managed, 4 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuCheckpointProcessLock(getpid(), nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuCheckpointProcessCheckpoint(getpid(), nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(State(getpid()), CU_PROCESS_STATE_FAILED);
+  EXPECT_EQ(cuCheckpointProcessUnlock(getpid(), nullptr), CUDA_ERROR_ILLEGAL_STATE) << "nothing to undo it with";
+
+  setenv("FAKE_CUDA_CHECKPOINT_REFUSE", "failed", 1);  // alone: what is refused stays the default
+  ASSERT_TRUE(Start());
+  CUdeviceptr exported = 0;
+  CUipcMemHandle handle;
+  ASSERT_EQ(cuMemAlloc_v2(&exported, 4 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuIpcGetMemHandle(&handle, exported), CUDA_SUCCESS);
+  ASSERT_EQ(cuCheckpointProcessLock(getpid(), nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuCheckpointProcessCheckpoint(getpid(), nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(State(getpid()), CU_PROCESS_STATE_FAILED);
+}
+
+TEST_F(Checkpoint, WhatAProcessHoldsUnseenIsRefusedAsWell) {
+  // Managed memory no allocation call showed (a library mapping it by itself): refused from
+  // the first driver call on, with nothing allocated.
+  setenv("FAKE_CUDA_HIDDEN_BLOCKERS", "managed", 1);
+  Channel channel;
+  const pid_t target = Holder(channel, 4 * kMiB);
+  ASSERT_EQ(channel.Awaited(), 'r');
+  unsetenv("FAKE_CUDA_HIDDEN_BLOCKERS");
+  ASSERT_TRUE(Start());
+  ASSERT_EQ(cuCheckpointProcessLock(target, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuCheckpointProcessCheckpoint(target, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(State(target), CU_PROCESS_STATE_LOCKED);
+  ASSERT_EQ(cuCheckpointProcessUnlock(target, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(Suspend(getpid()), CUDA_SUCCESS) << "the caller, without the knob, is accepted";
+  EXPECT_EQ(Resume(getpid()), CUDA_SUCCESS);
+  ASSERT_TRUE(channel.Tell('x'));
+  EXPECT_EQ(WaitExit(target), 0);
 }
 
 TEST_F(Checkpoint, ACheckpointWaitsForTheWorkTheProcessSubmitted) {
