@@ -121,20 +121,28 @@ void resolve_limits_locked() {
   g_limits_resolved.store(true, std::memory_order_release);
 }
 
+// What charges may take of a limit: all of it but the headroom kept free for memory the
+// driver takes without an allocation call (unlimited stays unlimited).
+uint64_t allocatable(uint64_t limit, uint64_t keep) {
+  if (limit == kUnlimited) return kUnlimited;
+  return limit > keep ? limit - keep : 0;
+}
+
 enum class Outcome { kReserved, kOverLocal, kOverTenant };
 
 // The check and the reservation in one step: the local limit by one compare-and-swap, then
 // the tenant's quota by another (client.h); a refusal of the second undoes the first.
 // *checkpoint: the checkpoint the charge carried `used` into, 0 if it crossed none.
 Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
-  const uint64_t lim = l.limit.load(std::memory_order_relaxed);
+  const uint64_t keep = settings().context_headroom;
+  const uint64_t room = allocatable(l.limit.load(std::memory_order_relaxed), keep);
   uint64_t cur = l.used.load(std::memory_order_relaxed);
   do {
-    if (bytes > lim || cur > lim - bytes) return Outcome::kOverLocal;
+    if (bytes > room || cur > room - bytes) return Outcome::kOverLocal;
   } while (!l.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
   if (scheduler_link::enabled() &&
-      client::memory_try_reserve(scheduler_link::gpu(device), bytes) == client::Reserve::kOverQuota) {
+      client::memory_try_reserve(scheduler_link::gpu(device), bytes, keep) == client::Reserve::kOverQuota) {
     l.used.fetch_sub(bytes, std::memory_order_acq_rel);
     return Outcome::kOverTenant;
   }
@@ -203,15 +211,19 @@ uint64_t used(int device) {
 }
 
 View view(int device) {
+  // Free is what charges may still take: the headroom kept free counts as used.
+  const uint64_t keep = settings().context_headroom;
   View v{limit(device), used(device)};
+  if (v.total != kUnlimited) v.used = v.total - allocatable(v.total, keep) + v.used;
   if (scheduler_link::enabled()) {
     // Inside a tenant the device is the tenant's quota, shared by all its processes.
     const int gpu = scheduler_link::gpu(device);
     const uint64_t tenant_quota = client::tenant_memory_quota(gpu);
     if (tenant_quota != kUnlimited) {
       const uint64_t tenant_used = client::tenant_memory_used(gpu);
+      const uint64_t tenant_room = allocatable(tenant_quota, keep);
       const uint64_t local_free = v.total > v.used ? v.total - v.used : 0;
-      const uint64_t tenant_free = tenant_quota > tenant_used ? tenant_quota - tenant_used : 0;
+      const uint64_t tenant_free = tenant_room > tenant_used ? tenant_room - tenant_used : 0;
       if (tenant_quota < v.total) v.total = tenant_quota;
       const uint64_t free = tenant_free < local_free ? tenant_free : local_free;
       v.used = v.total > free ? v.total - free : 0;
@@ -300,15 +312,14 @@ void refresh(int device) {
                      l->ops_started.load(std::memory_order_acquire) == started &&
                      l->ops_finished.load(std::memory_order_acquire) == finished;
   l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
-  // The ledger keeps the headroom free beyond what it can explain (the context charge holds
-  // it): what the process holds beyond that is charged as unexplained. Such a charge is
+  // What the process holds beyond what the ledger can explain is charged as unexplained
+  // (the headroom stays free beside it: charges keep it free of the limit). Such a charge is
   // raised by any reading, but lowered (memory given back, e.g. pages small allocations no
   // longer share) only by a quiet one: an allocation in flight is in the ledger and not yet
   // in the reading, and would otherwise pass for memory given back.
   const uint64_t old = l->unexplained.load(std::memory_order_acquire);
   const uint64_t known = l->used.load(std::memory_order_acquire) - old;
-  const uint64_t want = actual + settings().context_headroom > known
-                            ? actual + settings().context_headroom - known : 0;
+  const uint64_t want = actual > known ? actual - known : 0;
   if (want == old || (want < old && !quiet)) return;
   l->unexplained.store(want, std::memory_order_release);
   adjust(device, static_cast<int64_t>(want) - static_cast<int64_t>(old));
@@ -347,7 +358,7 @@ void calibrate_context(int device) {
   // allocations in flight would pass for context memory given back: then only raise.
   const uint64_t ctx = l->context_charge.load(std::memory_order_acquire);
   const uint64_t others = l->used.load(std::memory_order_acquire) - ctx;
-  uint64_t target = (actual > others ? actual - others : 0) + settings().context_headroom;
+  uint64_t target = actual > others ? actual - others : 0;
   const bool quiet = started == finished && l->ops_started.load(std::memory_order_acquire) == started;
   if (target < ctx && !quiet) target = ctx;
   l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);

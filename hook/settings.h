@@ -6,10 +6,11 @@
 //   CUSLICE_LOG_LEVEL      off | error (default) | warn | info | debug; stderr only.
 //   CUSLICE_CONTEXT_BYTES  what a CUDA context is assumed to hold before it can be measured
 //                          (default 600MiB: an idle H100 context measured 518 MiB).
-//   CUSLICE_CONTEXT_HEADROOM  kept free beyond the measured context for memory the driver
-//                          takes later without an allocation call, e.g. kernels' code loaded
-//                          at their first launch (default 128MiB: cuBLAS's first GEMM took
-//                          64 MiB so on an H100).
+//   CUSLICE_CONTEXT_HEADROOM  kept free of the quota for memory the driver takes without an
+//                          allocation call, e.g. kernels' code loaded at their first launch:
+//                          of a local limit by the process, of a tenant's quota once for the
+//                          whole tenant (default 128MiB: cuBLAS's first GEMM took 64 MiB so
+//                          on an H100).
 //   CUSLICE_MAX_QUEUED     under a scheduler, the most GPU work (as time) a process may have
 //                          queued before its launches wait: how long the token takes to
 //                          change hands, beside one kernel (default 500us; us, ms or s).

@@ -87,7 +87,9 @@ void after_fork_child() noexcept;
 // in the segment for the CLI and the metrics.
 void set_device(int gpu, uint64_t total_bytes, const unsigned char uuid[16]) noexcept;
 
-Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept;
+// keep_free: bytes of the quota the reservation must leave free (the hook's headroom for
+// memory the driver takes without an allocation call, kept once for the whole tenant).
+Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free = 0) noexcept;
 void memory_release(int gpu, uint64_t bytes) noexcept;
 // Counts one allocation the hook refused because the tenant's quota was full (once per
 // refused call, however often it retried).

@@ -44,12 +44,13 @@ void note_oom_refusal(int gpu) noexcept {
   att->use(gpu).oom_refusals.fetch_add(1, std::memory_order_relaxed);
 }
 
-Reserve memory_try_reserve(int gpu, uint64_t bytes) noexcept {
+Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return Reserve::kUngated;
   g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return Reserve::kUngated;
-  const uint64_t limit = quota_of(att->segment->tenants[att->tenant], gpu);
+  const uint64_t quota = quota_of(att->segment->tenants[att->tenant], gpu);
+  const uint64_t limit = quota == shm::kUnlimited ? quota : quota > keep_free ? quota - keep_free : 0;
   std::atomic<uint64_t>& used = att->use(gpu).memory_used;
   uint64_t cur = used.load(std::memory_order_relaxed);
   do {

@@ -31,7 +31,8 @@ using namespace hook_test;
 
 namespace {
 
-constexpr uint64_t kContextCharge = (512 + 128) * kMiB;  // fake context + headroom
+constexpr uint64_t kContext = 512 * kMiB;   // FAKE_CUDA_CONTEXT_BYTES: each process's context
+constexpr uint64_t kHeadroom = 128 * kMiB;  // CUSLICE_CONTEXT_HEADROOM: kept free once per tenant
 
 uint64_t env_bytes(const char* name) {
   const char* v = std::getenv(name);
@@ -182,11 +183,12 @@ class Tenant : public ::testing::Test {
 };
 
 TEST_F(Tenant, ProcessesOfATenantShareItsQuota) {
-  // A holds 1 GiB: the tenant then has 3 GiB - (its context + 1 GiB) left for everyone.
+  // A holds 1 GiB: the tenant then has 3 GiB - (the headroom + its context + 1 GiB) left for
+  // everyone.
   Child holder = child("TenantChild.Hold", "a", {"TEST_HOLD=" + n(kGiB)});
   ASSERT_TRUE(read_line(holder.out, "ready"));
   const uint64_t quota = 3 * kGiB;
-  const uint64_t left = quota - 2 * kContextCharge - kGiB;  // after the probe's own context
+  const uint64_t left = quota - kHeadroom - 2 * kContext - kGiB;  // after the probe's own context
   Child probe = child("TenantChild.Probe", "a",
                       {"TEST_TOTAL=" + n(quota), "TEST_FREE=" + n(left), "TEST_REFUSED=" + n(left + 2 * kMiB),
                        "TEST_FITS=" + n(left)});
@@ -195,7 +197,7 @@ TEST_F(Tenant, ProcessesOfATenantShareItsQuota) {
   // Killed, the holder's memory and context come back to the tenant at once.
   kill(holder.pid, SIGKILL);
   EXPECT_EQ(wait_exit(holder), 128 + SIGKILL);
-  const uint64_t alone = quota - kContextCharge;
+  const uint64_t alone = quota - kHeadroom - kContext;
   bool ok = false;
   for (int attempt = 0; attempt < 20 && !ok; ++attempt) {  // the daemon notices within ~1 s
     Child again = child("TenantChild.Probe", "a",
@@ -211,7 +213,7 @@ TEST_F(Tenant, TenantsAreIsolated) {
   Child holder = child("TenantChild.Hold", "a", {"TEST_HOLD=" + n(2 * kGiB)});
   ASSERT_TRUE(read_line(holder.out, "ready"));
   // Tenant b sees only its own 2 GiB, untouched by a's 2 GiB.
-  const uint64_t left = 2 * kGiB - kContextCharge;
+  const uint64_t left = 2 * kGiB - kHeadroom - kContext;
   Child b = child("TenantChild.Probe", "b",
                   {"TEST_TOTAL=" + n(2 * kGiB), "TEST_FREE=" + n(left), "TEST_REFUSED=" + n(left + 2 * kMiB),
                    "TEST_FITS=" + n(left)});
