@@ -51,6 +51,10 @@ size_t fake_cuda_device_used_all(int dev);
 size_t fake_cuda_process_used(int pid, int dev);
 size_t fake_cuda_process_checkpointed(int pid, int dev);
 
+/* The processes (live, sharing dev) that hold memory on dev and what each holds, at most max
+ * of them, written to pids and bytes; returns how many. */
+int fake_cuda_device_processes(int dev, int* pids, size_t* bytes, int max);
+
 /* Threads of pid inside a driver call a checkpoint lock waits for, and the pid of the process
  * running a checkpoint operation (lock, checkpoint, restore) on pid; 0 when none. */
 int fake_cuda_process_active_calls(int pid);

@@ -54,6 +54,21 @@ size_t fake_cuda_process_used(int pid, int dev) {
   return process_bytes(pid, dev, &ProcessTable::Row::held);
 }
 
+int fake_cuda_device_processes(int dev, int* pids, size_t* bytes, int max) {
+  Session s(Session::kUngated);
+  if (!s->ledger.valid(dev) || s->ledger.table() == nullptr || pids == nullptr || bytes == nullptr || max <= 0)
+    return 0;
+  TableLock lock(*s->ledger.table());
+  std::int32_t p[kMaxProcessRows];
+  std::uint64_t b[kMaxProcessRows];
+  const int n = device_holders(*s->ledger.table(), dev, p, b, max < kMaxProcessRows ? max : kMaxProcessRows);
+  for (int i = 0; i < n; ++i) {
+    pids[i] = p[i];
+    bytes[i] = b[i];
+  }
+  return n;
+}
+
 size_t fake_cuda_process_checkpointed(int pid, int dev) {
   return process_bytes(pid, dev, &ProcessTable::Row::checkpointed);
 }

@@ -147,6 +147,19 @@ std::uint64_t device_used(ProcessTable& table, int dev) {
   return used;
 }
 
+int device_holders(ProcessTable& table, int dev, std::int32_t* pids, std::uint64_t* bytes, int max) {
+  int n = 0;
+  for (Row& row : table.rows) {
+    if (n >= max) break;
+    if (row.pid.load() == 0 || reap_if_dead(row)) continue;
+    const std::uint64_t held = row.held[dev].load();
+    if (held == 0) continue;
+    pids[n] = row.pid.load();
+    bytes[n++] = held;
+  }
+  return n;
+}
+
 bool try_take(ProcessTable& table, Row* row, int dev, std::uint64_t bytes, std::uint64_t capacity) {
   TableLock lock(table);
   const std::uint64_t used = device_used(table, dev);

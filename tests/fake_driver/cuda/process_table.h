@@ -106,6 +106,9 @@ void drop_row(ProcessTable& table, ProcessTable::Row* row);
 
 // Bytes held on dev by every live process (frees the rows of dead ones). Under the lock.
 std::uint64_t device_used(ProcessTable& table, int dev);
+// The live processes holding memory on dev and what each holds, at most max, in table order;
+// returns how many. Under the lock.
+int device_holders(ProcessTable& table, int dev, std::int32_t* pids, std::uint64_t* bytes, int max);
 // Adds bytes to row's charge on dev if every live process together then holds at most
 // capacity; false, and nothing charged, otherwise. Takes the lock.
 bool try_take(ProcessTable& table, ProcessTable::Row* row, int dev, std::uint64_t bytes,

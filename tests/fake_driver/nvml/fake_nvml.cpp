@@ -3,7 +3,8 @@
 // would see), so it works without cuInit, and a process without a context holds 0 bytes.
 //
 // Memory: total = device size, used = what this process holds, free = total - used; the v2 struct
-// reports reserved = 0. Processes: this process, while it holds memory on the device.
+// reports reserved = 0. Processes: this process while it holds memory on the device, or every
+// process holding memory on it (FAKE_NVML_DEVICE_PROCESSES=1).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -25,6 +26,7 @@ struct nvmlDevice_st {
 namespace {
 
 constexpr unsigned int kNoMigInstance = 0xFFFFFFFF;
+constexpr unsigned int kMaxListed = 160;  // the shared device's rows (128) and a few others
 
 nvmlDevice_st devices[] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7},
                            {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
@@ -182,17 +184,26 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   int dev = 0;
   if (nvmlReturn_t rc = open_device(device, &dev)) return rc;
   if (info_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // This process (when it holds memory), then the processes of others that the test names:
-  // FAKE_NVML_OTHER_PIDS, and the file FAKE_NVML_OTHER_PIDS_FILE names (read at every call, so
-  // a test can add processes to a running daemon's view). Entries `pid` or `pid:bytes`, comma
-  // or newline separated; a pid alone holds 1 GiB. So a filter of the list, and a watchdog of
-  // what processes hold, can be tested.
-  nvmlProcessInfo_t all[64];
+  // This process (when it holds memory) or, with FAKE_NVML_DEVICE_PROCESSES=1, every process
+  // sharing the device that holds memory on it (as the real NVML lists them), then the
+  // processes of others that the test names: FAKE_NVML_OTHER_PIDS, and the file
+  // FAKE_NVML_OTHER_PIDS_FILE names (read at every call, so a test can add processes to a
+  // running daemon's view). Entries `pid` or `pid:bytes`, comma or newline separated; a pid
+  // alone holds 1 GiB. So a filter of the list, and a watchdog of what processes hold, can be
+  // tested.
+  nvmlProcessInfo_t all[kMaxListed];
   unsigned int n = 0;
-  if (const size_t used = fake_cuda_device_used(dev); used > 0)
+  if (const char* every = std::getenv("FAKE_NVML_DEVICE_PROCESSES"); every != nullptr && std::strcmp(every, "1") == 0) {
+    int pids[kMaxListed];
+    size_t bytes[kMaxListed];
+    const int holders = fake_cuda_device_processes(dev, pids, bytes, static_cast<int>(kMaxListed));
+    for (int i = 0; i < holders; ++i)
+      all[n++] = {static_cast<unsigned int>(pids[i]), bytes[i], kNoMigInstance, kNoMigInstance};
+  } else if (const size_t used = fake_cuda_device_used(dev); used > 0) {
     all[n++] = {static_cast<unsigned int>(getpid()), used, kNoMigInstance, kNoMigInstance};
+  }
   const auto add_others = [&](const char* list) {
-    for (const char* p = list; *p != '\0' && n < 64;) {
+    for (const char* p = list; *p != '\0' && n < kMaxListed;) {
       char* end = nullptr;
       const unsigned long pid = std::strtoul(p, &end, 10);
       if (end == p) break;

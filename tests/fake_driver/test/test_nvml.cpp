@@ -1,4 +1,6 @@
 // The fake NVML reads the fake driver's truth, with NVML's conventions.
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -145,6 +147,66 @@ TEST(NvmlDevices, EachDeviceReportsItsOwnUsage) {
   nvmlDeviceGetUUID(one, uuid1, sizeof(uuid1));
   EXPECT_STRNE(uuid0, uuid1);
   nvmlShutdown();
+}
+
+// With FAKE_NVML_DEVICE_PROCESSES=1, every process holding memory on a shared device is
+// listed with what it holds, as the real NVML lists a GPU's processes; without it, this one.
+TEST(NvmlDeviceProcesses, EveryProcessSharingTheDeviceIsListedWhenAsked) {
+  const std::string name = "fake-nvml-test-" + std::to_string(getpid());
+  shm_unlink(("/" + name).c_str());
+  int held[2], done[2];
+  ASSERT_EQ(pipe(held), 0);
+  ASSERT_EQ(pipe(done), 0);
+  ScopedKnobs knobs{{"FAKE_CUDA_SHARED_DEVICE", name.c_str()}};
+  const pid_t child = fork();
+  if (child == 0) {
+    fake_cuda_reset();
+    CUcontext ctx = nullptr;
+    CUdeviceptr p = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuMemAlloc_v2(&p, size_t{1} << 30) != CUDA_SUCCESS)
+      _exit(1);
+    char byte = 'h';
+    if (write(held[1], &byte, 1) != 1) _exit(2);
+    _exit(read(done[0], &byte, 1) == 1 ? 0 : 3);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(held[0], &byte, 1), 1);
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
+  nvmlDevice_t device = nullptr;
+  ASSERT_EQ(nvmlDeviceGetHandleByIndex_v2(0, &device), NVML_SUCCESS);
+  nvmlProcessInfo_t infos[4] = {};
+  unsigned int count = 4;
+  ASSERT_EQ(nvmlDeviceGetComputeRunningProcesses_v3(device, &count, infos), NVML_SUCCESS);
+  ASSERT_EQ(count, 1u) << "without the knob: this process only";
+  EXPECT_EQ(infos[0].pid, static_cast<unsigned int>(getpid()));
+
+  int pids[4] = {};
+  size_t bytes[4] = {};
+  ASSERT_EQ(fake_cuda_device_processes(0, pids, bytes, 4), 2);
+  setenv("FAKE_NVML_DEVICE_PROCESSES", "1", 1);
+  count = 4;
+  ASSERT_EQ(nvmlDeviceGetComputeRunningProcesses_v3(device, &count, infos), NVML_SUCCESS);
+  unsetenv("FAKE_NVML_DEVICE_PROCESSES");
+  ASSERT_EQ(count, 2u);
+  for (unsigned int i = 0; i < count; ++i) {
+    EXPECT_EQ(infos[i].pid, static_cast<unsigned int>(pids[i]));
+    EXPECT_EQ(infos[i].usedGpuMemory, bytes[i]);
+    if (infos[i].pid == static_cast<unsigned int>(child))
+      EXPECT_EQ(infos[i].usedGpuMemory, kContextBytes + (size_t{1} << 30));
+    else
+      EXPECT_EQ(infos[i].usedGpuMemory, kContextBytes);
+  }
+  nvmlShutdown();
+  ASSERT_EQ(write(done[1], "d", 1), 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(fake_cuda_device_processes(0, pids, bytes, 4), 1) << "an exited process is not listed";
+  shm_unlink(("/" + name).c_str());
 }
 
 }  // namespace
