@@ -37,6 +37,7 @@
 // in client_state.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace cuslice::client {
@@ -88,8 +89,10 @@ void after_fork_child() noexcept;
 void set_device(int gpu, uint64_t total_bytes, const unsigned char uuid[16]) noexcept;
 
 // keep_free: bytes of the quota the reservation must leave free (the hook's headroom for
-// memory the driver takes without an allocation call, kept once for the whole tenant).
-Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free = 0) noexcept;
+// memory the driver takes without an allocation call, kept once for the whole tenant),
+// besides the tenant's kept_free (shm::TenantGpuUse). *crossed (if given) is set when the
+// reservation carried the tenant's counter past one of the sixteenths of its quota.
+Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free = 0, bool* crossed = nullptr) noexcept;
 void memory_release(int gpu, uint64_t bytes) noexcept;
 // Counts one allocation the hook refused because the tenant's quota was full (once per
 // refused call, however often it retried).
@@ -102,6 +105,28 @@ void memory_charge(int gpu, uint64_t bytes) noexcept;
 // device's total and used memory.
 uint64_t tenant_memory_quota(int gpu) noexcept;
 uint64_t tenant_memory_used(int gpu) noexcept;
+
+// What the tenant keeps free of its quota on `gpu` besides the headroom
+// (shm::TenantGpuUse::kept_free; 0 when detached), and its reconciliation (slow paths): the
+// tenant's registered processes with what each has charged on `gpu` and whether it is young
+// there at `now_ns` (at most `max`; returns how many), then the new value, stored only if the
+// word still holds `expected` (false: it changed, compute again).
+uint64_t tenant_memory_kept(int gpu) noexcept;
+struct TenantProcess {
+  int32_t pid;     // as the daemon saw it (its pid namespace)
+  bool young;
+  bool self;
+  uint64_t charged;
+};
+size_t tenant_processes(int gpu, int64_t now_ns, TenantProcess* out, size_t max) noexcept;
+bool tenant_memory_replace_kept(int gpu, uint64_t expected, uint64_t desired) noexcept;
+// This process created a context on `gpu`: it is young there until `until_ns` (or later, if
+// it already was), and its tenant keeps `allowance` more free for it unless it was young
+// there already. Returns whether the allowance was added. No-op when detached.
+bool memory_begin_warmup(int gpu, int64_t now_ns, int64_t until_ns, uint64_t allowance) noexcept;
+// Gives up this process's warm-up allowance on `gpu` (its own reservation needs the room):
+// true if it was young there. The tenant's kept_free drops at the next reconciliation.
+bool memory_end_warmup(int gpu) noexcept;
 
 // Returns when this process's tenant holds the GPU's token, or when gating is off. Fast
 // path (the tenant holds it): atomic loads and, when the process was idle, one atomic store.

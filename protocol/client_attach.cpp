@@ -274,6 +274,9 @@ AttachStatus register_now() {
   }
   g.error[0] = '\0';
   att->self().checkpoint_flags.fetch_or(g.checkpoint_flags.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // The slot's previous process may have left its warm-up marks: none of them are ours.
+  att->self().young_gpus.store(0, std::memory_order_relaxed);
+  att->self().young_until_ns.store(0, std::memory_order_relaxed);
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
   send_workload(g.fd.load(std::memory_order_relaxed));

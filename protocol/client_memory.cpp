@@ -26,6 +26,8 @@ uint64_t saturating_sub(std::atomic<uint64_t>& counter, uint64_t amount) {
   return take;
 }
 
+uint64_t add_capped(uint64_t a, uint64_t b) { return a > ~uint64_t{0} - b ? ~uint64_t{0} : a + b; }
+
 // The tenant's quota in bytes on `gpu` (a percentage resolved against the card's size).
 uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
   uint64_t limit = tenant.memory_quota.load(std::memory_order_relaxed);
@@ -44,24 +46,34 @@ void note_oom_refusal(int gpu) noexcept {
   att->use(gpu).oom_refusals.fetch_add(1, std::memory_order_relaxed);
 }
 
-Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free) noexcept {
+Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free, bool* crossed) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return Reserve::kUngated;
   g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return Reserve::kUngated;
   const uint64_t quota = quota_of(att->segment->tenants[att->tenant], gpu);
-  const uint64_t limit = quota == shm::kUnlimited ? quota : quota > keep_free ? quota - keep_free : 0;
-  std::atomic<uint64_t>& used = att->use(gpu).memory_used;
-  uint64_t cur = used.load(std::memory_order_relaxed);
+  shm::TenantGpuUse& use = att->use(gpu);
+  uint64_t limit = quota;
+  if (quota != shm::kUnlimited) {
+    const uint64_t keep = add_capped(keep_free, use.kept_free.load(std::memory_order_relaxed));
+    limit = quota > keep ? quota - keep : 0;
+  }
+  uint64_t cur = use.memory_used.load(std::memory_order_relaxed);
   do {
     if (bytes > limit || cur > limit - bytes) {
       saturating_sub(g.local_charged[gpu], bytes);
       return Reserve::kOverQuota;
     }
-  } while (!used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
-                                       std::memory_order_relaxed));
+  } while (!use.memory_used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
+                                                  std::memory_order_relaxed));
   // After the tenant counter (see ProcessUse::charged for why this order).
   att->self().charged[gpu].fetch_add(bytes, std::memory_order_release);
+  if (crossed != nullptr) {
+    // Sixteenths rounded down to a power of two: a shift, not a division, per reservation.
+    const uint64_t step = quota == shm::kUnlimited ? 0 : quota / 16;
+    const unsigned shift = step == 0 ? 64 : 63 - __builtin_clzll(step);
+    *crossed = shift < 64 && (cur >> shift) != ((cur + bytes) >> shift);
+  }
   return Reserve::kOk;
 }
 
@@ -95,6 +107,45 @@ uint64_t tenant_memory_used(int gpu) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return 0;
   return att->use(gpu).memory_used.load(std::memory_order_relaxed);
+}
+
+uint64_t tenant_memory_kept(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return 0;
+  return att->use(gpu).kept_free.load(std::memory_order_seq_cst);
+}
+
+bool tenant_memory_replace_kept(int gpu, uint64_t expected, uint64_t desired) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return true;
+  return att->use(gpu).kept_free.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
+}
+
+// The mark first (deadline, then bit), the allowance after: a reconciliation that read the
+// word before the addition fails its compare-exchange and scans again, and then sees the mark.
+bool memory_begin_warmup(int gpu, int64_t now_ns, int64_t until_ns, uint64_t allowance) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return false;
+  shm::ProcessUse& me = att->self();
+  const uint32_t bit = 1u << gpu;
+  int64_t until = me.young_until_ns.load(std::memory_order_seq_cst);
+  const bool was_young = (me.young_gpus.load(std::memory_order_seq_cst) & bit) != 0 && until > now_ns;
+  while (until < until_ns && !me.young_until_ns.compare_exchange_weak(until, until_ns, std::memory_order_seq_cst)) {
+  }
+  me.young_gpus.fetch_or(bit, std::memory_order_seq_cst);
+  if (was_young) return false;
+  std::atomic<uint64_t>& kept = att->use(gpu).kept_free;
+  uint64_t cur = kept.load(std::memory_order_seq_cst);
+  while (!kept.compare_exchange_weak(cur, add_capped(cur, allowance), std::memory_order_seq_cst)) {
+  }
+  return true;
+}
+
+bool memory_end_warmup(int gpu) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return false;
+  const uint32_t bit = 1u << gpu;
+  return (att->self().young_gpus.fetch_and(~bit, std::memory_order_seq_cst) & bit) != 0;
 }
 
 }  // namespace cuslice::client

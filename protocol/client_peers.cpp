@@ -1,6 +1,7 @@
 // The other processes registered in the segment: whether other tenants (and ones of higher
-// priority) share the GPUs, and whether a pid belongs to this process's tenant. Scans the
-// process slots, so the hook calls it now and then, never per launch.
+// priority) share the GPUs, whether a pid belongs to this process's tenant, and what the
+// tenant's processes charged (its memory reconciliation). Scans the process slots, so the
+// hook calls it now and then, never per launch.
 #include <atomic>
 
 #include "client.h"
@@ -33,6 +34,27 @@ bool tenant_pid(int pid) noexcept {
         p.pid.load(std::memory_order_relaxed) == pid && p.tenant.load(std::memory_order_relaxed) == att->tenant)
       return true;
   return false;
+}
+
+size_t tenant_processes(int gpu, int64_t now_ns, TenantProcess* out, size_t max) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return 0;
+  const uint32_t bit = 1u << gpu;
+  size_t n = 0;
+  for (uint32_t slot = 0; slot < shm::kMaxProcesses && n < max; ++slot) {
+    const shm::ProcessSlot& p = att->segment->processes[slot];
+    if (p.state.load(std::memory_order_acquire) != shm::ProcessSlot::kActive ||
+        p.tenant.load(std::memory_order_relaxed) != att->tenant)
+      continue;
+    // The region is the tenant's own: its records are written by its processes, which may
+    // spoil only their own tenant's figures.
+    const shm::ProcessUse& use = att->region->processes[slot];
+    const bool young = (use.young_gpus.load(std::memory_order_seq_cst) & bit) != 0 &&
+                       use.young_until_ns.load(std::memory_order_seq_cst) > now_ns;
+    out[n++] = {p.pid.load(std::memory_order_relaxed), young, slot == att->slot,
+                use.charged[gpu].load(std::memory_order_acquire)};
+  }
+  return n;
 }
 
 }  // namespace cuslice::client

@@ -21,9 +21,10 @@
 //     socket (SCM_RIGHTS, beside the RegisterReply) only once it accepted that process into
 //     that tenant. It has no name: a process holds a tenant's region only if the daemon gave
 //     it, or if a process of that tenant passed it on. It holds what hooks write: the
-//     tenant's memory counter (the quota's compare-exchange), its GPU time, time waited and
-//     refused allocations, the card's size and UUID as its hooks learnt them, and one record
-//     per registered process (charged bytes, per-GPU flags). A new tenant entry always gets
+//     tenant's memory counter (the quota's compare-exchange) and what it keeps free of its
+//     quota, its GPU time, time waited and refused allocations, the card's size and UUID as
+//     its hooks learnt them, and one record per registered process (charged bytes, per-GPU
+//     flags, warm-up marks). A new tenant entry always gets
 //     a new region: a process that once belonged to the entry's previous tenant cannot
 //     write the new one's.
 //
@@ -78,9 +79,10 @@ namespace cuslice::shm {
 inline constexpr uint64_t kMagic = 0x315345'43494C53ull;        // "SLICES1" read as a number
 inline constexpr uint64_t kTenantMagic = 0x315445'43494C53ull;  // "SLICET1"
 // Major 2: the segment became read-only for hooks, and what hooks write moved to the tenant
-// regions; hooks no longer take the token themselves.
+// regions; hooks no longer take the token themselves. Minor 1: TenantGpuUse::kept_free and
+// ProcessUse::young_gpus / young_until_ns (read and written by hooks only).
 inline constexpr uint16_t kAbiMajor = 2;
-inline constexpr uint16_t kAbiMinor = 0;
+inline constexpr uint16_t kAbiMinor = 1;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -355,7 +357,17 @@ struct alignas(64) TenantGpuUse {
   // finds in GpuState.
   std::atomic<uint64_t> memory_total;
   std::atomic<uint64_t> uuid[2];
-  uint64_t reserved0;
+  // Bytes of the quota every process of the tenant leaves free when it reserves, besides its
+  // own headroom (CUSLICE_CONTEXT_HEADROOM): what the tenant's processes hold by the driver's
+  // count beyond what they charged (memory no hooked call showed, not yet measured by its
+  // holder), and the warm-up allowance of each young process (ProcessUse::young_gpus), as the
+  // last reconciliation found them. Read by hooks on every reservation (same cache line as
+  // memory_used). Written by hooks only: a reconciliation (slow path: a refused reservation,
+  // cuMemGetInfo, a sixteenth of the quota crossed) stores what it computed if the word did
+  // not change meanwhile (compare-exchange, else it computes again); a process that becomes
+  // young adds its allowance (saturating). Too high, it refuses reservations until the next
+  // reconciliation, which every refused reservation runs; the daemon never reads it.
+  std::atomic<uint64_t> kept_free;
 };
 
 // What one registered process writes about itself; same index as its ProcessSlot. Records
@@ -378,6 +390,15 @@ struct alignas(64) ProcessUse {
   // spares a preemptible tenant (the process is stopped rather than checkpointed when the
   // tenant's memory is needed) unless the configuration says `unsuspendable: keep`.
   std::atomic<uint32_t> checkpoint_flags;
+  // Bit g: the process created a CUDA context on GPU g less than CUSLICE_CONTEXT_WARMUP ago
+  // (it is young there until young_until_ns, CLOCK_MONOTONIC), and its tenant keeps a warm-up
+  // allowance free for it (TenantGpuUse::kept_free): kernel code loaded at first launches
+  // takes memory without an allocation call. Written by the process (fetch_or when it creates
+  // a context, store of a later young_until_ns; fetch_and when it gives its allowance up);
+  // cleared by the process when it registers; read by the tenant's hooks when they reconcile
+  // kept_free. Not read by the daemon.
+  std::atomic<uint32_t> young_gpus;
+  std::atomic<int64_t> young_until_ns;
   static constexpr uint32_t kUsesIpc = shm::kUsesIpc;
   static constexpr uint32_t kUsesManaged = shm::kUsesManaged;
   static constexpr uint32_t kUsesMps = shm::kUsesMps;
@@ -426,6 +447,8 @@ static_assert(sizeof(Segment) ==
               64 + kMaxGpus * sizeof(GpuState) + kMaxTenants * sizeof(Tenant) +
                   kMaxProcesses * sizeof(ProcessSlot));
 static_assert(sizeof(TenantGpuUse) == 64 && sizeof(ProcessUse) == 256);
+static_assert(offsetof(TenantGpuUse, kept_free) == 56 && offsetof(ProcessUse, checkpoint_flags) == 192 &&
+              offsetof(ProcessUse, young_gpus) == 196 && offsetof(ProcessUse, young_until_ns) == 200);
 static_assert(offsetof(TenantRegion, gpu) == 64);
 static_assert(sizeof(TenantRegion) ==
               64 + kMaxGpus * sizeof(TenantGpuUse) + kMaxProcesses * sizeof(ProcessUse));
