@@ -26,6 +26,7 @@ bool begin_context(int dev) { return quota::charge_context(dev, settings().conte
 void created(int dev) {
   g_live[dev].fetch_add(1, std::memory_order_acq_rel);
   quota::calibrate_context(dev);
+  quota::begin_warmup(dev);
 }
 
 void destroyed(int dev) {

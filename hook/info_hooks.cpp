@@ -14,12 +14,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (r != CUDA_SUCCESS || !quota::active() || free == nullptr || total == nullptr) return r;
   const int dev = quota::current_device();
   if (!quota::accounted(dev)) return r;
-  // Pools settle cheaply. Memory measured outside hooked calls is measured again (an NVML
-  // reading, microseconds) so that what was given back shows.
-  if (quota::unexplained(dev) > 0)
-    quota::refresh(dev);
-  else
-    quota::settle_pools(dev);
+  quota::refresh_view(dev);
   const quota::View v = quota::view(dev);
   if (v.total == quota::kUnlimited) return r;  // counted for a scheduler, but no quota
   // Never an error when usage is above the quota (after a measured correction): callers

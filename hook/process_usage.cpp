@@ -1,3 +1,5 @@
+// Reads NVML's list of a device's compute processes (process_usage.h). Slow paths only; may
+// call driver and gpu_uuid.
 #include "process_usage.h"
 
 #include <unistd.h>
@@ -27,20 +29,42 @@ bool nvml_device(int device, nvmlDevice_t* out) {
   return by_uuid(text, out) == NVML_SUCCESS;
 }
 
-}  // namespace
-
-bool device_bytes(int device, uint64_t* bytes) {
-  static const bool initialised = [] {
+bool initialised() {
+  static const bool done = [] {
     auto init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
     return init != nullptr && init() == NVML_SUCCESS;
   }();
-  if (!initialised) return false;
+  return done;
+}
+
+// The device's compute processes, as NVML lists them (at most `max`).
+bool list(int device, nvmlProcessInfo_t* info, unsigned int max, unsigned int* count) {
+  if (!initialised()) return false;
   auto procs = reinterpret_cast<Procs>(nvml_symbol("nvmlDeviceGetComputeRunningProcesses_v3"));
   nvmlDevice_t dev;
   if (procs == nullptr || !nvml_device(device, &dev)) return false;
+  *count = max;
+  return procs(dev, count, info) == NVML_SUCCESS;
+}
+
+}  // namespace
+
+bool device_processes(int device, Usage* out, unsigned max, unsigned* count) {
+  // One call (a GPU with more processes than this answers "insufficient size": false).
+  static constexpr unsigned kBatch = 256;
+  nvmlProcessInfo_t info[kBatch];
+  unsigned int n = 0;
+  if (!list(device, info, max < kBatch ? max : kBatch, &n)) return false;
+  *count = 0;
+  for (unsigned int i = 0; i < n && *count < max; ++i)
+    if (info[i].usedGpuMemory != ~0ull) out[(*count)++] = {info[i].pid, info[i].usedGpuMemory};
+  return true;
+}
+
+bool device_bytes(int device, uint64_t* bytes) {
   nvmlProcessInfo_t info[256];
-  unsigned int count = 256;
-  if (procs(dev, &count, info) != NVML_SUCCESS) return false;
+  unsigned int count = 0;
+  if (!list(device, info, 256, &count)) return false;
   const unsigned int self = static_cast<unsigned int>(getpid());
   for (unsigned int i = 0; i < count; ++i) {
     if (info[i].pid == self) {

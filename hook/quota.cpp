@@ -1,10 +1,11 @@
-// The per-device ledgers and their slow paths (quota.h). May call driver, allocation_table,
-// process_usage, scheduler_link, settings, log and the client; the pools' reserves only
-// through the functions registered with set_pool_reserves() (pool_accounting.cpp sits above
-// this file: it charges the ledger).
+// The per-device ledgers and their slow paths, and the tenant's reconciliation (quota.h).
+// May call driver, allocation_table, process_usage, scheduler_link, settings, log and the
+// client; the pools' reserves only through the functions registered with set_pool_reserves()
+// (pool_accounting.cpp sits above this file: it charges the ledger).
 #include "quota.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "process_usage.h"
 #include "scheduler_link.h"
 #include "settings.h"
+#include "shm_protocol.h"
 
 namespace cuslice::quota {
 namespace {
@@ -36,6 +38,7 @@ struct alignas(64) Ledger {
   std::atomic<uint64_t> unexplained{0};          // measured memory no hooked call accounts for
   std::atomic<uint64_t> ops_started{0};          // Operations begun / ended: equal when none runs
   std::atomic<uint64_t> ops_finished{0};
+  std::atomic<int64_t> last_reconcile_ns{0};     // the tenant's, at a sixteenth of its quota
 };
 
 // Memory the driver takes without an allocation call (code of kernels loaded at their first
@@ -132,8 +135,9 @@ enum class Outcome { kReserved, kOverLocal, kOverTenant };
 
 // The check and the reservation in one step: the local limit by one compare-and-swap, then
 // the tenant's quota by another (client.h); a refusal of the second undoes the first.
-// *checkpoint: the checkpoint the charge carried `used` into, 0 if it crossed none.
-Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint) {
+// *checkpoint: the checkpoint the charge carried `used` into, 0 if it crossed none;
+// *tenant_step: the charge carried the tenant's counter past a sixteenth of its quota.
+Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint, bool* tenant_step) {
   const uint64_t keep = settings().context_headroom;
   const uint64_t room = allocatable(l.limit.load(std::memory_order_relaxed), keep);
   uint64_t cur = l.used.load(std::memory_order_relaxed);
@@ -142,7 +146,8 @@ Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint)
   } while (!l.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
   if (scheduler_link::enabled() &&
-      client::memory_try_reserve(scheduler_link::gpu(device), bytes, keep) == client::Reserve::kOverQuota) {
+      client::memory_try_reserve(scheduler_link::gpu(device), bytes, keep, tenant_step) ==
+          client::Reserve::kOverQuota) {
     l.used.fetch_sub(bytes, std::memory_order_acq_rel);
     return Outcome::kOverTenant;
   }
@@ -153,7 +158,7 @@ Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint)
 
 Outcome try_reserve(Ledger& l, int device, uint64_t bytes) {
   uint64_t checkpoint;
-  return try_reserve(l, device, bytes, &checkpoint);
+  return try_reserve(l, device, bytes, &checkpoint, nullptr);
 }
 
 void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
@@ -169,6 +174,70 @@ void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
       return;
   }
   refresh(device);
+}
+
+uint64_t add_capped(uint64_t a, uint64_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
+
+// The tenant's reconciliation: what every process of the tenant must leave free of its quota
+// besides the headroom (client.h, shm::TenantGpuUse::kept_free), computed again from the
+// driver's figures: for each of the tenant's processes, what NVML says it holds beyond what
+// it charged (memory its own hook has not measured yet), or its warm-up allowance while it is
+// young if that is more. Buffers for the slow path, under g_slow.
+constexpr unsigned kMaxListed = 256;
+client::TenantProcess g_tenant_processes[shm::kMaxProcesses];
+process_usage::Usage g_listed[kMaxListed];
+
+uint64_t tenant_keep_locked(int device, int gpu) {
+  unsigned listed = 0;
+  if (!process_usage::device_processes(device, g_listed, kMaxListed, &listed)) listed = 0;
+  const size_t n = client::tenant_processes(gpu, now_ns(), g_tenant_processes, shm::kMaxProcesses);
+  const uint64_t allowance = settings().context_headroom;
+  const uint32_t self = static_cast<uint32_t>(getpid());
+  uint64_t keep = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const client::TenantProcess& p = g_tenant_processes[i];
+    // This process by its own pid: the daemon's namespace may differ from NVML's.
+    const uint32_t pid = p.self ? self : static_cast<uint32_t>(p.pid);
+    uint64_t held = 0;
+    for (unsigned j = 0; j < listed; ++j)
+      if (g_listed[j].pid == pid) {
+        held = g_listed[j].bytes;
+        break;
+      }
+    uint64_t beyond = held > p.charged ? held - p.charged : 0;
+    if (p.young && beyond < allowance) beyond = allowance;
+    keep = add_capped(keep, beyond);
+  }
+  return keep;
+}
+
+// Computes the tenant's kept_free again and stores it, unless another process changed it
+// meanwhile (then again, a few times; after that the other's value stands). `give_up`: this
+// process needs the room itself, so its own warm-up allowance ends first.
+void reconcile(int device, bool give_up) {
+  if (!scheduler_link::enabled()) return;
+  const int gpu = scheduler_link::gpu(device);
+  std::lock_guard<std::mutex> lock(g_slow);
+  if (give_up) client::memory_end_warmup(gpu);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t before = client::tenant_memory_kept(gpu);
+    const uint64_t keep = tenant_keep_locked(device, gpu);
+    if (client::tenant_memory_replace_kept(gpu, before, keep)) {
+      if (keep != before)
+        CUSLICE_LOG(kDebug, "device %d: the tenant keeps %llu bytes free (was %llu)", device,
+                    static_cast<unsigned long long>(keep), static_cast<unsigned long long>(before));
+      return;
+    }
+  }
+}
+
+void reconcile_if_due(int device, Ledger& l) {
+  const int64_t now = coarse_now_ns();
+  int64_t last = l.last_reconcile_ns.load(std::memory_order_relaxed);
+  if (now - last < kMeasureIntervalNs ||
+      !l.last_reconcile_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
+    return;
+  reconcile(device, /*give_up=*/false);
 }
 
 }  // namespace
@@ -211,7 +280,8 @@ uint64_t used(int device) {
 }
 
 View view(int device) {
-  // Free is what charges may still take: the headroom kept free counts as used.
+  // Free is what charges may still take: what is kept free (the headroom, and in a tenant
+  // what the tenant keeps for its processes' unmeasured memory and warm-ups) counts as used.
   const uint64_t keep = settings().context_headroom;
   View v{limit(device), used(device)};
   if (v.total != kUnlimited) v.used = v.total - allocatable(v.total, keep) + v.used;
@@ -221,7 +291,8 @@ View view(int device) {
     const uint64_t tenant_quota = client::tenant_memory_quota(gpu);
     if (tenant_quota != kUnlimited) {
       const uint64_t tenant_used = client::tenant_memory_used(gpu);
-      const uint64_t tenant_room = allocatable(tenant_quota, keep);
+      const uint64_t kept = add_capped(keep, client::tenant_memory_kept(gpu));
+      const uint64_t tenant_room = allocatable(tenant_quota, kept);
       const uint64_t local_free = v.total > v.used ? v.total - v.used : 0;
       const uint64_t tenant_free = tenant_room > tenant_used ? tenant_room - tenant_used : 0;
       if (tenant_quota < v.total) v.total = tenant_quota;
@@ -237,20 +308,30 @@ bool charge(int device, uint64_t bytes) {
   if (l == nullptr) return true;
   if (!g_limits_resolved.load(std::memory_order_acquire)) on_cuda_initialised();
   uint64_t checkpoint = 0;
-  Outcome o = try_reserve(*l, device, bytes, &checkpoint);
+  bool tenant_step = false;
+  Outcome o = try_reserve(*l, device, bytes, &checkpoint, &tenant_step);
   if (o == Outcome::kReserved) {
     if (checkpoint != 0) [[unlikely]] measure_if_due(device, *l, checkpoint);
+    if (tenant_step) [[unlikely]] reconcile_if_due(device, *l);
     return true;
   }
   // Slow path, cheapest correction first: pool pre-charges replaced by what the pools really
-  // reserve (tens of ns per pool), then a reading of the process's usage (microseconds).
+  // reserve (tens of ns per pool), then a reading of the process's usage (microseconds), then
+  // (the tenant's quota refused) the tenant's reconciliation: what it keeps free may be
+  // allowances no longer needed (warm-ups over, this process's own given up) or memory its
+  // processes have measured since.
   settle_pools(device);
   if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   refresh(device);
   if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
+  if (o == Outcome::kOverTenant) {
+    reconcile(device, /*give_up=*/true);
+    if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
+  }
   // Last resort before refusing: pools may hold memory no allocation uses.
   if (trim_pool_reserves(device)) {
     refresh(device);
+    if (o == Outcome::kOverTenant) reconcile(device, /*give_up=*/true);
     if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   }
   if (o == Outcome::kOverTenant) client::note_oom_refusal(scheduler_link::gpu(device));
@@ -368,6 +449,29 @@ void calibrate_context(int device) {
               static_cast<unsigned long long>(target), static_cast<unsigned long long>(ctx));
 }
 
+void begin_warmup(int device) {
+  const uint64_t warmup = settings().context_warmup_ns;
+  if (counted(device) == nullptr || !scheduler_link::enabled() || warmup == 0) return;
+  const int64_t now = now_ns();
+  const uint64_t left = static_cast<uint64_t>(INT64_MAX - now);
+  const int64_t until = now + static_cast<int64_t>(warmup < left ? warmup : left);
+  client::memory_begin_warmup(scheduler_link::gpu(device), now, until, settings().context_headroom);
+}
+
+void refresh_view(int device) {
+  Ledger* l = counted(device);
+  if (l == nullptr) return;
+  // Pools settle cheaply. Memory measured outside hooked calls is measured again (an NVML
+  // reading, microseconds) so that what was given back shows; so is what the tenant keeps
+  // free (warm-ups end, peers measure what they hold).
+  if (l->unexplained.load(std::memory_order_relaxed) > 0)
+    refresh(device);
+  else
+    settle_pools(device);
+  if (scheduler_link::enabled() && client::tenant_memory_kept(scheduler_link::gpu(device)) > 0)
+    reconcile(device, /*give_up=*/false);
+}
+
 void settle_pools(int device) {
   if (counted(device) == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
@@ -409,6 +513,7 @@ void reset_after_fork() {
     l.unexplained.store(0, std::memory_order_relaxed);
     l.ops_started.store(0, std::memory_order_relaxed);
     l.ops_finished.store(0, std::memory_order_relaxed);
+    l.last_reconcile_ns.store(0, std::memory_order_relaxed);
   }
   device_pointers().reset();
   vmm_handles().reset();

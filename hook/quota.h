@@ -4,9 +4,13 @@
 // The check and the reservation are one compare-and-swap on the device's `used` counter, so
 // no interleaving of threads can take the process over its limit. Everything that holds
 // device memory is charged here: allocations (memory_hooks.cpp), pool and graph reserves
-// (pool_accounting.cpp) and contexts (context_hooks.cpp). When a reservation is refused,
+// (pool_accounting.cpp) and contexts (context_hooks.cpp, what the driver says they hold).
+// A charge leaves the headroom (CUSLICE_CONTEXT_HEADROOM) free of the limit, for memory the
+// driver takes without an allocation call; in a tenant, of the tenant's quota once for all
+// its processes, together with what the tenant keeps free for its processes' memory not yet
+// measured and their warm-ups (the reconciliation, below). When a reservation is refused,
 // the slow path first brings the ledger to the truth (pools settled to what they really
-// reserve, the process's usage read from NVML) and retries once.
+// reserve, the process's usage read from NVML, the tenant reconciled) and retries.
 //
 // May call driver, allocation_table, process_usage, scheduler_link, settings, log and the
 // client. Pool reserves are kept by pool_accounting, which sits above (it charges here):
@@ -90,8 +94,16 @@ bool charge_context(int device, uint64_t bytes);
 void release_context(int device, uint64_t bytes);
 void calibrate_context(int device);
 uint64_t context_charge(int device);
+// A context was created: in a tenant, the process is young on the device for
+// CUSLICE_CONTEXT_WARMUP, and its tenant keeps a headroom more free for it meanwhile
+// (kernels loaded at first launches), unless the process needs that room itself.
+void begin_warmup(int device);
 // Settles pool reserves only (no NVML reading): cheap enough for cuMemGetInfo.
 void settle_pools(int device);
+// What cuMemGetInfo needs before it shows the view: pools settled, memory held outside
+// hooked calls measured again if some was, the tenant's kept-free figure reconciled if it
+// keeps some (slow path: NVML readings).
+void refresh_view(int device);
 // Drops the charges of every allocation on `device` (the driver destroyed them all, as
 // cuDevicePrimaryCtxReset does).
 void forget_allocations(int device);

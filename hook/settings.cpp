@@ -117,6 +117,7 @@ void load_settings() {
     parse_memory_limit(v, s);
   read_bytes(s, "CUSLICE_CONTEXT_BYTES", s.context_bytes);
   read_bytes(s, "CUSLICE_CONTEXT_HEADROOM", s.context_headroom);
+  read_duration(s, "CUSLICE_CONTEXT_WARMUP", s.context_warmup_ns);
   read_duration(s, "CUSLICE_MAX_QUEUED", s.max_queued_ns);
   read_duration(s, "CUSLICE_PREEMPT_QUEUED", s.preempt_queued_ns);
   read_duration(s, "CUSLICE_PARK_QUEUED", s.park_queued_ns);

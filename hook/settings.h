@@ -11,6 +11,10 @@
 //                          of a local limit by the process, of a tenant's quota once for the
 //                          whole tenant (default 128MiB: cuBLAS's first GEMM took 64 MiB so
 //                          on an H100).
+//   CUSLICE_CONTEXT_WARMUP under a scheduler, how long after a process creates a context its
+//                          tenant keeps CUSLICE_CONTEXT_HEADROOM more free for it (kernels
+//                          loaded at first launches), unless it needs the room itself
+//                          (default 30s; 0s: never).
 //   CUSLICE_MAX_QUEUED     under a scheduler, the most GPU work (as time) a process may have
 //                          queued before its launches wait: how long the token takes to
 //                          change hands, beside one kernel (default 500us; us, ms or s).
@@ -41,6 +45,7 @@ struct Settings {
 
   uint64_t context_bytes = 600ull << 20;
   uint64_t context_headroom = 128ull << 20;
+  uint64_t context_warmup_ns = 30'000'000'000;
   uint64_t max_queued_ns = 500'000;
   uint64_t preempt_queued_ns = 250'000;
   uint64_t park_queued_ns = 20'000'000;

@@ -57,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Settings settings;
   if (!parse_memory_limit(variable.c_str(), settings)) require(settings.error[0] != '\0');
   for (const char* name : {"CUSLICE_MAX_QUEUED", "CUSLICE_PREEMPT_QUEUED", "CUSLICE_PARK_QUEUED",
-                           "CUSLICE_CONTEXT_BYTES", "CUSLICE_CONTEXT_HEADROOM"}) {
+                           "CUSLICE_CONTEXT_BYTES", "CUSLICE_CONTEXT_HEADROOM",
+                           "CUSLICE_CONTEXT_WARMUP"}) {
     setenv(name, variable.c_str(), 1);
     load_settings();
     require(settings_valid_or_explained());

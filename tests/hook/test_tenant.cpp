@@ -174,6 +174,8 @@ class Tenant : public ::testing::Test {
   Child child(const char* test, const char* tenant, std::vector<std::string> env) {
     env.push_back("CUSLICE_SOCKET=" + socket_);
     env.push_back(std::string("CUSLICE_TENANT=") + tenant);
+    // Exact figures below: no warm-up allowances (test_tenant_memory.cpp tests them).
+    env.push_back("CUSLICE_CONTEXT_WARMUP=0s");
     return spawn({"/proc/self/exe", std::string("--gtest_filter=") + test}, env, /*preload=*/true);
   }
   static std::string n(uint64_t v) { return std::to_string(v); }

@@ -35,6 +35,8 @@ TEST(Settings, VariablesUseTheOneParserOfSizesAndDurations) {
       {"CUSLICE_CONTEXT_BYTES", "629145600", true},
       {"CUSLICE_CONTEXT_BYTES", "25%", false},
       {"CUSLICE_CONTEXT_HEADROOM", "99999999999999999999999B", false},
+      {"CUSLICE_CONTEXT_WARMUP", "0s", true},
+      {"CUSLICE_CONTEXT_WARMUP", "30", false},
   };
   for (const Case& c : cases) {
     ASSERT_EQ(setenv(c.var, c.value, 1), 0);
@@ -46,13 +48,18 @@ TEST(Settings, VariablesUseTheOneParserOfSizesAndDurations) {
     }
     unsetenv(c.var);
   }
+  cuslice::load_settings();
+  EXPECT_EQ(cuslice::settings().context_warmup_ns, 30'000'000'000u) << "the default";
   ASSERT_EQ(setenv("CUSLICE_MAX_QUEUED", "1.5ms", 1), 0);
   ASSERT_EQ(setenv("CUSLICE_CONTEXT_BYTES", "1Gi", 1), 0);
+  ASSERT_EQ(setenv("CUSLICE_CONTEXT_WARMUP", "2.5s", 1), 0);
   cuslice::load_settings();
   EXPECT_EQ(cuslice::settings().max_queued_ns, 1'500'000u);
   EXPECT_EQ(cuslice::settings().context_bytes, 1ull << 30);
+  EXPECT_EQ(cuslice::settings().context_warmup_ns, 2'500'000'000u);
   unsetenv("CUSLICE_MAX_QUEUED");
   unsetenv("CUSLICE_CONTEXT_BYTES");
+  unsetenv("CUSLICE_CONTEXT_WARMUP");
   cuslice::load_settings();
 }
 
