@@ -223,12 +223,13 @@ TEST_F(TenantMemory, WithoutWarmUpAllowancesTheSameGrowthGoesOver) {
 // A warm-up allowance ends on its own (CUSLICE_CONTEXT_WARMUP), without its process doing
 // anything: a neighbour's next refused allocation finds it over and gets the room.
 TEST_F(TenantMemory, AWarmUpAllowanceEndsAndItsRoomComesBack) {
-  const size_t idle = start({"CUSLICE_CONTEXT_WARMUP=300ms"});
   const size_t filler = start({"CUSLICE_CONTEXT_WARMUP=0s"});
+  const size_t idle = start({"CUSLICE_CONTEXT_WARMUP=1s"});
+  const auto young_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   EXPECT_EQ(ask(filler, "fill").rfind("filled ", 0), 0u);
   const uint64_t before = driver_count();
   EXPECT_GE(kQuota - before, kHeadroom + kHeadroom) << "the idle process's allowance was not kept";
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::this_thread::sleep_until(young_until + std::chrono::milliseconds(100));
   const std::string more = ask(filler, "fill");
   ASSERT_EQ(more.rfind("filled ", 0), 0u);
   EXPECT_GE(std::strtoull(more.c_str() + 7, nullptr, 10), kHeadroom - 2 * kMiB) << "the allowance's room stayed kept";
