@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -200,8 +201,8 @@ void start_daemon(const fs::path& program, const std::string& socket_path, const
               fmt::format("its log is {}; set {}=0 to run without a scheduler", log.path(), kAutoStartEnv));
 }
 
-// The directory of a socket where we are about to start a scheduler.
-void prepare_socket_dir(const SocketChoice& choice, const std::string& socket_path) {
+// The directories of the sockets where we are about to start a scheduler.
+void prepare_socket_dirs(const SocketChoice& choice, const std::string& socket_path, const std::string& control_path) {
   const fs::path dir = fs::path(socket_path).parent_path();
   if (dir.empty()) return;
   // The user's own directory was created and checked by SocketChoice::ready(); a chosen
@@ -219,6 +220,19 @@ void prepare_socket_dir(const SocketChoice& choice, const std::string& socket_pa
                 fmt::format("no scheduler answers on {}, and one cannot be started there: {} is not writable by you",
                             choice.describe(), dir.string()),
                 "pass --socket PATH in a directory you can write");
+  // The control socket's, private (the scheduler checks it again); made here so that a
+  // directory we cannot make is reported as such rather than in the scheduler's log.
+  const fs::path control_dir = fs::path(control_path).parent_path();
+  if (control_dir.empty() || fs::exists(fs::symlink_status(control_dir, ec))) return;
+  fs::create_directories(control_dir.parent_path(), ec);
+  if (!ec && ::mkdir(control_dir.c_str(), 0700) != 0 && errno != EEXIST) ec.assign(errno, std::generic_category());
+  if (ec)
+    throw Error(ExitCode::kFailure,
+                fmt::format("no scheduler answers on {}, and one cannot be started there: cannot create {} for its "
+                            "control socket: {}",
+                            choice.describe(), control_dir.string(), ec.message()),
+                "pass --control-socket PATH in a directory only you can write, or --socket PATH in a directory of "
+                "its own");
 }
 
 }  // namespace
@@ -263,7 +277,7 @@ FoundScheduler connect_or_start_scheduler(const SocketChoice& choice) {
   if (!auto_start_enabled()) return {socket, control, std::nullopt};
   const fs::path program = locate_scheduler();
   choice.ready(last, true);
-  prepare_socket_dir(choice, socket);
+  prepare_socket_dirs(choice, socket, control);
   {
     const StartLock lock(socket + ".lock");
     // Someone may have started it while we waited for the lock.

@@ -220,3 +220,28 @@ def test_a_tmp_dir_planted_by_someone_else_is_refused(user, tmp_fallback, tmp_pa
         if planted.is_symlink():
             shutil.rmtree(planted.resolve(), ignore_errors=True)
         shutil.rmtree(marker.parent, ignore_errors=True)
+
+
+def test_a_control_directory_the_user_cannot_make_is_named_before_anything_starts(user):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test makes a directory the user cannot write")
+    top = Path(tempfile.mkdtemp(prefix="cuslice-user-test-", dir="/tmp"))  # root's
+    top.chmod(0o755)
+    try:
+        shared = top / "shared"  # the user's: the socket may go here, its control socket beside it may not
+        shared.mkdir()
+        os.chown(shared, user.uid, user.uid)
+        result = user.run("run", "--socket", shared / "x.sock", "--", "true")
+        assert result.returncode == 1, result.stderr
+        assert f"cannot create {top}/shared-control for its control socket: Permission denied" in result.stderr
+        assert "--control-socket PATH" in result.stderr
+        assert not (shared / "x.sock").exists()
+        # Told where, it works.
+        private = top / "mine"
+        private.mkdir(mode=0o700)
+        os.chown(private, user.uid, user.uid)
+        result = user.run("run", "--socket", shared / "x.sock", "--control-socket", private / "c.sock", "--", "true")
+        assert result.returncode == 0, result.stderr
+    finally:
+        eventually(lambda: not (top / "shared" / "x.sock").exists(), "the user's scheduler to exit")
+        shutil.rmtree(top, ignore_errors=True)
