@@ -4,8 +4,8 @@
 // accepted into that tenant); `cuslice`'s is a control request (describe, reload,
 // ensure-tenant), answered here; the device plugin's requests are answered in
 // plugin_control.cpp. Every decision about who may do what on which socket belongs in this
-// file (socket_protocol.h, "Two sockets"): may_control() and on_control_socket() are the
-// rules plugin_control.cpp applies too. Calls the tenant table (reload, apply_config) and one
+// file (socket_protocol.h, "Two sockets"): Client::control, may_control() and
+// control_socket_only() are what plugin_control.cpp applies too. Calls the tenant table (reload, apply_config) and one
 // scheduling step after a client's kick; never the token itself.
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -71,7 +71,6 @@ void fill_message(char (&message)[sizeof wire::ControlReply::message], const std
   }
   std::strncpy(message, text.c_str(), sizeof message - 1);
 }
-
 
 // A hook drains its kicks in one go; a client that sends faster than the daemon reads gets
 // this many read per wake-up, so that it cannot keep the loop from everybody else.

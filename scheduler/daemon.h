@@ -290,7 +290,7 @@ class Daemon {
   int socket_lock_fd_ = -1;
   int control_lock_fd_ = -1;
   int listen_fd_ = -1;  // opened last in the constructor: a client that connects finds all ready
-  int control_listen_fd_ = -1;  // opened just before listen_fd_, so that it is there once hooks are
+  int control_listen_fd_ = -1;  // opened just before listen_fd_: there once the tenant socket is
   SharedSegment segment_;  // holds the lock on the segment itself
   TenantRegions regions_;
   int epoll_fd_ = -1;
