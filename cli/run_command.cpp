@@ -5,10 +5,11 @@
 // if it had been started directly.
 //
 // Before that it makes sure a scheduler answers (scheduler_autostart.h): the node's, else
-// the user's own, which it starts when none answers. When the one answering is ephemeral
-// it adds CMD's tenant (named by --tenant, else "default", with --memory/--share/--limit/
-// --priority) and hands CMD the connection as its lease, so the daemon lives while CMD (or a
-// child of it) does. A scheduler started from a file keeps its own tenants: --share,
+// the user's own, which it starts when none answers, and asks it (on the tenant socket)
+// what it is. When it is ephemeral, `run` adds CMD's tenant (named by --tenant, else
+// "default", with --memory/--share/--limit/--priority) on the scheduler's control socket,
+// which only root and the scheduler's user reach, and hands CMD that connection as its
+// lease, so the daemon lives while CMD (or a child of it) does. A scheduler started from a file keeps its own tenants: --share,
 // --limit and --priority are then accepted only when they say what the file says for
 // --tenant, and refused otherwise, never silently dropped; the same flags are refused when
 // no scheduler will run at all (auto-start off). --memory is always the processes' own
@@ -35,6 +36,7 @@
 #include "scheduler_socket.h"
 #include "segment_mapping.h"
 #include "segment_snapshot.h"
+#include "control_socket.h"
 #include "size.h"
 #include "socket_protocol.h"
 #include "tenant_config.h"
@@ -60,6 +62,7 @@ struct RunOptions {
   std::optional<std::string> log_level;
   std::optional<std::filesystem::path> hook;
   std::optional<std::string> socket;
+  std::optional<std::string> control_socket;
   std::vector<std::string> command;
 };
 
@@ -242,9 +245,11 @@ void check_against_configured(const RunOptions& options, const std::string& sock
 // Makes sure the command has a scheduler (see the top of this file) and sets what the hook
 // needs to join it.
 void join_scheduler(const RunOptions& options) {
-  const SocketChoice choice = socket_choice(options.socket);
+  const SocketChoice choice = socket_choice(options.socket, options.control_socket);
   FoundScheduler found = connect_or_start_scheduler(choice);
   if (choice.chosen) set_env(wire::kSocketEnv, found.socket);
+  // So that a `cuslice run` inside the command finds the same pair of sockets.
+  set_env_if(wire::kControlSocketEnv, options.control_socket);
   if (!found.connection) {
     // Auto-start is off and nobody answers: the command runs unscheduled (its hook joins a
     // scheduler that starts later), so there is nobody to apply a share to.
@@ -258,21 +263,35 @@ void join_scheduler(const RunOptions& options) {
     return;
   }
 
+  // The control connection before the question, so that an ephemeral scheduler, which
+  // exits soon after its last connection closes, always has one of ours open.
+  std::string control_why;
+  std::optional<SchedulerConnection> control = connect_control(found.control, control_why);
+  wire::ControlRequest describe;
+  describe.command = wire::ControlCommand::kDescribe;
+  const wire::ControlReply described = found.connection->request(describe);
+  if ((described.flags & shm::Segment::kEphemeral) == 0) {
+    // A scheduler with a configuration file: its tenants, its match rules.
+    check_against_configured(options, found.socket, described);
+    set_env(wire::kSocketEnv, found.socket);
+    return;
+  }
+  if (!control)
+    throw Error(ExitCode::kFailure,
+                fmt::format("the scheduler at {} takes tenants on its control socket, and {}", found.socket,
+                            control_why),
+                "pass --control-socket PATH if it has another one, or --socket PATH to start a scheduler of your own");
+
   wire::ControlRequest request;
   request.command = wire::ControlCommand::kEnsureTenant;
   request.tenant = tenant_spec(options);
-  const wire::ControlReply reply = found.connection->request(request);
+  const wire::ControlReply reply = control->request(request);
   switch (reply.status) {
     case wire::ControlStatus::kOk:
       // The descriptor stays open in the command, unnamed: the daemon only needs it open.
-      found.connection->release_as_lease();
+      control->release_as_lease();
       set_env(wire::kSocketEnv, found.socket);
       set_env(wire::kTenantEnv, request.tenant.name);
-      return;
-    case wire::ControlStatus::kUnsupported:
-      // A scheduler with a configuration file: its tenants, its match rules.
-      check_against_configured(options, found.socket, reply);
-      set_env(wire::kSocketEnv, found.socket);
       return;
     case wire::ControlStatus::kForbidden:
       throw Error(ExitCode::kFailure, fmt::format("the scheduler at {} does not take tenants from you: {}", found.socket,
@@ -353,6 +372,13 @@ void add_run_command(CLI::App& root, Action& chosen) {
                   "Scheduler socket (sets CUSLICE_SOCKET; default: $CUSLICE_SOCKET, else "
                   "/run/cuslice/cuslice.sock, else your own scheduler's in $XDG_RUNTIME_DIR/cuslice "
                   "or /tmp/cuslice-UID)")
+      ->type_name("PATH")
+      ->transform(CLI::Validator(normalise_socket_flag, ""))
+      ->group(kSchedulingGroup);
+  cmd->add_option("--control-socket", options->control_socket,
+                  "The scheduler's control socket, where an auto-started scheduler takes the tenant "
+                  "(sets CUSLICE_CONTROL_SOCKET; default: $CUSLICE_CONTROL_SOCKET, else the socket's name in "
+                  "<socket's directory>-control)")
       ->type_name("PATH")
       ->transform(CLI::Validator(normalise_socket_flag, ""))
       ->group(kSchedulingGroup);

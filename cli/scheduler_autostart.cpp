@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,7 +98,8 @@ class DaemonLog {
 };
 
 // In the grandchild: becomes the daemon. Never returns.
-[[noreturn]] void exec_daemon(const fs::path& program, const std::string& socket_path, int log_fd) {
+[[noreturn]] void exec_daemon(const fs::path& program, const std::string& socket_path,
+                              const std::string& control_path, int log_fd) {
   const int null_fd = ::open("/dev/null", O_RDWR);
   ::dup2(null_fd, STDIN_FILENO);
   ::dup2(null_fd, STDOUT_FILENO);
@@ -112,7 +114,8 @@ class DaemonLog {
   const std::string grace = fmt::format("{:g}", kIdleGraceSeconds);
   const std::string shm_name = shm_name_for_socket(socket_path);
   ::execl(program.c_str(), program.c_str(), "--ephemeral", "--exit-when-idle", grace.c_str(), "--socket",
-          socket_path.c_str(), "--shm-name", shm_name.c_str(), "--log-level", "info", static_cast<char*>(nullptr));
+          socket_path.c_str(), "--control-socket", control_path.c_str(), "--shm-name", shm_name.c_str(),
+          "--log-level", "info", static_cast<char*>(nullptr));
   const std::string why = fmt::format("cannot execute {}: {}\n", program.string(), std::strerror(errno));
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, why.data(), why.size());
   ::_exit(to_int(ExitCode::kCannotExecute));
@@ -140,7 +143,7 @@ std::string describe_exit(int wait_status) {
 // Starts the daemon detached and waits until it answers. A middle process watches it, so
 // that we learn of a daemon that exits at once (a socket it cannot bind) without making it
 // our own child: `run` becomes the user's command next, which must not inherit it.
-void start_daemon(const fs::path& program, const std::string& socket_path) {
+void start_daemon(const fs::path& program, const std::string& socket_path, const std::string& control_path) {
   const DaemonLog log(socket_path + ".log");
   int report_pipe[2];
   if (::pipe2(report_pipe, O_CLOEXEC) != 0) throw Error(ExitCode::kFailure, fmt::format("pipe: {}", std::strerror(errno)));
@@ -156,7 +159,7 @@ void start_daemon(const fs::path& program, const std::string& socket_path) {
     ::setsid();  // no terminal: ^C in the user's shell does not reach the daemon
     const pid_t daemon = ::fork();
     if (daemon < 0) send();
-    if (daemon == 0) exec_daemon(program, socket_path, log.fd());
+    if (daemon == 0) exec_daemon(program, socket_path, control_path, log.fd());
     const auto deadline = Clock::now() + kStartTimeout;
     while (Clock::now() < deadline) {
       if (::waitpid(daemon, &report.wait_status, WNOHANG) == daemon) {
@@ -198,8 +201,8 @@ void start_daemon(const fs::path& program, const std::string& socket_path) {
               fmt::format("its log is {}; set {}=0 to run without a scheduler", log.path(), kAutoStartEnv));
 }
 
-// The directory of a socket where we are about to start a scheduler.
-void prepare_socket_dir(const SocketChoice& choice, const std::string& socket_path) {
+// The directories of the sockets where we are about to start a scheduler.
+void prepare_socket_dirs(const SocketChoice& choice, const std::string& socket_path, const std::string& control_path) {
   const fs::path dir = fs::path(socket_path).parent_path();
   if (dir.empty()) return;
   // The user's own directory was created and checked by SocketChoice::ready(); a chosen
@@ -217,6 +220,19 @@ void prepare_socket_dir(const SocketChoice& choice, const std::string& socket_pa
                 fmt::format("no scheduler answers on {}, and one cannot be started there: {} is not writable by you",
                             choice.describe(), dir.string()),
                 "pass --socket PATH in a directory you can write");
+  // The control socket's, private (the scheduler checks it again); made here so that a
+  // directory we cannot make is reported as such rather than in the scheduler's log.
+  const fs::path control_dir = fs::path(control_path).parent_path();
+  if (control_dir.empty() || fs::exists(fs::symlink_status(control_dir, ec))) return;
+  fs::create_directories(control_dir.parent_path(), ec);
+  if (!ec && ::mkdir(control_dir.c_str(), 0700) != 0 && errno != EEXIST) ec.assign(errno, std::generic_category());
+  if (ec)
+    throw Error(ExitCode::kFailure,
+                fmt::format("no scheduler answers on {}, and one cannot be started there: cannot create {} for its "
+                            "control socket: {}",
+                            choice.describe(), control_dir.string(), ec.message()),
+                "pass --control-socket PATH in a directory only you can write, or --socket PATH in a directory of "
+                "its own");
 }
 
 }  // namespace
@@ -253,19 +269,21 @@ FoundScheduler connect_or_start_scheduler(const SocketChoice& choice) {
   for (size_t i = 0; i < choice.candidates.size(); ++i) {
     if (!choice.ready(i, false)) continue;  // the user's directory is not there: nobody is
     if (auto connection = SchedulerConnection::connect(choice.candidates[i]))
-      return {choice.candidates[i], std::move(connection)};
+      return {choice.candidates[i], choice.control(i), std::move(connection)};
   }
-  const std::string& socket = choice.candidates.back();
-  if (!auto_start_enabled()) return {socket, std::nullopt};
+  const size_t last = choice.candidates.size() - 1;
+  const std::string& socket = choice.candidates[last];
+  const std::string control = choice.control(last);
+  if (!auto_start_enabled()) return {socket, control, std::nullopt};
   const fs::path program = locate_scheduler();
-  choice.ready(choice.candidates.size() - 1, true);
-  prepare_socket_dir(choice, socket);
+  choice.ready(last, true);
+  prepare_socket_dirs(choice, socket, control);
   {
     const StartLock lock(socket + ".lock");
     // Someone may have started it while we waited for the lock.
-    if (!answering(socket)) start_daemon(program, socket);
+    if (!answering(socket)) start_daemon(program, socket, control);
   }
-  if (auto connection = SchedulerConnection::connect(socket)) return {socket, std::move(connection)};
+  if (auto connection = SchedulerConnection::connect(socket)) return {socket, control, std::move(connection)};
   throw Error(ExitCode::kFailure, fmt::format("the scheduler started on {} but stopped answering", socket));
 }
 

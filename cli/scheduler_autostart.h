@@ -8,7 +8,9 @@
 //
 // The scheduler is started detached (its own session, stdin/stdout closed, its log appended
 // to <socket>.log) in ephemeral mode: no configuration file, tenants added by each
-// `cuslice run` over the socket, exit once no process has been connected for
+// `cuslice run` over its control socket (SocketChoice::control: for the user's own, in the
+// private directory's sibling <dir>-control, created 0700 and checked as the directory is),
+// exit once no process has been connected for
 // kIdleGraceSeconds. Concurrent `cuslice run`s start one daemon between them: whoever
 // holds the lock <socket>.lock starts it, the others find it answering. When it does not
 // start, the error carries its exit status and what it logged in this attempt only.
@@ -42,8 +44,9 @@ std::filesystem::path locate_scheduler();
 bool auto_start_enabled();
 
 struct FoundScheduler {
-  std::string socket;  // where it answers; with no connection, where it would be started
-  std::optional<SchedulerConnection> connection;  // nullopt: none answers, auto-start off
+  std::string socket;   // where it answers; with no connection, where it would be started
+  std::string control;  // its control socket
+  std::optional<SchedulerConnection> connection;  // to `socket`; nullopt: none answers, auto-start off
 };
 
 // A connection to the first scheduler of `choice` that answers; when none does, starts one

@@ -14,15 +14,33 @@
 #include <filesystem>
 #include <memory>
 
+#include "control_socket.h"
 #include "error.h"
 #include "runtime_dir.h"
 
 namespace cuslice::cli {
 
-SocketChoice socket_choice(const std::optional<std::string>& flag) {
-  if (flag) return {{*flag}, true, std::nullopt};
-  if (const char* env = std::getenv(wire::kSocketEnv); env != nullptr && env[0] != '\0') return {{env}, true, std::nullopt};
-  SocketChoice choice{{wire::kDefaultSocketPath}, false, std::nullopt};
+namespace {
+
+std::optional<std::string> control_choice(const std::optional<std::string>& flag) {
+  if (flag) return flag;
+  if (const char* env = std::getenv(wire::kControlSocketEnv); env != nullptr && env[0] != '\0') return env;
+  return std::nullopt;
+}
+
+bool present(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+}
+
+}  // namespace
+
+SocketChoice socket_choice(const std::optional<std::string>& flag, const std::optional<std::string>& control_flag) {
+  const std::optional<std::string> control = control_choice(control_flag);
+  if (flag) return {{*flag}, true, std::nullopt, control};
+  if (const char* env = std::getenv(wire::kSocketEnv); env != nullptr && env[0] != '\0')
+    return {{env}, true, std::nullopt, control};
+  SocketChoice choice{{wire::kDefaultSocketPath}, false, std::nullopt, control};
   if (::geteuid() != 0) {
     choice.private_dir = user_runtime_dir_path();
     choice.candidates.push_back((*choice.private_dir / "cuslice.sock").string());
@@ -32,10 +50,25 @@ SocketChoice socket_choice(const std::optional<std::string>& flag) {
 
 bool SocketChoice::ready(size_t i, bool create) const {
   if (!private_dir || i + 1 != candidates.size()) return true;
-  std::error_code ec;
-  if (!create && !std::filesystem::exists(std::filesystem::symlink_status(*private_dir, ec))) return false;
+  if (!create && !present(*private_dir)) return false;
   ensure_private_dir(*private_dir);
+  // Its control socket's directory is as private, and checked as carefully: in /tmp anybody
+  // could have made it first.
+  if (!control_chosen) {
+    const std::filesystem::path control_dir = std::filesystem::path(control(i)).parent_path();
+    if (create || present(control_dir)) ensure_private_dir(control_dir);
+  }
   return true;
+}
+
+std::string SocketChoice::control(size_t i) const {
+  if (control_chosen) return *control_chosen;
+  std::string path = wire::default_control_socket(candidates[i]);
+  if (path.empty())
+    throw Error(ExitCode::kUsage,
+                fmt::format("{} has no directory beside which its control socket could be", candidates[i]),
+                "pass --control-socket PATH, or a socket in a directory of its own");
+  return path;
 }
 
 std::string normalise_socket_flag(std::string& path) {
@@ -58,7 +91,7 @@ std::string SocketChoice::describe() const {
   return text;
 }
 
-std::optional<SchedulerConnection> SchedulerConnection::connect(const std::string& path) {
+std::optional<SchedulerConnection> SchedulerConnection::connect(const std::string& path, const char* denied_hint) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path)
@@ -74,9 +107,10 @@ std::optional<SchedulerConnection> SchedulerConnection::connect(const std::strin
     // crashed): nobody answers.
     if (err == ENOENT || err == ENOTDIR || err == ECONNREFUSED) return std::nullopt;
     throw Error(ExitCode::kFailure, fmt::format("cannot connect to the scheduler at {}: {}", path, std::strerror(err)),
-                err == EACCES ? "the socket or its directory does not let your user in: ask whoever runs that "
-                                "scheduler, or pass --socket PATH to use one of your own"
-                              : "");
+                err != EACCES ? ""
+                : denied_hint ? denied_hint
+                              : "the socket or its directory does not let your user in: ask whoever runs that "
+                                "scheduler, or pass --socket PATH to use one of your own");
   }
   return SchedulerConnection(fd);
 }
@@ -149,12 +183,23 @@ int SchedulerConnection::release_as_lease() {
 }
 
 std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command,
-                                                int timeout_ms) {
-  std::optional<SchedulerConnection> connection = SchedulerConnection::connect(path);
+                                                int timeout_ms, const char* denied_hint) {
+  std::optional<SchedulerConnection> connection = SchedulerConnection::connect(path, denied_hint);
   if (!connection) return std::nullopt;
   wire::ControlRequest request;
   request.command = command;
   return connection->request(request, timeout_ms);
+}
+
+std::optional<SchedulerConnection> connect_control(const std::string& path, std::string& why) {
+  try {
+    std::optional<SchedulerConnection> connection = SchedulerConnection::connect(path);
+    if (!connection) why = fmt::format("no scheduler answers on {}", path);
+    return connection;
+  } catch (const Error& e) {
+    why = e.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace cuslice::cli

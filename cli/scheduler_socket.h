@@ -1,6 +1,8 @@
-// Talking to cuslice-scheduler over its Unix socket, as the `cuslice` tool does: one
-// control request, one reply (socket_protocol.h). Hooks register through protocol/client.h
-// instead; this is only for the tool.
+// Talking to cuslice-scheduler over its Unix sockets, as the `cuslice` tool does: one
+// control request, one reply (socket_protocol.h). Read-only requests (describe, workloads)
+// go to the tenant socket, which every user may reach; reload and ensure-tenant to the
+// control socket (control_socket.h), which only root and the scheduler's user may. Hooks
+// register through protocol/client.h instead; this is only for the tool.
 #pragma once
 
 #include <filesystem>
@@ -18,21 +20,28 @@ namespace cuslice::cli {
 //   - else the node's scheduler at /run/cuslice/cuslice.sock, then, for a user other than
 //     root, the user's own at <user_runtime_dir_path()>/cuslice.sock (runtime_dir.h): where
 //     `cuslice run` starts one when the node has none.
+// Each one's control socket is --control-socket if given, else $CUSLICE_CONTROL_SOCKET, else
+// its default (control_socket.h): /run/cuslice-control/cuslice.sock for the node's, and the
+// private directory's sibling <user_runtime_dir_path()>-control for the user's own.
 struct SocketChoice {
   std::vector<std::string> candidates;  // never empty
   bool chosen = false;                  // from --socket or $CUSLICE_SOCKET
   // The user's private directory, when the last candidate is the user's own socket: it is
   // checked before that socket is trusted, and only when the node's does not answer.
   std::optional<std::filesystem::path> private_dir;
+  std::optional<std::string> control_chosen;  // from --control-socket or $CUSLICE_CONTROL_SOCKET
 
   // Whether candidate `i` can be tried: always, except the user's own when its directory
-  // does not exist and `create` is false. Creates that directory when `create`; throws
-  // Error when it is not safe (runtime_dir.h).
+  // does not exist and `create` is false. Creates that directory and its control sibling
+  // when `create`; throws Error when either is not safe (runtime_dir.h).
   bool ready(size_t i, bool create) const;
+  // The control socket of candidate `i`.
+  std::string control(size_t i) const;
   // "/run/cuslice/cuslice.sock or /tmp/cuslice-1000/cuslice.sock", for messages.
   std::string describe() const;
 };
-SocketChoice socket_choice(const std::optional<std::string>& flag);
+SocketChoice socket_choice(const std::optional<std::string>& flag,
+                           const std::optional<std::string>& control_flag = std::nullopt);
 
 // The validator of every --socket flag (CLI11: empty when good, else why not): a path the
 // kernel can bind, made absolute, since a command may change directory before its hook
@@ -46,8 +55,9 @@ inline constexpr int kReplyTimeoutMs = 10'000;
 class SchedulerConnection {
  public:
   // Connects to `path`; nullopt when nobody answers (no socket file, or nobody listening).
-  // Throws Error on anything else (path too long, permission denied).
-  static std::optional<SchedulerConnection> connect(const std::string& path);
+  // Throws Error on anything else (path too long, permission denied: with `denied_hint` as
+  // the hint when given).
+  static std::optional<SchedulerConnection> connect(const std::string& path, const char* denied_hint = nullptr);
 
   SchedulerConnection(SchedulerConnection&& other) noexcept;
   SchedulerConnection& operator=(SchedulerConnection&&) = delete;
@@ -71,6 +81,10 @@ class SchedulerConnection {
 
 // Connects and sends one request; nullopt when nobody answers.
 std::optional<wire::ControlReply> ask_scheduler(const std::string& path, wire::ControlCommand command,
-                                                int timeout_ms = kReplyTimeoutMs);
+                                                int timeout_ms = kReplyTimeoutMs, const char* denied_hint = nullptr);
+
+// A scheduler's control socket: a connection, or nullopt with why not (nobody answers
+// there, or it does not let this user in).
+std::optional<SchedulerConnection> connect_control(const std::string& path, std::string& why);
 
 }  // namespace cuslice::cli

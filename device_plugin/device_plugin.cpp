@@ -63,7 +63,7 @@ const char* resource_name(Resource resource) {
 DevicePlugin::DevicePlugin(PluginOptions options, std::unique_ptr<GpuInventory> inventory)
     : options_(std::move(options)),
       inventory_(std::move(inventory)),
-      scheduler_(options_.scheduler_socket),
+      scheduler_(options_.scheduler_control_socket),
       ledger_(options_.ledger) {}
 
 DevicePlugin::~DevicePlugin() {
@@ -329,8 +329,9 @@ void DevicePlugin::ensure_registered() {
 }
 
 int DevicePlugin::run(const std::atomic<bool>& stop) {
-  spdlog::info("NVML driver {}; scheduler socket {}; plugin directory {}", inventory_->driver_version(),
-               options_.scheduler_socket, options_.plugin_dir);
+  spdlog::info("NVML driver {}; scheduler socket {} (control {}); plugin directory {}",
+               inventory_->driver_version(), options_.scheduler_socket, options_.scheduler_control_socket,
+               options_.plugin_dir);
   DirectoryWatch watch(options_.plugin_dir);
   while (!stop.load()) {
     refresh_gpus();

@@ -39,7 +39,10 @@ namespace cuslice::device_plugin {
 struct PluginOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  // The tenant socket, whose directory containers are given; the control socket, which the
+  // plugin's requests go to and which containers never see (protocol/control_socket.h).
   std::string scheduler_socket = "/run/cuslice/cuslice.sock";
+  std::string scheduler_control_socket = "/run/cuslice-control/cuslice.sock";
   std::chrono::milliseconds poll{1000};
   uint64_t reserve_memory = 0;  // bytes per GPU never handed out
   // After the kubelet restarted, it lists no pod until it has synced them: no tenant is

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "control_socket.h"
 #include "device_plugin.h"
 #include "logging.h"
 #include "size.h"
@@ -59,7 +60,14 @@ int main(int argc, char** argv) {
   app.add_option("--plugin-dir", options.plugin_dir, "the kubelet's device plugin directory")->capture_default_str();
   app.add_option("--pod-resources-socket", options.pod_resources_socket, "the kubelet's PodResources API socket")
       ->capture_default_str();
-  app.add_option("--scheduler-socket", options.scheduler_socket, "cuslice-scheduler's socket")->capture_default_str();
+  app.add_option("--scheduler-socket", options.scheduler_socket,
+                 "cuslice-scheduler's socket; its directory is mounted into containers")
+      ->capture_default_str();
+  app.add_option("--scheduler-control-socket", options.scheduler_control_socket,
+                 "cuslice-scheduler's control socket, where tenants are made; never in --scheduler-socket's "
+                 "directory (default: the socket's name in <its directory>-control, e.g. " +
+                     std::string(cuslice::wire::kDefaultControlSocketPath) + ")")
+      ->type_name("PATH");
   app.add_option("--hook", options.response.hook_host_path, "libcuslice.so on the node, mounted into containers")
       ->required();
   app.add_option("--preload-file", preload_file,
@@ -120,6 +128,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.response.socket_host_path = options.scheduler_socket;
+  if (app.count("--scheduler-control-socket") == 0)
+    options.scheduler_control_socket = cuslice::wire::default_control_socket(
+        std::filesystem::absolute(options.scheduler_socket).string());
+  if (options.scheduler_control_socket.empty()) {
+    spdlog::error("--scheduler-socket {} has no directory beside which the control socket could be; give "
+                  "--scheduler-control-socket",
+                  options.scheduler_socket);
+    return 2;
+  }
+  // Allocate mounts the socket's directory into every container.
+  if (cuslice::wire::control_socket_exposed(options.scheduler_socket, options.scheduler_control_socket)) {
+    spdlog::error("--scheduler-control-socket {} is in the directory of --scheduler-socket {} (or below it), which "
+                  "every container is given",
+                  options.scheduler_control_socket, options.scheduler_socket);
+    return 2;
+  }
   if (!std::filesystem::is_regular_file(options.response.hook_host_path)) {
     spdlog::error("--hook {}: no such file; containers would get no hook", options.response.hook_host_path);
     return 2;

@@ -156,8 +156,8 @@ std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
     if (n < 0) return std::nullopt;
     if (n != static_cast<ssize_t>(sizeof *list) || list->magic != wire::kPluginMagic) {
       // A ControlReply: a scheduler that refuses (or does not know) plugin requests.
-      why = "the scheduler does not list plugin tenants (is it older than this plugin, or does this plugin run as "
-            "another user than root or the scheduler's?)";
+      why = "the scheduler does not list plugin tenants (is it older than this plugin, is this not its control "
+            "socket, or does this plugin run as another user than root or the scheduler's?)";
       if (n == static_cast<ssize_t>(sizeof(wire::ControlReply))) {
         const auto* reply = reinterpret_cast<const wire::ControlReply*>(list.get());
         if (reply->magic == wire::kControlMagic) why = text(reply->message, sizeof reply->message);

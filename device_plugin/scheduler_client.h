@@ -1,6 +1,8 @@
-// The device plugin's side of the cuslice-scheduler socket: create, update, remove and list
-// plugin tenants (socket_protocol.h, PluginRequest), and read from the shared segment what
-// the scheduler's other tenants (its configuration file's) hold back on each GPU.
+// The device plugin's side of the cuslice-scheduler control socket: create, update, remove
+// and list plugin tenants (socket_protocol.h, PluginRequest), and read from the shared
+// segment what the scheduler's other tenants (its configuration file's) hold back on each
+// GPU. Every request goes to the control socket: the scheduler refuses plugin requests on the
+// tenant socket, which containers are given.
 //
 // One request per connection, as the `cuslice` tool does; every call is bounded by the
 // timeout. Thread-safe (no shared state).
@@ -42,6 +44,7 @@ struct SchedulerState {
 
 class SchedulerClient {
  public:
+  // `socket_path`: the scheduler's control socket.
   explicit SchedulerClient(std::string socket_path, int timeout_ms = 5000)
       : socket_path_(std::move(socket_path)), timeout_ms_(timeout_ms) {}
 

@@ -21,33 +21,48 @@
 // answers a request of another version with kVersionMismatch (in the reply of the version
 // the request asked for when it knows it, else its own).
 //
-// Control requests (the `cuslice` tool, not hooks) use the same socket: the first message
-// of a connection is either a RegisterRequest or a ControlRequest, told apart by `magic`;
-// the two are versioned separately, so a new control command never disturbs hooks.
+// Two sockets. The *tenant socket* (CUSLICE_SOCKET, /run/cuslice/cuslice.sock) is open to
+// every local process (mode 0666) so that any process can register; its directory is what
+// containers are given. The *control socket* (control_socket.h: by default
+// /run/cuslice-control/cuslice.sock) lives in a directory of its own, never inside the tenant
+// socket's, is created mode 0600 (its directory 0700 when the daemon creates it) and is meant
+// for `cuslice` and the device plugin only. Requests that change the daemon or hand out
+// credentials (kReload, kEnsureTenant, every PluginRequest) are accepted on the control
+// socket only, and there only from root or the daemon's own uid (SO_PEERCRED): on the tenant
+// socket they are answered kForbidden whoever asks, because a container that runs as root
+// without a user namespace is uid 0 there. Registrations are accepted on the tenant socket
+// only. Read-only requests (kDescribe, kWorkloads, kPreemption) are answered on both.
+//
+// Control requests (the `cuslice` tool, not hooks): the first message of a connection is
+// either a RegisterRequest or a ControlRequest, told apart by `magic`; the two are versioned
+// separately, so a new control command never disturbs hooks.
 //   - The client sends one ControlRequest; the daemon answers one ControlReply.
 //   - kDescribe: what the daemon is (pid, mode, segment name, configuration file).
-//   - kReload: as SIGHUP; the reply says ok, or carries every configuration error.
+//   - kReload: as SIGHUP; the reply says ok, or carries every configuration error. Control
+//     socket only.
 //   - kWorkloads: the Kubernetes workload (namespace, pod, container) of each tenant that has
 //     one, from the device plugin or from its processes' WorkloadMessage; answered by a
 //     WorkloadList instead of a ControlReply. Anybody may ask (`cuslice status`).
 //   - kEnsureTenant: only for a daemon started with --ephemeral (tenants from `cuslice run`
-//     flags, no file); others answer kUnsupported. Adds the tenant, or accepts it when one
-//     of that name has the same parameters. On success the connection becomes a *lease*:
-//     the client keeps it open (across exec) for as long as the command it starts lives,
-//     and an ephemeral daemon that exits when idle counts it as a client.
-// kReload and kEnsureTenant are accepted only from root or the daemon's own uid
-// (SO_PEERCRED): the socket is open to every local user so that any process can register.
+//     flags, no file); others answer kUnsupported, on either socket. Control socket only.
+//     Adds the tenant, or accepts it when one of that name has the same parameters. On
+//     success the connection becomes a *lease*: the client keeps it open (across exec) for
+//     as long as the command it starts lives, and an ephemeral daemon that exits when idle
+//     counts it as a client. Whatever arrives on a lease later is read as a kick: whoever
+//     inherits it (the command, a tenant) can make no further request on it.
 //
 // Plugin requests (cuslice-device-plugin, the Kubernetes device plugin) are a third kind of
-// first message, a PluginRequest, told apart by its own magic and versioned on its own:
+// first message, a PluginRequest, told apart by its own magic and versioned on its own, and
+// accepted on the control socket only:
 //   - kApply: create the plugin tenant `tenant.name`, or update its share, cap and labels
 //     (memory, GPU and credential are fixed at creation). Answered by a ControlReply.
 //   - kRemove: remove it (kept, retired, until its processes exit). Answered by a ControlReply.
-//   - kList: every plugin tenant, credentials included. Answered by a PluginList.
-// Only root or the daemon's own uid may send them. A plugin tenant lives in the daemon's
-// memory, beside the file's tenants, until removed or the daemon exits; it is joined only
-// with CUSLICE_TENANT=<name>:<key>, the key being the credential given at creation, and
-// only from the pod (cgroup) of the first process that joined it (docs/kubernetes.md).
+//   - kList: every plugin tenant, credentials included. Answered by a PluginList, or by a
+//     ControlReply when refused.
+// A plugin tenant lives in the daemon's memory, beside the file's tenants, until removed or
+// the daemon exits; it is joined only with CUSLICE_TENANT=<name>:<key>, the key being the
+// credential given at creation, and only from the pod (cgroup) of the first process that
+// joined it (docs/kubernetes.md).
 //
 // The daemon trusts nothing in a message (scheduler/message_decoder.h): sizes and versions
 // must match exactly, names must be NUL-terminated in their field and of their kind's
@@ -128,7 +143,8 @@ struct MemoryRequest {
 
 enum class RegisterStatus : int32_t {
   kOk = 0,
-  kRefused = 1,          // no tenant for this process (message says why); do not retry
+  kRefused = 1,          // no tenant for this process, or registration on the control socket
+                         // (message says why); do not retry
   kFull = 2,             // no free process slot; retry later
   kBadRequest = 3,       // malformed request
   kVersionMismatch = 4,  // message or segment version not supported
@@ -185,7 +201,8 @@ enum class ControlStatus : int32_t {
   kFailed = 1,           // reload: the file has errors (message lists them, one a line);
                          // ensure: the tenant cannot be added (message says why)
   kUnsupported = 2,      // not in this daemon's mode (reload of an ephemeral daemon, ...)
-  kForbidden = 3,        // the peer's uid may not do this
+  kForbidden = 3,        // the peer's uid may not do this, or not on this socket (the tenant
+                         // socket: message names the control socket)
   kBadRequest = 4,       // malformed request
   kVersionMismatch = 5,  // control version not supported
 };

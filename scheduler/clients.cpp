@@ -1,10 +1,12 @@
-// The daemon's clients: the connections on its socket, from accept to EOF. A hook's first
-// message registers it (a tenant by the assignment rules, a process slot in the segment, and
-// the tenant's region handed over with the reply: only here, only to a process accepted into
-// that tenant); `cuslice`'s is a control request (describe, reload, ensure-tenant), answered
-// here; the device plugin's requests are answered in plugin_control.cpp. Every decision
-// about who may do what on the socket belongs in this file. Calls the tenant table (reload,
-// apply_config) and one scheduling step after a client's kick; never the token itself.
+// The daemon's clients: the connections on its two sockets, from accept to EOF. A hook's
+// first message registers it (a tenant by the assignment rules, a process slot in the
+// segment, and the tenant's region handed over with the reply: only here, only to a process
+// accepted into that tenant); `cuslice`'s is a control request (describe, reload,
+// ensure-tenant), answered here; the device plugin's requests are answered in
+// plugin_control.cpp. Every decision about who may do what on which socket belongs in this
+// file (socket_protocol.h, "Two sockets"): Client::control, may_control() and
+// control_socket_only() are what plugin_control.cpp applies too. Calls the tenant table (reload, apply_config) and one
+// scheduling step after a client's kick; never the token itself.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -70,10 +72,6 @@ void fill_message(char (&message)[sizeof wire::ControlReply::message], const std
   std::strncpy(message, text.c_str(), sizeof message - 1);
 }
 
-// Who may change the daemon's configuration: root, or whoever runs the daemon (the user
-// whose `cuslice run` auto-started it). Everybody else may only register and describe.
-bool may_control(uid_t peer) { return peer == 0 || peer == geteuid(); }
-
 // A hook drains its kicks in one go; a client that sends faster than the daemon reads gets
 // this many read per wake-up, so that it cannot keep the loop from everybody else.
 constexpr int kMessagesPerWakeup = 64;
@@ -96,14 +94,22 @@ void Daemon::log_refusal(uid_t uid, const std::string& why) {
   u.refusal_logged = now;
 }
 
-void Daemon::accept_clients() {
+bool Daemon::may_control(uid_t peer) { return peer == 0 || peer == geteuid(); }
+
+std::string Daemon::control_socket_only(const std::string& what) const {
+  return what + " is accepted only on the scheduler's control socket (" + options_.control_socket_path +
+         "), not on the socket tenants share";
+}
+
+void Daemon::accept_clients(int listen_fd) {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // The connection stays queued; the listening socket stays ready. Stop watching it
-        // until the stats timer, so that the loop does not spin on it.
+        // The connection stays queued; the listening socket stays ready. Stop watching both
+        // until the stats timer, so that the loop does not spin on them.
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, control_listen_fd_, nullptr);
         accept_paused_ = true;
         if (!fd_limit_reported_) {
           spdlog::warn("accept: {} ({} connections open): new connections wait until some close",
@@ -141,6 +147,7 @@ void Daemon::accept_clients() {
     client.pid = cred.pid;
     client.uid = cred.uid;
     client.gid = cred.gid;
+    client.control = listen_fd == control_listen_fd_;
     client.connected = std::chrono::nanoseconds(now_ns());
     clients_[fd] = client;
     update_idle_timer();
@@ -148,10 +155,14 @@ void Daemon::accept_clients() {
 }
 
 void Daemon::resume_accepting() {
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = listen_fd_;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) == 0 || errno == EEXIST) accept_paused_ = false;
+  bool resumed = true;
+  for (const int fd : {listen_fd_, control_listen_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) resumed = false;
+  }
+  if (resumed) accept_paused_ = false;
 }
 
 void Daemon::close_silent_clients() {
@@ -216,6 +227,15 @@ void Daemon::on_first_message(int fd, Client& client) {
   const FirstMessage m = decode_first_message(bytes, static_cast<size_t>(n));
   switch (m.kind) {
     case FirstMessage::Kind::kRegister:
+      if (client.control) {
+        // Hooks are given the tenant socket only; the control socket is for `cuslice` and
+        // the device plugin, and keeping it so keeps its connections few and known.
+        wire::RegisterReply reply;
+        reply.status = wire::RegisterStatus::kRefused;
+        send_reply(fd, reply, "processes register on the tenant socket (" + options_.socket_path +
+                                  "), not on the control socket");
+        break;
+      }
       register_client(fd, client, m.reg);
       return;
     case FirstMessage::Kind::kControl:
@@ -277,6 +297,13 @@ void Daemon::answer_control(int fd, Client& client, const wire::ControlRequest& 
     reply.status = wire::ControlStatus::kUnsupported;
     fill_message(reply.message, {"this scheduler runs from " + options_.config_path +
                                  ": tenants are added there, not by `cuslice run`"});
+  } else if (!client.control) {
+    // Whoever asks: root in a container that was given the tenant socket is uid 0 here.
+    reply.status = wire::ControlStatus::kForbidden;
+    fill_message(reply.message, {control_socket_only(req.command == wire::ControlCommand::kReload ? "reload"
+                                                                                                   : "adding a tenant")});
+    log_refusal(client.uid, "refused a control request of pid " + std::to_string(client.pid) +
+                                " on the tenant socket");
   } else if (!may_control(client.uid)) {
     reply.status = wire::ControlStatus::kForbidden;
     fill_message(reply.message, {"uid " + std::to_string(client.uid) + " may not change this scheduler (only root and uid " +

@@ -1,4 +1,4 @@
-// The daemon's life: construction (configuration, socket, segment and tenant regions,
+// The daemon's life: construction (configuration, sockets, segment and tenant regions,
 // signal and timer descriptors, metrics), the event loop that hands each ready descriptor to its owner, and
 // the clean stop that lets every hook run ungated. Calls clients.cpp, tenant_table.cpp and
 // scheduling.cpp; keeps no policy of its own.
@@ -54,7 +54,8 @@ Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       config_(load_daemon_config(options_)),
       policy_params_(policy_params(config_)),
-      socket_lock_fd_(lock_socket_path(options_.socket_path)),
+      socket_lock_fd_(lock_socket_path(options_.socket_path, SocketAccess::kEveryone)),
+      control_lock_fd_(lock_socket_path(options_.control_socket_path, SocketAccess::kOwner)),
       segment_(options_.shm_name, make_generation()),
       regions_(segment_->generation),
       tenant_params_(shm::kMaxTenants) {
@@ -112,25 +113,32 @@ Daemon::Daemon(DaemonOptions options)
   serving_.store(true, std::memory_order_release);
   arm_timer(Nanos{now_ns()});  // a first step: tenants left suspended may be resumed
   // Last: a client that can connect finds everything ready, metrics included (connections
-  // queue until run()). The socket lock, taken first, already keeps a second daemon out.
-  listen_fd_ = listen_on(options_.socket_path);
+  // queue until run()). The socket locks, taken first, already keep a second daemon out.
+  // The control socket first: whoever finds the tenant socket answering (`cuslice run`
+  // after starting a scheduler) finds the control socket too.
+  control_listen_fd_ = listen_on(options_.control_socket_path, SocketAccess::kOwner);
+  add_to_epoll(control_listen_fd_, EPOLLIN);
+  listen_fd_ = listen_on(options_.socket_path, SocketAccess::kEveryone);
   add_to_epoll(listen_fd_, EPOLLIN);
   if (options_.ephemeral) {
-    spdlog::info("serving on {} (shared memory {}), tenants from `cuslice run`", options_.socket_path,
-                 options_.shm_name);
+    spdlog::info("serving on {} (control {}, shared memory {}), tenants from `cuslice run`", options_.socket_path,
+                 options_.control_socket_path, options_.shm_name);
   } else {
-    spdlog::info("serving {} tenants on {} (shared memory {})", config_.tenants.size(), options_.socket_path,
-                 options_.shm_name);
+    spdlog::info("serving {} tenants on {} (control {}, shared memory {})", config_.tenants.size(),
+                 options_.socket_path, options_.control_socket_path, options_.shm_name);
   }
 }
 
 Daemon::~Daemon() {
   metrics_.reset();
   for (const auto& [fd, client] : clients_) close(fd);
-  for (int fd : {listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, watchdog_fd_, idle_fd_})
+  for (int fd : {listen_fd_, control_listen_fd_, epoll_fd_, signal_fd_, timer_fd_, stats_fd_, watchdog_fd_, idle_fd_})
     if (fd >= 0) close(fd);
   unlink(options_.socket_path.c_str());
-  close(socket_lock_fd_);  // last: the socket is gone before another daemon may take it
+  unlink(options_.control_socket_path.c_str());
+  // Last: the sockets are gone before another daemon may take them.
+  close(control_lock_fd_);
+  close(socket_lock_fd_);
 }
 
 void Daemon::add_to_epoll(int fd, uint32_t events) {
@@ -200,8 +208,8 @@ int Daemon::run() {
     std::lock_guard<std::mutex> lock(state_mutex_);  // released while epoll waits
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
-        accept_clients();
+      if (fd == listen_fd_ || fd == control_listen_fd_) {
+        accept_clients(fd);
       } else if (fd == timer_fd_) {
         uint64_t expirations;
         if (read(timer_fd_, &expirations, sizeof expirations) > 0) schedule();

@@ -1,6 +1,9 @@
 // cuslice-scheduler's event loop: one thread, one epoll set.
 //
-//   listening socket   -> accept, remember the peer's pid/uid/gid (SO_PEERCRED)
+//   tenant socket      -> accept, remember the peer's pid/uid/gid (SO_PEERCRED)
+//   control socket     -> the same, remembering that the client came through it: only there
+//                         are reload, ensure-tenant and the device plugin's requests taken
+//                         (socket_protocol.h, "Two sockets")
 //   client sockets     -> first message: a hook's registration (assign tenant, hand out a
 //                         slot) or a control request from `cuslice` (describe, reload,
 //                         ensure-tenant); then kicks (re-run the policy now); EOF: gone
@@ -26,14 +29,14 @@
 // between the segment, the tenant regions, the sockets and the policies. Its members are
 // defined by concept:
 //   daemon.cpp          construction, the loop, the idle timer, stop
-//   clients.cpp         the socket's clients: accept, register, control, drop, slots
+//   clients.cpp         the sockets' clients: accept, register, control, drop, slots
 //   plugin_control.cpp  the device plugin's requests (its tenants: plugin_tenants.h)
 //   tenant_table.cpp    the configuration applied to the segment's tenants, reload
 //   scheduling.cpp      the scheduling step and what it publishes in the segment
 //   preemption.cpp      memory preemption: requests, suspensions, resumptions, the journal
 //   tenant_usage.cpp    what hooks write in the tenant regions, published in the segment
 //   tenant_regions.{h,cpp}  the tenant regions themselves (memfds) and hostile arithmetic
-//   os_fds.{h,cpp}      the listening socket, timerfds and the clock they run on
+//   os_fds.{h,cpp}      the listening sockets, timerfds and the clock they run on
 #pragma once
 
 #include <sys/types.h>
@@ -73,7 +76,8 @@ namespace cuslice {
 
 struct DaemonOptions {
   std::string config_path;  // empty with `ephemeral`
-  std::string socket_path;
+  std::string socket_path;          // the tenant socket: hooks register here
+  std::string control_socket_path;  // reload, ensure-tenant, the device plugin (control_socket.h)
   std::string shm_name;
   // No file: tenants are added by `cuslice run` (kEnsureTenant) and live in memory.
   bool ephemeral = false;
@@ -127,6 +131,7 @@ class Daemon {
     pid_t pid = 0;
     uid_t uid = 0;
     gid_t gid = 0;
+    bool control = false;  // connected through the control socket
     std::chrono::nanoseconds connected{0};  // monotonic, for kFirstMessageTimeout
     Workload workload;  // kHook only, when it sent a WorkloadMessage
   };
@@ -152,7 +157,13 @@ class Daemon {
   ReloadOutcome reload_notifying_systemd();
 
   // clients.cpp
-  void accept_clients();
+  // Who may change the daemon (reload, add tenants, the device plugin's requests), on the
+  // control socket: root, or whoever runs the daemon (the user whose `cuslice run`
+  // auto-started it). On the tenant socket nobody may: control_socket_only() says why.
+  static bool may_control(uid_t peer);
+  std::string control_socket_only(const std::string& what) const;
+  // Accepts what waits on `listen_fd` (listen_fd_ or control_listen_fd_).
+  void accept_clients(int listen_fd);
   void resume_accepting();
   void close_silent_clients();
   void on_client_readable(int fd);
@@ -274,10 +285,12 @@ class Daemon {
   Config config_;  // the file's (or `cuslice run`'s) tenants
   PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
   PolicyParams policy_params_;
-  // Before the segment: a second daemon must fail on the socket before it replaces the
+  // Before the segment: a second daemon must fail on the sockets before it replaces the
   // first one's segment (os_fds.h, lock_socket_path).
   int socket_lock_fd_ = -1;
+  int control_lock_fd_ = -1;
   int listen_fd_ = -1;  // opened last in the constructor: a client that connects finds all ready
+  int control_listen_fd_ = -1;  // opened just before listen_fd_: there once the tenant socket is
   SharedSegment segment_;  // holds the lock on the segment itself
   TenantRegions regions_;
   int epoll_fd_ = -1;
@@ -291,8 +304,8 @@ class Daemon {
   int watchdog_fd_ = -1;  // -1: systemd did not ask for watchdog pings
   int idle_fd_ = -1;      // -1: without exit_when_idle
   bool idle_armed_ = false;
-  // At the descriptor limit the listening socket is taken out of epoll (else it is ready
-  // forever and accept fails forever); the stats timer puts it back.
+  // At the descriptor limit the listening sockets are taken out of epoll (else they are
+  // ready forever and accept fails forever); the stats timer puts them back.
   bool accept_paused_ = false;
   bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unique_ptr<MetricsServer> metrics_;

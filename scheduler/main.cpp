@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "control_socket.h"
 #include "daemon.h"
 #include "exit_codes.h"
 #include "logging.h"
@@ -46,6 +47,30 @@ std::string normalise_idle(std::string& text) {
     return fmt::format("\"{}\" is not a duration: {} (or a bare number of seconds, e.g. 2)", text, why);
   if (ns == 0) return fmt::format("\"{}\": the idle time must be above zero", text);
   text = fmt::format("{}", static_cast<double>(ns) / 1e9);
+  return {};
+}
+
+// The control socket: --control-socket, else $CUSLICE_CONTROL_SOCKET, else derived from the
+// tenant socket (control_socket.h). Never where tenants are given the tenant socket. Returns
+// why not, or empty.
+std::string resolve_control_socket(cuslice::DaemonOptions& options, bool flag_given) {
+  namespace wire = cuslice::wire;
+  const char* env = std::getenv(wire::kControlSocketEnv);
+  const std::string derived = wire::default_control_socket(std::filesystem::absolute(options.socket_path).string());
+  if (!flag_given) {
+    options.control_socket_path = env && env[0] ? env : derived;
+    if (options.control_socket_path.empty())
+      return fmt::format("--socket {} has no directory to put a control socket beside; give --control-socket PATH",
+                         options.socket_path);
+  }
+  const std::string& control = options.control_socket_path;
+  if (control.empty() || control.back() == '/')
+    return fmt::format("--control-socket \"{}\" is not a socket file's path", control);
+  if (wire::control_socket_exposed(options.socket_path, control))
+    return fmt::format(
+        "the control socket {} is in the directory of the tenant socket {} (or below it), which tenants are given: "
+        "put it in a directory of its own, e.g. {}",
+        control, options.socket_path, derived.empty() ? wire::kDefaultControlSocketPath : derived);
   return {};
 }
 
@@ -89,6 +114,12 @@ int main(int argc, char** argv) {
       ->transform(CLI::Validator(normalise_idle, ""));
   app.add_option("--socket", options.socket_path, "Unix socket hooks register on (default $CUSLICE_SOCKET or " +
                                                       std::string(cuslice::wire::kDefaultSocketPath) + ")");
+  app.add_option("--control-socket", options.control_socket_path,
+                 "Unix socket for reload, `cuslice run`'s tenants and the device plugin, open to root and this "
+                 "user only; never inside --socket's directory (default $CUSLICE_CONTROL_SOCKET, else the "
+                 "socket's name in <socket's directory>-control, e.g. " +
+                     std::string(cuslice::wire::kDefaultControlSocketPath) + ")")
+      ->type_name("PATH");
   app.add_option("--shm-name", options.shm_name, "shared-memory segment name")->capture_default_str();
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
@@ -129,6 +160,10 @@ int main(int argc, char** argv) {
   }
   if (options.shm_name.empty() || options.shm_name[0] != '/' || options.shm_name.size() >= cuslice::shm::kNameSize) {
     spdlog::error("--shm-name must start with '/' and be shorter than {} characters", cuslice::shm::kNameSize);
+    return to_int(ExitCode::kUsage);
+  }
+  if (const std::string why = resolve_control_socket(options, app.count("--control-socket") > 0); !why.empty()) {
+    spdlog::error("{}", why);
     return to_int(ExitCode::kUsage);
   }
   // Absolute, so that `cuslice status` and reload messages name the file wherever they run.

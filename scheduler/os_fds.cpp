@@ -1,4 +1,4 @@
-// The daemon's kernel descriptors (os_fds.h): the listening socket and timerfds.
+// The daemon's kernel descriptors (os_fds.h): the listening sockets and timerfds.
 #include "os_fds.h"
 
 #include <fcntl.h>
@@ -26,24 +26,28 @@ void throw_errno(const std::string& what) { throw std::system_error(errno, std::
 namespace {
 
 // The socket's directory exists, and nobody but its owner (us or root) can put another file
-// in the socket's place; sticky directories (/tmp) let nobody remove another user's file.
-void make_safe_directory(const std::filesystem::path& dir) {
+// in the socket's place; for the tenant socket, sticky directories (/tmp) let nobody remove
+// another user's file. A directory created here gets `mode`.
+void make_safe_directory(const std::filesystem::path& dir, SocketAccess access) {
   if (dir.empty()) return;
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  const mode_t mode = access == SocketAccess::kOwner ? 0700 : 0755;
+  if (mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
     std::filesystem::create_directories(dir);  // missing parents too; throws with the reason
-    chmod(dir.c_str(), 0755);
+    chmod(dir.c_str(), mode);
   }
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0) throw_errno("stat " + dir.string());
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(dir.string() + " is not a directory");
   const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
   const bool owner_ok = st.st_uid == geteuid() || st.st_uid == 0;
-  if (!owner_ok || (others_write && !(st.st_mode & S_ISVTX))) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+  const bool sticky_ok = access == SocketAccess::kEveryone && (st.st_mode & S_ISVTX);
+  if (!owner_ok || (others_write && !sticky_ok)) {
+    char mode_text[8];
+    std::snprintf(mode_text, sizeof mode_text, "%04o", st.st_mode & 07777);
     throw std::runtime_error(dir.string() + " may be written by other users (owner uid " + std::to_string(st.st_uid) +
-                             ", mode " + mode + "): they could replace the socket; use a directory only root or "
-                             "this user can write to, e.g. /run/cuslice");
+                             ", mode " + mode_text + "): they could replace the socket; use a directory only root or "
+                             "this user can write to, e.g. " +
+                             (access == SocketAccess::kOwner ? "/run/cuslice-control" : "/run/cuslice"));
   }
 }
 
@@ -71,8 +75,8 @@ pid_t file_lock_holder(int fd) {
   return probe.l_pid > 0 ? probe.l_pid : -1;
 }
 
-int lock_socket_path(const std::string& socket_path) {
-  make_safe_directory(std::filesystem::path(socket_path).parent_path());
+int lock_socket_path(const std::string& socket_path, SocketAccess access) {
+  make_safe_directory(std::filesystem::path(socket_path).parent_path(), access);
   const std::string path = socket_path + ".scheduler.lock";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
   if (fd < 0) throw_errno("open " + path);
@@ -97,19 +101,21 @@ int lock_socket_path(const std::string& socket_path) {
   return fd;
 }
 
-int listen_on(const std::string& path) {
+int listen_on(const std::string& path, SocketAccess access) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path too long: " + path);
   std::strcpy(addr.sun_path, path.c_str());
-  make_safe_directory(std::filesystem::path(path).parent_path());
+  make_safe_directory(std::filesystem::path(path).parent_path(), access);
   unlink(path.c_str());
 
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw_errno("socket");
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw_errno("bind " + path);
-  // Any local user's process may register; tenants are decided from kernel credentials.
-  chmod(path.c_str(), 0666);
+  // Tenant socket: any local user's process may register; tenants are decided from kernel
+  // credentials. Control socket: the daemon's user and root. Set before listen(), so that
+  // nobody connects while the file still has the umask's mode.
+  if (chmod(path.c_str(), access == SocketAccess::kOwner ? 0600 : 0666) != 0) throw_errno("chmod " + path);
   if (listen(fd, 128) != 0) throw_errno("listen " + path);
   return fd;
 }

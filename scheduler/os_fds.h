@@ -1,6 +1,7 @@
-// The descriptors the daemon gets from the kernel: its listening Unix socket and its
-// timerfds (on CLOCK_MONOTONIC, the clock of clock.h). System calls only: no daemon state,
-// no logging. Failures that leave the daemon unable to serve throw std::system_error.
+// The descriptors the daemon gets from the kernel: its listening Unix sockets (tenant and
+// control) and its timerfds (on CLOCK_MONOTONIC, the clock of clock.h). System calls only: no
+// daemon state, no logging. Failures that leave the daemon unable to serve throw
+// std::system_error.
 #pragma once
 
 #include <sys/types.h>
@@ -23,17 +24,27 @@ pid_t lock_whole_file(int fd);
 // Who holds a write lock on fd's file: 0 when nobody, else as lock_whole_file. Needs no
 // write access to the file.
 pid_t file_lock_holder(int fd);
+// Who may connect to a socket the daemon listens on.
+enum class SocketAccess {
+  // The tenant socket: every local user (mode 0666). Its directory is created 0755 when
+  // missing and must be one that other users cannot write to (else they could replace the
+  // socket), unless it is sticky like /tmp.
+  kEveryone,
+  // The control socket: the daemon's user (and root) only (mode 0600). Its directory is
+  // created 0700 when missing and must be one nobody but its owner (the daemon's user or
+  // root) can write to, sticky or not.
+  kOwner,
+};
+
 // Locks `<socket_path>.scheduler.lock` (created 0644 beside the socket; its directory is created and
 // checked as listen_on does) and returns its descriptor, to keep open for the daemon's
 // life. Throws, naming the holder's pid, when another daemon holds it or (a daemon of an
 // older version, without locks) answers on the socket.
-int lock_socket_path(const std::string& socket_path);
+int lock_socket_path(const std::string& socket_path, SocketAccess access);
 
-// A listening SOCK_SEQPACKET socket at `path` that every local user may connect to; removes
-// the socket file a dead daemon left behind (the caller holds lock_socket_path). The
-// directory must be one that other users cannot write to (else they could replace the
-// socket), unless it is sticky like /tmp; it is created 0755 when missing.
-int listen_on(const std::string& path);
+// A listening SOCK_SEQPACKET socket at `path`, open to whom `access` says; removes the
+// socket file a dead daemon left behind (the caller holds lock_socket_path).
+int listen_on(const std::string& path, SocketAccess access);
 
 // A non-blocking CLOCK_MONOTONIC timerfd, disarmed.
 int make_timer();

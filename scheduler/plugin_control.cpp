@@ -1,7 +1,8 @@
-// The device plugin's requests on the daemon's socket (socket_protocol.h, PluginRequest):
-// create, update, remove and list the tenants it makes for containers. The rules on what a
-// plugin tenant may be and who may join it are PluginTenants' (plugin_tenants.h); this file
-// checks who asks, applies the outcome to the tenant table and answers.
+// The device plugin's requests on the daemon's control socket (socket_protocol.h,
+// PluginRequest): create, update, remove and list the tenants it makes for containers. The
+// rules on what a plugin tenant may be and who may join it are PluginTenants'
+// (plugin_tenants.h); this file checks who asks, with the rules of clients.cpp, applies the
+// outcome to the tenant table and answers.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,7 +39,12 @@ void Daemon::answer_plugin(int fd, Client& client, const wire::PluginRequest& re
     reply = reply_with(wire::ControlStatus::kVersionMismatch,
                        "plugin protocol version " + std::to_string(req.version) + " is not supported (daemon speaks " +
                            std::to_string(wire::kPluginVersion) + ")");
-  } else if (client.uid != 0 && client.uid != geteuid()) {
+  } else if (!client.control) {
+    // Tenants' containers are given the tenant socket, and one that runs as root without a
+    // user namespace is uid 0 there: it must not list credentials or make tenants.
+    reply = reply_with(wire::ControlStatus::kForbidden, control_socket_only("managing plugin tenants"));
+    log_refusal(client.uid, "refused a plugin request of pid " + std::to_string(client.pid) + " on the tenant socket");
+  } else if (!may_control(client.uid)) {
     // Tenants decide who gets which memory: the rule of every other control request.
     reply = reply_with(wire::ControlStatus::kForbidden, "uid " + std::to_string(client.uid) +
                                                             " may not manage plugin tenants (only root and uid " +

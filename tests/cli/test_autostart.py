@@ -2,10 +2,11 @@
 their tenants to it, and it exits once the last of their commands has gone."""
 import json
 import os
+import stat
 
 import pytest
 
-from scheduler_harness import DEADLINE, FakeProcess, Scheduler, eventually, shm_exists
+from scheduler_harness import DEADLINE, FakeProcess, Scheduler, default_control_socket, eventually, shm_exists
 
 
 @pytest.fixture
@@ -48,6 +49,9 @@ def test_auto_started_scheduler_lifecycle(run_cuslice, cuslice_bin, hook, socket
     assert tenants["a"]["pids"] == [first.pid]
     assert tenants["a"]["share"] == pytest.approx(0.3)
     assert tenants["a"]["memory_quota_bytes"] == 1 << 30
+    # `run` added the tenant on the control socket, beside the socket's directory.
+    control = default_control_socket(socket_path)
+    assert stat.S_ISSOCK(control.stat().st_mode) and stat.S_IMODE(control.stat().st_mode) == 0o600
 
     second = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
                          command_prefix=run_prefix(cuslice_bin, hook, socket_path, "--tenant", "b",
@@ -68,8 +72,30 @@ def test_auto_started_scheduler_lifecycle(run_cuslice, cuslice_bin, hook, socket
     first.close()
     second.close()
     eventually(lambda: gone(daemon_pid), "the scheduler to exit after its last client")
-    assert not socket_path.exists()
+    assert not socket_path.exists() and not control.exists()
     assert not shm_exists(shm_name)
+
+
+def test_a_scheduler_whose_control_socket_is_elsewhere_is_told_where(run_cuslice, hook, tmp_path):
+    control = tmp_path / "private" / "control.sock"
+    s = Scheduler(tmp_path / "shared", args=("--ephemeral", "--control-socket", control)).wait_ready()
+    try:
+        lost = run_cuslice("run", "--hook", hook, "--socket", s.socket, "--", "true")
+        assert lost.returncode == 1
+        assert (f"the scheduler at {s.socket} takes tenants on its control socket, and no scheduler answers on "
+                f"{default_control_socket(s.socket)}") in lost.stderr
+        assert "--control-socket PATH" in lost.stderr
+        for how in ({"flags": ("--control-socket", control), "env": {}},
+                    {"flags": (), "env": {"CUSLICE_CONTROL_SOCKET": str(control)}}):
+            result = run_cuslice("run", "--hook", hook, "--socket", s.socket, *how["flags"], "--", "env",
+                                 env=how["env"])
+            assert result.returncode == 0, result.stderr
+            env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+            assert env["CUSLICE_TENANT"] == "default" and env["CUSLICE_SOCKET"] == str(s.socket)
+            assert env["CUSLICE_CONTROL_SOCKET"] == str(control)
+        assert [t["name"] for t in status(run_cuslice, s.socket)["tenants"]] == ["default"]
+    finally:
+        s.stop()
 
 
 def test_a_run_whose_command_ends_at_once_still_leaves_no_scheduler(run_cuslice, hook, socket_path):

@@ -57,3 +57,21 @@ def test_reload_without_a_scheduler_fails(run_cuslice, tmp_path):
     result = run_cuslice("reload", "--socket", tmp_path / "none.sock")
     assert result.returncode == 4  # no scheduler: protocol/exit_codes.h
     assert f"no scheduler answers on {tmp_path / 'none.sock'}" in result.stderr
+
+
+def test_reload_goes_to_the_control_socket(run_cuslice, tmp_path):
+    control = tmp_path / "private" / "control.sock"
+    (tmp_path / "shared").mkdir()
+    s = Scheduler(tmp_path / "shared", args=("--control-socket", control), config=GOOD).wait_ready()
+    try:
+        lost = run_cuslice("reload", "--socket", s.socket)
+        assert lost.returncode == 1
+        assert (f"the scheduler on {s.socket} does not answer on the control socket "
+                f"{tmp_path / 'shared-control' / 's.sock'}") in lost.stderr
+        assert "pass --control-socket PATH" in lost.stderr
+        for flags, env in ((("--control-socket", control), {}), ((), {"CUSLICE_CONTROL_SOCKET": str(control)})):
+            result = run_cuslice("reload", "--socket", s.socket, *flags, env=env)
+            assert result.returncode == 0, result.stderr
+            assert result.stdout == f"reloaded {s.config}\n"
+    finally:
+        s.stop()

@@ -110,16 +110,18 @@ def runtime_dir(user):
 
 @pytest.fixture
 def tmp_fallback(user):
-    """/tmp/cuslice-<uid>, removed before and after (the uid is a throwaway one)."""
+    """/tmp/cuslice-<uid>, removed before and after with its control sibling (the uid is a
+    throwaway one)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: the test plants /tmp/cuslice-<uid> with other owners")
     path = Path(f"/tmp/cuslice-{user.uid}")
 
     def clear():
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path)
+        for p in (path, Path(f"{path}-control")):
+            if p.is_symlink() or p.is_file():
+                p.unlink()
+            elif p.exists():
+                shutil.rmtree(p)
 
     clear()
     yield path
@@ -136,8 +138,11 @@ def test_run_as_an_ordinary_user_starts_a_scheduler_of_their_own(user, runtime_d
     try:
         line = command.stdout.readline()
         assert line.strip() == "ready", line + command.stderr.read()
-        st = own_dir.lstat()
-        assert stat.S_ISDIR(st.st_mode) and st.st_uid == user.uid and stat.S_IMODE(st.st_mode) == 0o700
+        for d in (own_dir, runtime_dir / "cuslice-control"):  # the control socket's beside it
+            st = d.lstat()
+            assert stat.S_ISDIR(st.st_mode) and st.st_uid == user.uid and stat.S_IMODE(st.st_mode) == 0o700, d
+        control = (runtime_dir / "cuslice-control" / "cuslice.sock").lstat()
+        assert stat.S_ISSOCK(control.st_mode) and stat.S_IMODE(control.st_mode) == 0o600
 
         # `status` as that user finds the same scheduler without being told where.
         result = user.run("status", "--json", XDG_RUNTIME_DIR=runtime_dir)
@@ -198,8 +203,10 @@ def planted_open_dir(path, user):
 
 
 @pytest.mark.parametrize("plant", [planted_symlink, planted_foreign_dir, planted_open_dir])
-def test_a_tmp_dir_planted_by_someone_else_is_refused(user, tmp_fallback, tmp_path, plant):
-    expected = plant(tmp_fallback, user)
+@pytest.mark.parametrize("which", ["socket", "control"])
+def test_a_tmp_dir_planted_by_someone_else_is_refused(user, tmp_fallback, tmp_path, plant, which):
+    planted = tmp_fallback if which == "socket" else Path(f"{tmp_fallback}-control")
+    expected = plant(planted, user)
     marker = Path(tempfile.mkdtemp(dir="/tmp")) / "ran"
     os.chown(marker.parent, user.uid, user.uid)
     try:
@@ -210,6 +217,31 @@ def test_a_tmp_dir_planted_by_someone_else_is_refused(user, tmp_fallback, tmp_pa
         assert not marker.exists()
         assert not (tmp_fallback / "cuslice.sock").exists()
     finally:
-        if tmp_fallback.is_symlink():
-            shutil.rmtree(tmp_fallback.resolve(), ignore_errors=True)
+        if planted.is_symlink():
+            shutil.rmtree(planted.resolve(), ignore_errors=True)
         shutil.rmtree(marker.parent, ignore_errors=True)
+
+
+def test_a_control_directory_the_user_cannot_make_is_named_before_anything_starts(user):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test makes a directory the user cannot write")
+    top = Path(tempfile.mkdtemp(prefix="cuslice-user-test-", dir="/tmp"))  # root's
+    top.chmod(0o755)
+    try:
+        shared = top / "shared"  # the user's: the socket may go here, its control socket beside it may not
+        shared.mkdir()
+        os.chown(shared, user.uid, user.uid)
+        result = user.run("run", "--socket", shared / "x.sock", "--", "true")
+        assert result.returncode == 1, result.stderr
+        assert f"cannot create {top}/shared-control for its control socket: Permission denied" in result.stderr
+        assert "--control-socket PATH" in result.stderr
+        assert not (shared / "x.sock").exists()
+        # Told where, it works.
+        private = top / "mine"
+        private.mkdir(mode=0o700)
+        os.chown(private, user.uid, user.uid)
+        result = user.run("run", "--socket", shared / "x.sock", "--control-socket", private / "c.sock", "--", "true")
+        assert result.returncode == 0, result.stderr
+    finally:
+        eventually(lambda: not (top / "shared" / "x.sock").exists(), "the user's scheduler to exit")
+        shutil.rmtree(top, ignore_errors=True)

@@ -52,7 +52,8 @@ class Daemon:
 
     def __init__(self, workdir, config_yaml):
         self.config = os.path.join(workdir, "cuslice.yaml")
-        self.socket = os.path.join(workdir, "cuslice.sock")
+        # In a directory of its own, so that the control socket's beside it is in workdir too.
+        self.socket = os.path.join(workdir, "run", "cuslice.sock")
         self.shm_name = "/" + unique_name("segment")
         self.log = os.path.join(workdir, "scheduler.log")
         with open(self.config, "w") as f:

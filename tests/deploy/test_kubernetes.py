@@ -174,6 +174,24 @@ def test_the_device_plugin_sees_every_path_it_gives_the_kubelet_where_the_node_h
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"  # NVML
 
 
+def test_the_control_socket_reaches_the_scheduler_and_the_plugin_but_no_tenant(objects):
+    spec = objects["DaemonSet"].spec.template.spec
+    volumes = {v.name: v for v in spec.volumes}
+    scheduler, plugin = containers(objects)["scheduler"], containers(objects)["device-plugin"]
+    env = {e.name: e.value for e in scheduler.env}
+    control, socket = env["CUSLICE_CONTROL_SOCKET"], env["CUSLICE_SOCKET"]
+    assert flag(plugin, "--scheduler-control-socket") == control
+    control_dir, socket_dir = control.rsplit("/", 1)[0], socket.rsplit("/", 1)[0]
+    # Allocate mounts the socket's directory into every tenant container: the control socket
+    # must not be in it nor below it.
+    assert control_dir != socket_dir and not control_dir.startswith(socket_dir + "/")
+    for c in (scheduler, plugin):
+        [mount] = [m for m in c.volume_mounts if m.mount_path == control_dir]
+        assert volumes[mount.name].host_path.path == control_dir, c.name
+    [installer] = spec.init_containers
+    assert not any(m.mount_path.startswith(control_dir) for m in installer.volume_mounts)
+
+
 def test_the_daemonset_exposes_metrics_and_probes_them(objects):
     scheduler = containers(objects)["scheduler"]
     [port] = [p for p in scheduler.ports if p.name == "metrics"]

@@ -24,7 +24,9 @@ def test_the_unit_matches_how_the_scheduler_runs(unit):
     assert service["Type"] == "notify"  # the scheduler calls sd_notify(READY=1)
     assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"  # SIGHUP reloads the config
     assert service["WatchdogSec"]
-    assert service["RuntimeDirectory"] == "cuslice"  # the socket's directory, /run/cuslice
+    # The socket's directory, /run/cuslice, and the control socket's, /run/cuslice-control: the
+    # scheduler's default for the socket /run/cuslice/cuslice.sock (protocol/control_socket.h).
+    assert service["RuntimeDirectory"].split() == ["cuslice", "cuslice-control"]
     assert service["RuntimeDirectoryPreserve"] == "yes"
     assert service["ExecStart"].split()[1:] == [
         "--config", "/etc/cuslice/cuslice.yaml", "--log-target", "journald"]

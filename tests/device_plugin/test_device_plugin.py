@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.environ.get("CUSLICE_HARNESS_DIR", ""))
-from scheduler_harness import (DEADLINE, FakeProcess, Scheduler, built, eventually,  # noqa: E402
-                               unique_shm_name)
+from scheduler_harness import (DEADLINE, FakeProcess, Scheduler, built, default_control_socket,  # noqa: E402
+                               eventually, unique_shm_name)
 
 GiB = 1 << 30
 MEMORY = "cuslice.io/gpu-memory"
@@ -77,6 +77,7 @@ class NodeScheduler(Scheduler):
 
     def __init__(self, tmp_path, shm_name, metrics_port):
         self.socket = tmp_path / "s.sock"
+        self.control_socket = default_control_socket(self.socket)  # where the plugin's requests go
         self.shm_name = shm_name
         self.metrics_port = metrics_port
         self.config = tmp_path / "cuslice.yaml"
@@ -257,6 +258,9 @@ def test_allocate_gives_the_container_its_tenant_hook_socket_segment_and_gpu(mak
     assert Path(preload["host_path"]).read_text() == "/opt/cuslice/lib/libcuslice.so\n"
     assert mounts["/run/cuslice"] == {"container_path": "/run/cuslice",
                                       "host_path": str(node.scheduler.socket.parent), "read_only": True}
+    # The control socket, where the plugin made the tenant, is not given to the container.
+    assert node.scheduler.control_socket.exists()
+    assert not any(Path(m["host_path"]).is_relative_to(node.scheduler.control_socket.parent) for m in memory["mounts"])
     segment = "/dev/shm" + node.scheduler.shm_name
     assert mounts[segment] == {"container_path": segment, "host_path": segment, "read_only": True}
     devices = {d["container_path"]: d["host_path"] for d in memory["devices"]}
@@ -502,3 +506,15 @@ def test_the_hook_never_prints_the_credential(tmp_path):
     assert child.returncode == 0, child.stdout + child.stderr
     assert "tenant 'k8s-0123456789ab' asked for" in child.stderr, child.stderr
     assert key not in child.stderr + child.stdout
+
+
+@pytest.mark.parametrize("control", ["c.sock", "sub/c.sock"])
+def test_a_control_socket_containers_would_be_given_is_refused(tmp_path, control):
+    result = subprocess.run(
+        [str(built("CUSLICE_DEVICE_PLUGIN_BIN")), "--hook", str(built("CUSLICE_HOOK_LIB")),
+         "--scheduler-socket", str(tmp_path / "s.sock"), "--scheduler-control-socket", str(tmp_path / control),
+         "--preload-file", "", "--plugin-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=DEADLINE)
+    assert result.returncode == 2, result.stderr
+    assert (f"--scheduler-control-socket {tmp_path / control} is in the directory of --scheduler-socket "
+            f"{tmp_path / 's.sock'} (or below it), which every container is given") in result.stderr

@@ -115,6 +115,9 @@ class Scheduler {
     wait_exit(daemon_);
     std::remove((dir_ + "/config.yaml").c_str());
     rmdir(dir_.c_str());
+    // The control socket's directory, beside this one (protocol/control_socket.h).
+    std::remove((dir_ + "-control/cuslice.sock.scheduler.lock").c_str());
+    rmdir((dir_ + "-control").c_str());
   }
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

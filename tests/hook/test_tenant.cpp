@@ -170,6 +170,9 @@ class Tenant : public ::testing::Test {
     wait_exit(daemon_);
     std::remove((dir_ + "/config.yaml").c_str());
     rmdir(dir_.c_str());
+    // The control socket's directory, beside this one (protocol/control_socket.h).
+    std::remove((dir_ + "-control/cuslice.sock.scheduler.lock").c_str());
+    rmdir((dir_ + "-control").c_str());
   }
   Child child(const char* test, const char* tenant, std::vector<std::string> env) {
     env.push_back("CUSLICE_SOCKET=" + socket_);

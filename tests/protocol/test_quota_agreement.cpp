@@ -73,7 +73,11 @@ class QuotaAgreement : public ::testing::TestWithParam<Case> {
     stop_daemon();
     unlink(config_.c_str());
     unlink(socket_.c_str());
+    unlink((socket_ + ".scheduler.lock").c_str());
     rmdir(dir_.c_str());
+    // The control socket's directory, beside this one (protocol/control_socket.h).
+    unlink((dir_ + "-control/s.sock.scheduler.lock").c_str());
+    rmdir((dir_ + "-control").c_str());
   }
 
   Resolved run_daemon(const std::string& yaml) {

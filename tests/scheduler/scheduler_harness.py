@@ -60,11 +60,23 @@ def shm_exists(name):
     return Path("/dev/shm" + name).exists()
 
 
+def default_control_socket(socket_path):
+    """Where the scheduler, `cuslice` and the device plugin look for the control socket of
+    `socket_path` unless told (protocol/control_socket.h): its name, in the directory
+    `<its directory>-control` beside its own."""
+    socket_path = Path(socket_path)
+    return socket_path.parent.parent / f"{socket_path.parent.name}-control" / socket_path.name
+
+
 class Scheduler:
-    """cuslice-scheduler on a private socket and segment."""
+    """cuslice-scheduler on a private socket and segment; its control socket is the default
+    one for that socket (beside tmp_path, never in it) unless `args` say otherwise."""
 
     def __init__(self, tmp_path, args=(), config=None, env=None):
         self.socket = tmp_path / "s.sock"
+        self.control_socket = default_control_socket(self.socket)
+        if "--control-socket" in args:
+            self.control_socket = Path(args[list(args).index("--control-socket") + 1])
         self.shm_name = unique_shm_name()
         self.config = tmp_path / "cuslice.yaml"
         if config is not None:

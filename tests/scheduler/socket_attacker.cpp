@@ -12,6 +12,15 @@
 //                                           the scheduler closed within 10 s
 //   attacker oversized SOCKET               a registration, then a 64 KiB message; prints
 //                                           "closed" when the scheduler hung up on it
+//   attacker control SOCKET describe|reload|ensure NAME
+//                                           one control request (ensure: tenant NAME, 1 GiB);
+//                                           prints "status S MESSAGE" (S: ControlStatus)
+//   attacker plugin SOCKET list|apply NAME KEY|remove NAME
+//                                           one device plugin request (apply: 1 GiB on GPU 0,
+//                                           50%); prints "status S MESSAGE", or for a list
+//                                           answered "listed N NAME:KEY..."
+// control and plugin print "unreachable REASON" when they cannot connect: what the
+// control socket's permissions are for. Messages are printed on one line.
 //
 // Exit status: 0 when the attack ran (whatever the scheduler did), 2 on bad arguments, 1 when
 // the attack could not even be tried (no socket).
@@ -23,7 +32,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,13 +45,16 @@ namespace {
 
 using namespace cuslice;
 
+// -1 with errno when nobody can be reached at `path`.
 int connect_to(const char* path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path, sizeof addr.sun_path - 1);
   const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
     if (s >= 0) close(s);
+    errno = err;
     return -1;
   }
   return s;
@@ -133,6 +147,81 @@ int oversized(const char* socket_path, const char* tenant) {
   return 0;
 }
 
+// The message, on one line.
+std::string one_line(const char* text, size_t size) {
+  std::string line(text, strnlen(text, size));
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  return line;
+}
+
+// Sends `request`, prints what comes back as described at the top. Always 0: the request
+// was made, whatever the answer.
+template <typename Request>
+int ask(const char* socket_path, const Request& request) {
+  const int s = connect_to(socket_path);
+  if (s < 0) {
+    std::printf("unreachable %s\n", std::strerror(errno));
+    return 0;
+  }
+  auto list = std::make_unique<wire::PluginList>();  // the largest answer
+  pollfd p{s, POLLIN, 0};
+  ssize_t n = -1;
+  if (send(s, &request, sizeof request, MSG_NOSIGNAL) == sizeof request && poll(&p, 1, 5000) == 1)
+    n = recv(s, list.get(), sizeof *list, 0);
+  close(s);
+  if (n == sizeof(wire::PluginList) && list->magic == wire::kPluginMagic && list->status == wire::ControlStatus::kOk) {
+    std::printf("listed %u", list->count);
+    for (uint32_t i = 0; i < list->count && i < shm::kMaxTenants; ++i)
+      std::printf(" %s:%s", list->tenants[i].name, list->tenants[i].key);
+    std::printf("\n");
+  } else if (n == sizeof(wire::ControlReply)) {
+    wire::ControlReply reply;
+    std::memcpy(&reply, list.get(), sizeof reply);
+    std::printf("status %d %s\n", static_cast<int>(reply.status), one_line(reply.message, sizeof reply.message).c_str());
+  } else {
+    std::printf("no answer (%zd bytes)\n", n);
+  }
+  return 0;
+}
+
+int control(const char* socket_path, const std::string& command, const char* name) {
+  wire::ControlRequest request;
+  if (command == "describe") {
+    request.command = wire::ControlCommand::kDescribe;
+  } else if (command == "reload") {
+    request.command = wire::ControlCommand::kReload;
+  } else if (command == "ensure" && name != nullptr) {
+    request.command = wire::ControlCommand::kEnsureTenant;
+    std::strncpy(request.tenant.name, name, sizeof request.tenant.name - 1);
+    request.tenant.memory_bytes = 1ull << 30;
+  } else {
+    return 2;
+  }
+  return ask(socket_path, request);
+}
+
+int plugin(const char* socket_path, const std::string& command, const char* name, const char* key) {
+  wire::PluginRequest request;
+  if (command == "list") {
+    request.command = wire::PluginCommand::kList;
+  } else if (command == "apply" && name != nullptr && key != nullptr) {
+    request.command = wire::PluginCommand::kApply;
+    std::strncpy(request.tenant.name, name, sizeof request.tenant.name - 1);
+    std::strncpy(request.tenant.key, key, sizeof request.tenant.key - 1);
+    request.tenant.memory_bytes = 1ull << 30;
+    request.tenant.share_ppm = 500'000;
+    request.tenant.units[0] = 1;
+  } else if (command == "remove" && name != nullptr) {
+    request.command = wire::PluginCommand::kRemove;
+    std::strncpy(request.tenant.name, name, sizeof request.tenant.name - 1);
+  } else {
+    return 2;
+  }
+  return ask(socket_path, request);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,6 +230,13 @@ int main(int argc, char** argv) {
   if (cmd == "hold" && argc == 5) return hold(argv[2], argv[3], std::atoi(argv[4]));
   if (cmd == "connections" && argc == 4) return silent_connections(argv[2], std::atoi(argv[3]));
   if (cmd == "oversized" && argc == 4) return oversized(argv[2], argv[3]);
+  if (cmd == "control" && (argc == 4 || argc == 5)) {
+    if (const int rc = control(argv[2], argv[3], argc == 5 ? argv[4] : nullptr); rc != 2) return rc;
+  }
+  if (cmd == "plugin" && argc >= 4 && argc <= 6) {
+    if (const int rc = plugin(argv[2], argv[3], argc >= 5 ? argv[4] : nullptr, argc == 6 ? argv[5] : nullptr); rc != 2)
+      return rc;
+  }
   std::fprintf(stderr, "usage: see the top of tests/scheduler/socket_attacker.cpp\n");
   return 2;
 }

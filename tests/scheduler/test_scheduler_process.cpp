@@ -62,7 +62,12 @@ class SchedulerProcessTest : public ::testing::Test {
     if (segment_) munmap(segment_, sizeof(shm::Segment));
     unlink(config_.c_str());
     unlink(socket_.c_str());
+    unlink((socket_ + ".scheduler.lock").c_str());
     rmdir(dir_.c_str());
+    // The control socket's directory, beside ours (protocol/control_socket.h).
+    const std::string control_dir = dir_ + "-control";
+    unlink((control_dir + "/s.sock.scheduler.lock").c_str());
+    rmdir(control_dir.c_str());
   }
 
   void write_config(const std::string& yaml) { std::ofstream(config_) << yaml; }

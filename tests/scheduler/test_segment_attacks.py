@@ -65,6 +65,7 @@ def world(can_drop):
             p.close()
     s.stop()
     shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(s.control_socket.parent, ignore_errors=True)
 
 
 class Attacker:

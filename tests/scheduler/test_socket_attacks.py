@@ -47,6 +47,7 @@ def world_dir():
     d.chmod(0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(d.parent / f"{d.name}-control", ignore_errors=True)  # the control socket's
 
 
 @pytest.fixture
