@@ -33,14 +33,11 @@ uint32_t gnu_hash(const char* s) {
 }
 
 // The default-version definition of `name` in one loaded object, via its GNU hash table.
-void* lookup_default(const dl_phdr_info* info, const char* name) {
-  const ElfW(Dyn)* dyn = nullptr;
-  for (int i = 0; i < info->dlpi_phnum; ++i)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+void* lookup_default(const link_map* object, const char* name) {
+  const ElfW(Dyn)* dyn = object->l_ld;
   if (dyn == nullptr) return nullptr;
 
-  const ElfW(Addr) base = info->dlpi_addr;
+  const ElfW(Addr) base = object->l_addr;
   // glibc relocates these entries in place on most architectures, not on all: accept both.
   auto addr = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
   const ElfW(Sym)* symtab = nullptr;
@@ -88,14 +85,22 @@ bool is_object(const char* path, const char* soname) {
   return same(name, soname);
 }
 
-int visit(dl_phdr_info* info, size_t, void* data) {
-  auto* found = static_cast<Found*>(data);
-  // glibc >= 2.34 keeps dlsym in libc.so.6; older ones in libdl.so.2.
-  if (!is_object(info->dlpi_name, "libc.so.6") && !is_object(info->dlpi_name, "libdl.so.2"))
-    return 0;
-  if (found->dlsym == nullptr) found->dlsym = lookup_default(info, "dlsym");
-  if (found->dlvsym == nullptr) found->dlvsym = lookup_default(info, "dlvsym");
-  return found->dlsym != nullptr && found->dlvsym != nullptr;
+// Walks the loader's list of objects (r_debug, the list debuggers read) rather than calling
+// dl_iterate_phdr: ThreadSanitizer intercepts dl_iterate_phdr and calls dlsym (ours) while it
+// installs its interceptors, so that call would jump to its interceptor's unset target. libc
+// (and libdl) load with the program, ahead of anything dlopen adds or removes later, so the
+// entries read up to them never change.
+Found find_glibc_dl() {
+  Found found;
+  for (const link_map* object = _r_debug.r_map; object != nullptr; object = object->l_next) {
+    // glibc >= 2.34 keeps dlsym in libc.so.6; older ones in libdl.so.2.
+    if (!is_object(object->l_name, "libc.so.6") && !is_object(object->l_name, "libdl.so.2"))
+      continue;
+    if (found.dlsym == nullptr) found.dlsym = lookup_default(object, "dlsym");
+    if (found.dlvsym == nullptr) found.dlvsym = lookup_default(object, "dlvsym");
+    if (found.dlsym != nullptr && found.dlvsym != nullptr) break;
+  }
+  return found;
 }
 
 std::atomic<bool> g_resolved{false};
@@ -111,8 +116,7 @@ __attribute__((visibility("hidden"))) void* cuslice_next_dlvsym =
 
 bool resolve_glibc_dl() {
   if (g_resolved.load(std::memory_order_acquire)) return true;
-  Found found;
-  dl_iterate_phdr(&visit, &found);
+  const Found found = find_glibc_dl();
   if (found.dlsym == nullptr || found.dlvsym == nullptr) return false;
   // Two threads may race here; both store the same values.
   __atomic_store_n(&cuslice_next_dlsym, found.dlsym, __ATOMIC_RELEASE);

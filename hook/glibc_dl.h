@@ -3,8 +3,9 @@
 // The hook exports dlsym/dlvsym, so a plain call to either from inside the library would bind
 // to our own definitions (preloaded objects come first in the global scope, versioned
 // references included). glibc >= 2.34 removed __libc_dlsym/_dl_sym, so the real functions are
-// found by reading libc's dynamic symbol table (GNU hash) directly. Nothing here allocates or
-// calls dlsym; safe from a library constructor.
+// found by reading libc's dynamic symbol table (GNU hash) directly. Nothing here allocates,
+// calls dlsym or calls any libc function a sanitizer intercepts (a sanitizer's runtime calls
+// our dlsym before its interceptors work); safe from a library constructor.
 #pragma once
 
 namespace cuslice {

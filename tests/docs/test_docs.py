@@ -415,6 +415,12 @@ def test_runnable_blocks_run_on_the_fake_driver(block, cli, scheduler, tmp_path)
         "CUSLICE_SOCKET": str(run_dir / "cuslice.sock"),
         "LD_LIBRARY_PATH": _env("FAKE_DRIVER_DIR"),
     }
+    # Under a sanitizer (CUSLICE_TEST_PRELOAD names its runtime) the block's programs, a shell
+    # and Python among them, take the instrumented hook from `cuslice run`: the runtime comes
+    # first in every one, and the sanitizer's options reach them.
+    if os.environ.get("CUSLICE_TEST_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["CUSLICE_TEST_PRELOAD"]
+        env.update({k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS")})
     try:
         result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=work, env=env,
                                 capture_output=True, text=True, timeout=90)

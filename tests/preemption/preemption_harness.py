@@ -4,7 +4,8 @@ run under libcuslice.so the way users run applications, and a view of the fake d
 state (the checkpoint state and memory of any process) from this test process.
 
 Paths come from the environment CMake sets (tests/preemption/CMakeLists.txt): CUSLICE_HOOK,
-CUSLICE_SCHEDULER, CUSLICE_CLI, MEMORY_WORKER, FAKE_DRIVER_DIR.
+CUSLICE_SCHEDULER, CUSLICE_CLI, MEMORY_WORKER, FAKE_DRIVER_DIR, and CUSLICE_TEST_PRELOAD (a
+sanitizer's runtime, or empty).
 """
 import contextlib
 import ctypes
@@ -141,7 +142,8 @@ class Worker:
         self.log = os.path.join(scenario.workdir, f"{tenant}-{next(_serial)}.log")
         full = dict(os.environ)
         full.update({
-            "LD_PRELOAD": HOOK if hooked else "",
+            # A sanitizer's runtime, when the tree is built with one, must come first.
+            "LD_PRELOAD": ":".join(p for p in (os.environ.get("CUSLICE_TEST_PRELOAD", ""), HOOK if hooked else "") if p),
             "LD_LIBRARY_PATH": FAKE_DRIVER_DIR,
             "FAKE_CUDA_SHARED_DEVICE": scenario.device,
             "CUSLICE_SOCKET": scenario.daemon.socket,
