@@ -329,7 +329,10 @@ TEST_F(SchedulerProcessTest, IdleHolderGivesTheTokenUpEarly) {
 }
 
 TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
+  // A slice longer than the test: b must wait for a's slice, not for a's share of the time
+  // held (a is charged the time it holds the token, so a short slice would end in b's favour).
   write_config(
+      "scheduler:\n  quantum: 10s\n"
       "tenants:\n"
       "  - {name: a, memory: 1GiB}\n"
       "  - {name: b}\n");
@@ -399,7 +402,8 @@ TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
 }
 
 TEST_F(SchedulerProcessTest, CleanStopReleasesWaiters) {
-  write_config("tenants:\n  - {name: a}\n  - {name: b}\n");
+  // a outranks b: b waits for as long as a has work, however long a holds the token.
+  write_config("tenants:\n  - {name: a, priority: high}\n  - {name: b, priority: low}\n");
   start_daemon();
   spawn("a", []() -> int {
     client::token_acquire(0);
