@@ -61,7 +61,8 @@ one() {  # one ROUND BINARY CONFIG
     env -u LD_PRELOAD -u CUSLICE_MEMORY_LIMIT "$exe" >>"$log" 2>&1
   fi || echo "!! round $1 $2 $3 failed (rc $?)" | tee -a "$log"
 }
-sock=/tmp/cuslice-overhead.sock
+sock=/tmp/cuslice-overhead/cuslice.sock  # its control socket: /tmp/cuslice-overhead-control
+mkdir -p "$(dirname "$sock")"
 if [ -n "$tree" ]; then
   cfg=$build/bench/overhead.yaml
   printf 'tenants:\n  - {name: solo}\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"

@@ -22,7 +22,7 @@ from common import median, percentile, write_atomic  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
-SOCKET = "/tmp/cuslice-bench.sock"
+SOCKET = "/tmp/cuslice-bench/cuslice.sock"  # its control socket: /tmp/cuslice-bench-control
 SHM_NAME = "/cuslice-bench"
 # native: nothing in between; cuslice: the daemon and the hook; mps / mps-cuslice: the same,
 # each run under a private MPS control daemon, low-priority tenants' processes at MPS client
@@ -220,6 +220,7 @@ class Daemon:
         self.cfg = os.path.join(workdir, "cuslice.yaml")
         write_atomic(self.cfg, config_yaml(trial, opts))
         self.logpath = os.path.join(workdir, "daemon.log")
+        os.makedirs(os.path.dirname(SOCKET), exist_ok=True)
         if socket_answers(SOCKET):
             raise RuntimeError(f"another daemon answers on {SOCKET}")
         exe = os.path.join(opts.cuslice, "bin", "cuslice-scheduler")
