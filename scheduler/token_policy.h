@@ -131,7 +131,7 @@ class TokenPolicy {
     Nanos drained{0};
   };
 
-  // How far reported GPU time may run ahead of the time held before the lead stops counting.
+  // How far reported GPU time may run ahead of the time held before the excess stops counting.
   static constexpr Nanos kReportLead = std::chrono::seconds(1);
 
   // Charges `t` whatever of max(reported, held) it has not been charged yet, at `now`.
