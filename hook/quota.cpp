@@ -18,6 +18,7 @@
 #include "log.h"
 #include "process_usage.h"
 #include "scheduler_link.h"
+#include "saturating.h"
 #include "settings.h"
 #include "shm_protocol.h"
 
@@ -176,8 +177,6 @@ void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
   refresh(device);
 }
 
-uint64_t add_capped(uint64_t a, uint64_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
-
 // The tenant's reconciliation: what every process of the tenant must leave free of its quota
 // besides the headroom (client.h, shm::TenantGpuUse::kept_free), computed again from the
 // driver's figures: for each of the tenant's processes, what NVML says it holds beyond what
@@ -206,7 +205,7 @@ uint64_t tenant_keep_locked(int device, int gpu) {
       }
     uint64_t beyond = held > p.charged ? held - p.charged : 0;
     if (p.young && beyond < allowance) beyond = allowance;
-    keep = add_capped(keep, beyond);
+    keep = saturating_add(keep, beyond);
   }
   return keep;
 }
@@ -291,7 +290,7 @@ View view(int device) {
     const uint64_t tenant_quota = client::tenant_memory_quota(gpu);
     if (tenant_quota != kUnlimited) {
       const uint64_t tenant_used = client::tenant_memory_used(gpu);
-      const uint64_t kept = add_capped(keep, client::tenant_memory_kept(gpu));
+      const uint64_t kept = saturating_add(keep, client::tenant_memory_kept(gpu));
       const uint64_t tenant_room = allocatable(tenant_quota, kept);
       const uint64_t local_free = v.total > v.used ? v.total - v.used : 0;
       const uint64_t tenant_free = tenant_room > tenant_used ? tenant_room - tenant_used : 0;

@@ -8,6 +8,7 @@
 #include "client.h"
 #include "client_state.h"
 #include "ppm.h"
+#include "saturating.h"
 
 namespace cuslice::client {
 
@@ -25,8 +26,6 @@ uint64_t saturating_sub(std::atomic<uint64_t>& counter, uint64_t amount) {
                                           std::memory_order_relaxed));
   return take;
 }
-
-uint64_t add_capped(uint64_t a, uint64_t b) { return a > ~uint64_t{0} - b ? ~uint64_t{0} : a + b; }
 
 // The tenant's quota in bytes on `gpu` (a percentage resolved against the card's size).
 uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
@@ -55,7 +54,7 @@ Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free, bool* cr
   shm::TenantGpuUse& use = att->use(gpu);
   uint64_t limit = quota;
   if (quota != shm::kUnlimited) {
-    const uint64_t keep = add_capped(keep_free, use.kept_free.load(std::memory_order_relaxed));
+    const uint64_t keep = saturating_add(keep_free, use.kept_free.load(std::memory_order_relaxed));
     limit = quota > keep ? quota - keep : 0;
   }
   uint64_t cur = use.memory_used.load(std::memory_order_relaxed);
@@ -136,7 +135,7 @@ bool memory_begin_warmup(int gpu, int64_t now_ns, int64_t until_ns, uint64_t all
   if (was_young) return false;
   std::atomic<uint64_t>& kept = att->use(gpu).kept_free;
   uint64_t cur = kept.load(std::memory_order_seq_cst);
-  while (!kept.compare_exchange_weak(cur, add_capped(cur, allowance), std::memory_order_seq_cst)) {
+  while (!kept.compare_exchange_weak(cur, saturating_add(cur, allowance), std::memory_order_seq_cst)) {
   }
   return true;
 }

@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "saturating.h"
 #include "futex.h"
 #include "host_memory.h"
 #include "os_fds.h"
@@ -151,7 +152,7 @@ std::vector<GpuMemory> Daemon::gpu_memory() const {
       // The tenant's live counter, which its processes can set to anything: saturated, so a
       // huge value makes the card look full rather than wrap around to look empty.
       const uint64_t tenant_used = region->gpu[g].memory_used.load(std::memory_order_relaxed);
-      used = tenant_used > UINT64_MAX - used ? UINT64_MAX : used + tenant_used;
+      used = saturating_add(used, tenant_used);
     }
     gpus[g] = {total, total > used ? total - used : 0};
   }

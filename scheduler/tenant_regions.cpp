@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <system_error>
 
+#include "saturating.h"
+
 namespace cuslice {
 namespace {
 
@@ -66,7 +68,7 @@ void TenantRegions::drop(uint32_t tenant) {
 void add_saturating(std::atomic<uint64_t>& word, uint64_t amount) {
   uint64_t cur = word.load(std::memory_order_relaxed);
   for (int i = 0; i < kMaxAttempts; ++i) {
-    const uint64_t next = cur > UINT64_MAX - amount ? UINT64_MAX : cur + amount;
+    const uint64_t next = saturating_add(cur, amount);
     if (word.compare_exchange_weak(cur, next, std::memory_order_acq_rel, std::memory_order_relaxed)) return;
   }
 }

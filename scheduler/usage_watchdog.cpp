@@ -1,9 +1,11 @@
 // UsageWatchdog: sets the driver's per-process memory against tenants' quotas and the
-// registered processes. Calls nothing but the standard library.
+// registered processes. Calls nothing but the standard library and protocol/saturating.h.
 #include "usage_watchdog.h"
 
 #include <algorithm>
 #include <unordered_map>
+
+#include "saturating.h"
 
 namespace cuslice {
 
@@ -61,7 +63,7 @@ std::vector<Violation> UsageWatchdog::check(const std::vector<std::vector<Driver
       if (g >= t.quota.size() || !t.quota[g]) continue;
       const uint64_t allowance = settings_.allowance_per_process * sum.processes;
       const uint64_t quota = *t.quota[g];
-      const uint64_t bound = quota > UINT64_MAX - allowance ? UINT64_MAX : quota + allowance;
+      const uint64_t bound = saturating_add(quota, allowance);
       if (sum.used <= bound) continue;
       Violation v;
       v.kind = Violation::Kind::kOverQuota;
