@@ -37,7 +37,7 @@ void DriverPoller::run(std::stop_token stop) {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (wake_.wait_for(lock, stop, period_, [] { return false; }) || stop.stop_requested()) return;
+      if (wake_.wait_for(lock, stop, period_, [&stop] { return stop.stop_requested(); })) return;
     }
     Reading r;
     r.processes = reader_->processes(&r.error);
