@@ -36,7 +36,9 @@ std::string quoted(const YAML::Node& node) { return quoted(node.Scalar()); }
 std::string format_duration(std::chrono::nanoseconds d) {
   if (d % std::chrono::seconds(1) == std::chrono::nanoseconds(0))
     return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+  if (d % std::chrono::milliseconds(1) == std::chrono::nanoseconds(0))
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+  return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) + "us";
 }
 
 // Walks the YAML tree once, filling a Config and collecting every error with its position.
@@ -226,7 +228,8 @@ class Parser {
 
   void parse_scheduler(const YAML::Node& node) {
     if (!expect_map(node, "`scheduler`")) return;
-    check_keys(node, {"quantum", "limit_window", "gpu_memory", "default_tenant", "metrics_port", "metrics_address", "preemption"});
+    check_keys(node, {"quantum", "limit_window", "lower_priority_timeslice", "gpu_memory", "default_tenant",
+                      "metrics_port", "metrics_address", "preemption"});
     SchedulerSettings& s = result_.config.scheduler;
     if (node["quantum"]) {
       if (auto q = bounded_duration(node["quantum"], "quantum", kMinQuantum, kMaxQuantum)) s.quantum = *q;
@@ -234,6 +237,16 @@ class Parser {
     if (node["limit_window"]) {
       if (auto w = bounded_duration(node["limit_window"], "limit_window", kMinLimitWindow, kMaxLimitWindow))
         s.limit_window = *w;
+    }
+    if (const YAML::Node t = node["lower_priority_timeslice"]) {
+      if (t.IsScalar() && t.Scalar() == "off") {
+        s.lower_priority_timeslice = std::chrono::microseconds(0);
+      } else if (auto d = bounded_duration(t, "lower_priority_timeslice", kMinLowerTimeslice, kMaxLowerTimeslice)) {
+        if (*d % std::chrono::microseconds(1) != std::chrono::nanoseconds(0))
+          error(t, "`lower_priority_timeslice` " + quoted(t) + " is finer than the GPU takes: write whole microseconds");
+        else
+          s.lower_priority_timeslice = std::chrono::duration_cast<std::chrono::microseconds>(*d);
+      }
     }
     if (const YAML::Node m = node["gpu_memory"]) {
       if (auto spec = size(m, "gpu_memory")) {

@@ -14,6 +14,9 @@
 //   scheduler:
 //     quantum: 100ms           # slice length; default 100ms
 //     limit_window: 1s         # window over which `compute.limit` is enforced; default 1s
+//     lower_priority_timeslice: 200us  # the GPU's time slice for a tenant's processes while
+//                              # a tenant of higher priority is registered: its work waits at
+//                              # most this long for the GPU; off: the driver's (1-2 ms)
 //     gpu_memory: 80GiB        # memory of each card; optional, enables the "over the card"
 //                              # check and lets the daemon resolve "25%" into bytes
 //     default_tenant: batch    # where processes of no tenant go; absent: they are refused
@@ -98,6 +101,10 @@ struct SchedulerSettings {
   // 20 ms slices lost 1.6-2.4% of the GPU under contention, 100 ms slices 0.3-0.5%.
   std::chrono::nanoseconds quantum = std::chrono::milliseconds(100);
   std::chrono::nanoseconds limit_window = std::chrono::seconds(1);
+  // 0: off. 200 us: a higher-priority request waited 0.4-0.5 ms more than alone at p99 on an
+  // H100 beside long kernels, where 100 us cost the low tenant more preemptions
+  // (docs/benchmarks.md, "Time slices").
+  std::chrono::microseconds lower_priority_timeslice{200};
   std::optional<uint64_t> gpu_memory;         // bytes of each card
   std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused
   std::optional<uint16_t> metrics_port;       // 1-65535; absent: no metrics endpoint
@@ -137,6 +144,11 @@ inline constexpr std::chrono::nanoseconds kMaxQuantum = std::chrono::seconds(10)
 // scheduler's record of it (a list of slices) stays small.
 inline constexpr std::chrono::nanoseconds kMinLimitWindow = std::chrono::milliseconds(10);
 inline constexpr std::chrono::nanoseconds kMaxLimitWindow = std::chrono::seconds(60);
+// `lower_priority_timeslice`: a switch between contexts costs tens of microseconds, so a
+// shorter slice is mostly switching; the driver's own slices are 1-2 ms, so a longer one is
+// no shorter than theirs.
+inline constexpr std::chrono::nanoseconds kMinLowerTimeslice = std::chrono::microseconds(50);
+inline constexpr std::chrono::nanoseconds kMaxLowerTimeslice = std::chrono::milliseconds(2);
 // uid_t and gid_t are 32 bits, and (uid_t)-1 is no one's id.
 inline constexpr uint32_t kMaxId = UINT32_MAX - 1;
 // At most this many errors are listed for one file; a last one says how many were left out.

@@ -179,11 +179,15 @@ bool tenant_preemptible() noexcept;
 // given back. True when it waited.
 bool wait_while_suspended() noexcept;
 
-// Who else has processes registered (any GPU): another tenant, and one of higher priority
-// than this process's. Scans the process slots: call it now and then, not per launch.
+// Who else has processes registered (any GPU): another tenant, one of higher priority than
+// this process's, another process of its own; and the time slice the daemon wants below a
+// higher-priority tenant.
+// Scans the process slots: call it now and then, not per launch.
 struct Neighbours {
   bool others = false;
   bool higher = false;
+  bool siblings = false;  // another process of this process's tenant
+  uint32_t lower_timeslice_us = 0;  // the daemon's Segment::lower_timeslice_us
 };
 Neighbours neighbours() noexcept;
 // True while this process's tenant holds `gpu`'s token.

@@ -16,9 +16,11 @@ Neighbours neighbours() noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return n;
   const uint32_t mine = att->segment->tenants[att->tenant].priority.load(std::memory_order_relaxed);
+  n.lower_timeslice_us = att->segment->lower_timeslice_us.load(std::memory_order_relaxed);
   for (const shm::ProcessSlot& p : att->segment->processes) {
     if (p.state.load(std::memory_order_relaxed) != shm::ProcessSlot::kActive) continue;
     const uint32_t t = p.tenant.load(std::memory_order_relaxed);
+    if (t == att->tenant && &p != &att->segment->processes[att->slot]) n.siblings = true;
     if (t == att->tenant || t >= shm::kMaxTenants) continue;
     n.others = true;
     if (att->segment->tenants[t].priority.load(std::memory_order_relaxed) > mine) n.higher = true;

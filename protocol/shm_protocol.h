@@ -80,9 +80,10 @@ inline constexpr uint64_t kMagic = 0x315345'43494C53ull;        // "SLICES1" rea
 inline constexpr uint64_t kTenantMagic = 0x315445'43494C53ull;  // "SLICET1"
 // Major 2: the segment became read-only for hooks, and what hooks write moved to the tenant
 // regions; hooks no longer take the token themselves. Minor 1: TenantGpuUse::kept_free and
-// ProcessUse::young_gpus / young_until_ns (read and written by hooks only).
+// ProcessUse::young_gpus / young_until_ns (read and written by hooks only). Minor 2:
+// Segment::lower_timeslice_us (0 from an older daemon: hooks leave the driver's slices).
 inline constexpr uint16_t kAbiMajor = 2;
-inline constexpr uint16_t kAbiMinor = 1;
+inline constexpr uint16_t kAbiMinor = 2;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -306,7 +307,10 @@ struct Segment {
   uint16_t abi_minor;
   uint32_t total_size;  // sizeof(Segment) of the writer; readers require >= their own
   std::atomic<uint32_t> state;  // DaemonState; store(release) by the daemon
-  uint32_t reserved0;
+  // scheduler.lower_priority_timeslice: the GPU time slice, in microseconds, a hook gives its
+  // process's channel groups while a tenant of higher priority is registered (0: the
+  // driver's own). Written (relaxed) by the daemon at start and at each reload.
+  std::atomic<uint32_t> lower_timeslice_us;
   // Unique per daemon start; the registration reply carries it and a hook checks it after
   // mapping, so it never uses a segment left behind by an earlier daemon.
   uint64_t generation;

@@ -78,6 +78,8 @@ void Daemon::claim_tenant_entry(uint32_t index, const std::string& name) {
 
 
 void Daemon::apply_config(const Config& file) {
+  segment_->lower_timeslice_us.store(static_cast<uint32_t>(file.scheduler.lower_priority_timeslice.count()),
+                                     std::memory_order_relaxed);
   std::array<bool, shm::kMaxTenants> kept{};
   // The device plugin's tenants beside the file's, with the shares it gave them.
   Config config = file;

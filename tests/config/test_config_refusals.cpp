@@ -119,6 +119,14 @@ constexpr Refusal kRefusals[] = {
      "1:27: `limit_window` `1ms` is out of range: from 10ms to 60s"},
     {"LimitWindowTooLong", "scheduler: {limit_window: 61s}\ntenants:\n  - name: a\n",
      "1:27: `limit_window` `61s` is out of range: from 10ms to 60s"},
+    {"LowerTimesliceTooShort", "scheduler: {lower_priority_timeslice: 49us}\ntenants:\n  - name: a\n",
+     "1:39: `lower_priority_timeslice` `49us` is out of range: from 50us to 2ms"},
+    {"LowerTimesliceTooLong", "scheduler: {lower_priority_timeslice: 3ms}\ntenants:\n  - name: a\n",
+     "1:39: `lower_priority_timeslice` `3ms` is out of range: from 50us to 2ms"},
+    {"LowerTimesliceFinerThanMicroseconds", "scheduler: {lower_priority_timeslice: 100500ns}\ntenants:\n  - name: a\n",
+     "1:39: `lower_priority_timeslice` `100500ns` is finer than the GPU takes: write whole microseconds"},
+    {"LowerTimesliceNotADuration", "scheduler: {lower_priority_timeslice: short}\ntenants:\n  - name: a\n",
+     "1:39: bad duration `short` for `lower_priority_timeslice`: *"},
     // Negative and overflowing numbers.
     {"NegativeUid", "tenants:\n  - name: a\n    match: {uid: -1}\n",
      "3:18: bad `uid` `-1`: cannot be negative; expected a numeric id from 0 to 4294967294"},
@@ -174,7 +182,8 @@ INSTANTIATE_TEST_SUITE_P(Table, Refused, ::testing::ValuesIn(kRefusals),
 TEST(Accepted, TheEdgesOfEachRange) {
   TempDir dir;
   const std::string file = dir.write("cuslice.yaml",
-                                     "scheduler: {quantum: 1ms, limit_window: 60s, metrics_port: 65535}\n"
+                                     "scheduler: {quantum: 1ms, limit_window: 60s, metrics_port: 65535,\n"
+                                     "            lower_priority_timeslice: 50us}\n"
                                      "tenants:\n"
                                      "  - name: a\n    memory: 0.0001%\n    compute: {share: 99%, limit: 99%}\n"
                                      "    match: {uid: 4294967294, gid: 0}\n"
@@ -183,6 +192,7 @@ TEST(Accepted, TheEdgesOfEachRange) {
   ASSERT_TRUE(r.ok()) << r.errors[0].to_string();
   EXPECT_EQ(r.config.scheduler.quantum, kMinQuantum);
   EXPECT_EQ(r.config.scheduler.limit_window, kMaxLimitWindow);
+  EXPECT_EQ(r.config.scheduler.lower_priority_timeslice, kMinLowerTimeslice);
   EXPECT_EQ(r.config.tenants[0].memory->percent, 0.0001);
   EXPECT_EQ(r.config.tenants[0].match.uid, 4294967294u);
   EXPECT_EQ(r.config.tenants[1].memory->bytes, 1u);

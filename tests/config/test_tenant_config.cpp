@@ -42,6 +42,7 @@ class TenantConfigTest : public ::testing::Test {
 constexpr const char* kValid = R"(scheduler:
   quantum: 5ms
   limit_window: 2s
+  lower_priority_timeslice: 150us
   gpu_memory: 80GiB
   default_tenant: batch
 tenants:
@@ -64,6 +65,7 @@ TEST_F(TenantConfigTest, ParsesEveryField) {
   const Config& c = r.config;
   EXPECT_EQ(c.scheduler.quantum, std::chrono::milliseconds(5));
   EXPECT_EQ(c.scheduler.limit_window, std::chrono::seconds(2));
+  EXPECT_EQ(c.scheduler.lower_priority_timeslice, std::chrono::microseconds(150));
   EXPECT_EQ(c.scheduler.gpu_memory, 80ull << 30);
   EXPECT_EQ(c.scheduler.default_tenant, "batch");
   ASSERT_EQ(c.tenants.size(), 3u);
@@ -98,6 +100,7 @@ TEST_F(TenantConfigTest, DefaultsWhenSchedulerSectionIsAbsent) {
   const ConfigResult r = load("tenants:\n  - name: a\n");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.config.scheduler.quantum, std::chrono::milliseconds(100));
+  EXPECT_EQ(r.config.scheduler.lower_priority_timeslice, std::chrono::microseconds(200));
   EXPECT_FALSE(r.config.scheduler.default_tenant);
   EXPECT_EQ(r.config.effective_shares(), std::vector<double>{100});
 }
@@ -197,6 +200,12 @@ TEST_F(TenantConfigTest, BadMatchRules) {
 TEST_F(TenantConfigTest, BadBoolean) {
   EXPECT_EQ(only_error(load("tenants:\n  - name: a\n    allow_env: maybe\n")),
             "3:16: bad `allow_env` `maybe`: expected true or false");
+}
+
+TEST_F(TenantConfigTest, LowerPriorityTimesliceOff) {
+  const ConfigResult r = load("scheduler:\n  lower_priority_timeslice: off\ntenants:\n  - name: a\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].to_string();
+  EXPECT_EQ(r.config.scheduler.lower_priority_timeslice, std::chrono::microseconds(0));
 }
 
 TEST_F(TenantConfigTest, UnknownDefaultTenant) {
