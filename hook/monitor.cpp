@@ -6,7 +6,7 @@
 //   3. settle_device: per device, give the token back once drained (after a short grace),
 //      report GPU time, learn kernel times and set the throttle from the bound.
 // May call monitor_state, monitor_driver, gate_words, stream_slots, kernel_estimates,
-// queue_bound, parking, scheduler_link (gpu), the client and log.
+// queue_bound, parking, scheduler_link (gpu), channel_groups, the client and log.
 #include "monitor.h"
 
 #include <pthread.h>
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "channel_groups.h"
 #include "client.h"
 #include "gate_words.h"
 #include "kernel_estimates.h"
@@ -338,6 +339,10 @@ PassOutcome pass() {
 
 }  // namespace
 
+namespace {
+uint32_t g_slice_logged = 0;  // the slice the debug log last reported (monitor thread only)
+}  // namespace
+
 void* monitor_main(void*) {
   // Never run the application's signal handlers here.
   sigset_t all;
@@ -357,6 +362,19 @@ void* monitor_main(void*) {
       const client::Neighbours n = client::neighbours();
       g_others.store(n.others, std::memory_order_relaxed);
       g_higher.store(n.higher, std::memory_order_relaxed);
+      // Below a higher-priority tenant the GPU switches away from this process's kernels
+      // within the short slice when the higher tenant's work arrives (channel_groups.h). Not
+      // beside another process of the tenant: the two run at once under the same token, and
+      // short slices on both sides are mostly switching (docs/benchmarks.md, "Time slices").
+      const uint32_t slice = n.higher && !n.siblings ? n.lower_timeslice_us : 0;
+      channel_groups::apply(slice);
+      if (slice != g_slice_logged && log::enabled(log::Level::kDebug)) {
+        const channel_groups::Counts c = channel_groups::counts();
+        CUSLICE_LOG(kDebug, "GPU time slice %s: %u of %u channel groups shortened, %u controls refused",
+                    slice != 0 ? "shortened below a higher-priority tenant" : "the driver's", c.shortened, c.groups,
+                    c.refused);
+      }
+      g_slice_logged = slice;
       next_neighbours = now_ns() + kNeighboursNs;
     }
     const PassOutcome p = pass();

@@ -5,11 +5,16 @@
 // this one may see (process_visibility.h), so that inside a tenant nvidia-smi lists neither
 // another tenant's pids nor, since NVML asks each listed pid's memory next, their usage.
 //
+// The same door shows the process's channel groups being allocated, freed and given a time
+// slice by libcuda: those go to channel_groups.h, which shortens the slices below a
+// higher-priority tenant.
+//
 // Every ioctl of the process passes through here, and libcuda issues many: the fast path is
-// the call itself plus one masked compare of the request against two constants. No lock,
-// allocation, log or getenv; errno is the next ioctl's. Only a successful RM control reaches
-// the slow path, and only a GET_PIDS that RM answered with NV_OK, with a parameter block at
-// least as large as NVIDIA's struct, in a process whose lists are filtered, is changed.
+// the call itself plus a masked compare of the request against five constants. No lock,
+// allocation, log or getenv; errno is the next ioctl's. Only a successful RM control,
+// allocation or free reaches the slow path, and only a GET_PIDS that RM answered with NV_OK,
+// with a parameter block at least as large as NVIDIA's struct, in a process whose lists are
+// filtered, is changed.
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "channel_groups.h"
 #include "driver.h"
 #include "nvidia_rm_abi.h"
 #include "process_visibility.h"
@@ -46,10 +52,37 @@ void filter_pids(void* params, uint32_t size) {
   std::memcpy(bytes + offsetof(rm::GetPidsParams, pidTblCount), &kept, sizeof kept);
 }
 
-// A request the kernel took as an RM control (or the XFER wrapper, which may carry one)
-// succeeded: filter it if it read a GPU's pids.
-__attribute__((noinline, cold)) void after_rm_request(uint32_t key, void* arg) {
+// An allocation or a free succeeded: follow the channel groups.
+void after_alloc_or_free(int fd, uint32_t key, const void* arg) {
+  if (key == rm::kRmFreeRequest) {
+    rm::FreeParams f;
+    std::memcpy(&f, arg, sizeof f);
+    if (f.status == rm::kOk) channel_groups::freed(f.hRoot, f.hObjectOld);
+    return;
+  }
+  uint32_t client, handle, cls, status;
+  if (key == rm::kRmAlloc64Request) {
+    rm::AllocParams64 a;
+    std::memcpy(&a, arg, sizeof a);
+    client = a.hRoot, handle = a.hObjectNew, cls = a.hClass, status = a.status;
+  } else {
+    rm::AllocParams a;
+    std::memcpy(&a, arg, sizeof a);
+    client = a.hRoot, handle = a.hObjectNew, cls = a.hClass, status = a.status;
+  }
+  if (status == rm::kOk && cls == rm::kClassChannelGroup) channel_groups::allocated(fd, client, handle);
+}
+
+// A request the kernel took as an RM control (or the XFER wrapper, which may carry one), an
+// allocation or a free succeeded: filter it if it read a GPU's pids; follow channel groups.
+__attribute__((noinline)) void after_rm_request(int fd, uint32_t key, void* arg) {
   if (arg == nullptr) return;
+  if (key != rm::kRmControlRequest && key != rm::kXferRequest) {
+    const int saved_errno = errno;
+    after_alloc_or_free(fd, key, arg);
+    errno = saved_errno;
+    return;
+  }
   void* block = arg;
   if (key == rm::kXferRequest) {
     rm::IoctlXfer xfer;
@@ -59,6 +92,16 @@ __attribute__((noinline, cold)) void after_rm_request(uint32_t key, void* arg) {
   }
   rm::ControlParams control;
   std::memcpy(&control, block, sizeof control);
+  if (control.cmd == rm::kCmdSetTimeslice && control.status == rm::kOk &&
+      (control.flags & rm::kFlagFinnSerialized) == 0 && control.params != 0 &&
+      control.paramsSize >= sizeof(rm::TimesliceParams)) {
+    rm::TimesliceParams p;
+    std::memcpy(&p, reinterpret_cast<const void*>(static_cast<uintptr_t>(control.params)), sizeof p);
+    const int saved_errno = errno;
+    channel_groups::driver_set(control.hClient, control.hObject, p.timesliceUs);
+    errno = saved_errno;
+    return;
+  }
   if (control.cmd != rm::kCmdGpuGetPids || control.status != rm::kOk ||
       (control.flags & rm::kFlagFinnSerialized) != 0 || control.params == 0 ||
       control.paramsSize < sizeof(rm::GetPidsParams))
@@ -82,8 +125,10 @@ CUSLICE_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
   const PFN_ioctl next = real<Sym::ioctl>();
   const int r = next != nullptr ? next(fd, request, arg) : static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
   const uint32_t key = rm::request_key(request);
-  if (__builtin_expect((key == rm::kRmControlRequest || key == rm::kXferRequest) && r == 0, 0))
-    after_rm_request(key, arg);
+  if (__builtin_expect(r == 0 && (key == rm::kRmControlRequest || key == rm::kXferRequest || key == rm::kRmAlloc64Request ||
+                                   key == rm::kRmAllocRequest || key == rm::kRmFreeRequest),
+                       0))
+    after_rm_request(fd, key, arg);
   return r;
 }
 

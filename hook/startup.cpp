@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "activity.h"
+#include "channel_groups.h"
 #include "client.h"
 #include "driver.h"
 #include "glibc_dl.h"
@@ -42,6 +43,7 @@ void on_fork_child() {
   reset_context_counts();
   client::after_fork_child();
   activity::after_fork_child();
+  channel_groups::after_fork_child();
 }
 
 void load_cuda() {

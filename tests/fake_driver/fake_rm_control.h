@@ -12,6 +12,12 @@
  * Writing the table for any cmd is deliberate: a test sees what the hook did to a control it
  * must leave alone.
  *
+ * Channel groups: an allocation of class KEPLER_CHANNEL_GROUP_A (NV_ESC_RM_ALLOC, either
+ * parameter layout, on any file descriptor) is kept, with RM's default slice of 1024 us, and
+ * answered NV_OK; a free of such a group, or of its client, forgets it. NVA06C SET/GET_TIMESLICE
+ * controls act on a kept group (status NV_ERR_INVALID_OBJECT_HANDLE for another) with the
+ * status set by fake_rm_set_timeslice_status. Other allocations and frees go to the next ioctl.
+ *
  * Who uses it: the hook's tests, through dlsym (the test binaries are not linked against it). */
 #ifndef CUSLICE_TESTS_FAKE_DRIVER_FAKE_RM_CONTROL_H
 #define CUSLICE_TESTS_FAKE_DRIVER_FAKE_RM_CONTROL_H
@@ -33,6 +39,18 @@ typedef void (*fake_rm_set_answer_fn)(const uint32_t*, uint32_t, uint32_t, int, 
 /* RM control requests answered so far by this process (any cmd). */
 unsigned long fake_rm_requests(void);
 typedef unsigned long (*fake_rm_requests_fn)(void);
+
+/* A kept group's slice in microseconds; 0 when there is no such group. */
+uint64_t fake_rm_timeslice(uint32_t client, uint32_t group);
+typedef uint64_t (*fake_rm_timeslice_fn)(uint32_t, uint32_t);
+
+/* SET_TIMESLICE controls that changed a group so far. */
+unsigned long fake_rm_timeslice_sets(void);
+typedef unsigned long (*fake_rm_timeslice_sets_fn)(void);
+
+/* The status of later time-slice controls on kept groups (0 = NV_OK: they act). */
+void fake_rm_set_timeslice_status(uint32_t rm_status);
+typedef void (*fake_rm_set_timeslice_status_fn)(uint32_t);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,45 @@
+// The process's GPU channel groups and the hardware time slice each runs for.
+//
+// A channel group (TSG) is what the GPU time-slices between: libcuda allocates a few per
+// context through the kernel driver, and sets the slice of its compute group (2 ms on the
+// H100; the others keep RM's 1 ms). When another context has work pending, the GPU lets the
+// running group finish its slice, then preempts it, inside a kernel if need be. While a tenant
+// of higher priority is registered, the monitor shortens this process's slices to the
+// scheduler's `lower_priority_timeslice` (shorten()): the higher tenant's work then waits at
+// most that long for the GPU, where it would otherwise wait for the kernel in flight to end
+// (docs/hook.md, "Time slices"). restore() puts back the values the driver had set.
+//
+// The groups are learnt from the process's own ioctls (rm_control_hooks.cpp): an allocation
+// of a channel group, a free of it or of its client, and libcuda's own time-slice controls.
+// Set-up and teardown only, never per launch: the table is scanned without a lock on a free,
+// and changed under a mutex.
+//
+// May call the driver table (the next ioctl) and nothing else of the hook.
+#pragma once
+
+#include <cstdint>
+
+namespace cuslice::channel_groups {
+
+// From the ioctl hook, after the kernel answered NV_OK.
+void allocated(int fd, uint32_t client, uint32_t group);
+void freed(uint32_t client, uint32_t object);
+// libcuda set a group's slice itself: remember it as the driver's value, and shorten it again
+// if the process's slices are short.
+void driver_set(uint32_t client, uint32_t group, uint64_t us);
+
+// From the monitor thread: the slice every group of the process should have; 0: the driver's
+// own. Controls are sent only for groups whose slice changes.
+void apply(uint64_t us);
+
+// Groups known, and how many of them run at the short slice (for tests and the debug log).
+struct Counts {
+  unsigned groups = 0;
+  unsigned shortened = 0;
+  unsigned refused = 0;  // controls the kernel refused
+};
+Counts counts();
+
+void after_fork_child();
+
+}  // namespace cuslice::channel_groups
