@@ -37,6 +37,7 @@
 // Nothing outside those files includes their headers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "cuda_api.h"
@@ -46,6 +47,12 @@ namespace cuslice::activity {
 // Starts the monitor (once). Before start(), note_launch() does nothing.
 void start();
 bool running();
+
+// Whether launches are bounded (another tenant is registered; monitor_state.h): only then
+// does the launch path wait for room and name the kernel it launched (kernel_key()), so a
+// process alone under the scheduler skips both.
+extern std::atomic<bool> g_others;
+inline bool bounded() { return g_others.load(std::memory_order_relaxed); }
 
 // Before the token is acquired: waits while the process's queued work is too deep. Waiting
 // here, not after acquiring, means no launch is forwarded after a revocation it slept
@@ -70,7 +77,8 @@ struct Noted {
 Noted note_launch(int device);
 // After the launch was forwarded (whatever the driver said): marks the stream, counts the
 // launch, and beside other tenants remembers what it is expected to take. `kernel` names what
-// was launched (kernel_key(): function and shape, or a graph), so that its duration is learnt.
+// was launched (kernel_key(): function and shape, or a graph), so that its duration is learnt;
+// 0 when not bounded().
 void launched(Noted noted, CUstream stream, uintptr_t kernel);
 
 // A key for a kernel launch: the function and its launch shape (the same function on a

@@ -31,8 +31,9 @@ inline activity::Noted gate(CUstream stream, bool per_thread) {
   const int dev = quota::single_device() ? 0 : quota::current_device();
   if (dev < 0) return {};
   const int gpu = scheduler_link::gpu(dev);
-  if (!activity::park(dev, gpu, per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream)) {
-    activity::wait_for_room(dev);
+  // Parking applies below a higher-priority tenant only, so never to a process alone.
+  if (!activity::bounded() || !activity::park(dev, gpu, per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream)) {
+    if (activity::bounded()) activity::wait_for_room(dev);
     client::token_acquire(gpu);
   }
   return activity::note_launch(dev);
@@ -46,10 +47,10 @@ uintptr_t key(const CUlaunchConfig* c, CUfunction f) {
 }
 
 // Forwards a launch between gate() and activity::launched().
-#define CUSLICE_GATED(stream, per_thread, key_expr, call)    \
-  const activity::Noted noted_ = gate(stream, per_thread);           \
-  const CUresult r_ = call;                                          \
-  if (noted_.device >= 0) activity::launched(noted_, stream, key_expr); \
+#define CUSLICE_GATED(stream, per_thread, key_expr, call)                                        \
+  const activity::Noted noted_ = gate(stream, per_thread);                                       \
+  const CUresult r_ = call;                                                                      \
+  if (noted_.device >= 0) activity::launched(noted_, stream, activity::bounded() ? (key_expr) : 0); \
   return r_
 
 }  // namespace
