@@ -147,7 +147,8 @@ def tail_file(path, lines=150):
 def config_yaml(trial, opts):
     # Without --quantum, the daemon's default (status JSON records what it was).
     sched = ([f"  quantum: {opts.quantum}"] if opts.quantum else []) + \
-        ([f"  limit_window: {opts.limit_window}"] if opts.limit_window else [])
+        ([f"  limit_window: {opts.limit_window}"] if opts.limit_window else []) + \
+        ([f"  lower_priority_timeslice: {opts.lower_timeslice}"] if opts.lower_timeslice else [])
     out = ["scheduler:"] + sched if sched else []
     out.append("tenants:")
     for t in trial.tenants:
@@ -820,6 +821,7 @@ def parse():
     p.add_argument("--budget-s", type=float, default=0, help="start no scenario whose runs would end after this many seconds (0: 570, --quick 300)")
     p.add_argument("--quantum", default="", help="scheduler.quantum in the daemon's YAML (default: none, the daemon's own, 100ms)")
     p.add_argument("--limit-window", default="", help="scheduler.limit_window in the daemon's YAML (default: none, the daemon's own, 1s)")
+    p.add_argument("--lower-timeslice", default="", help="scheduler.lower_priority_timeslice in the daemon's YAML (default: none, the daemon's own, 200us; off)")
     p.add_argument("--gemm-depth", type=int, default=4, help="GEMMs in flight per GEMM-loop process")
     p.add_argument("--daemon-log-level", default="info")
     p.add_argument("--python", default=sys.executable)
