@@ -90,6 +90,9 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
       {"abi", fmt::format("{}.{}", s.abi_major, s.abi_minor)},
       {"generation", s.generation},
       {"quantum_seconds", static_cast<double>(s.quantum_ns) / kNanosPerSecond},
+      // null: off (or a scheduler too old to say).
+      {"lower_priority_timeslice_seconds",
+       s.lower_timeslice_us != 0 ? json(static_cast<double>(s.lower_timeslice_us) / 1e6) : json(nullptr)},
       {"share_window_seconds",
        s.share_window_ns != 0 ? json(static_cast<double>(s.share_window_ns) / kNanosPerSecond) : json(nullptr)},
   };
@@ -163,9 +166,10 @@ std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
   std::string source = s.ephemeral ? "tenants from cuslice run"
                        : d.config_path ? "config " + *d.config_path
                                        : "config file";
-  line(fmt::format("cuslice-scheduler {}  pid {}  {}  socket {}{}  shm {}  quantum {:g}ms", state_name(s.state),
-                   s.daemon_pid, source, d.socket_path, d.reachable ? "" : " (not answering)", d.shm_name,
-                   static_cast<double>(s.quantum_ns) / 1e6));
+  line(fmt::format("cuslice-scheduler {}  pid {}  {}  socket {}{}  shm {}  quantum {:g}ms  lower-priority slice {}",
+                   state_name(s.state), s.daemon_pid, source, d.socket_path, d.reachable ? "" : " (not answering)",
+                   d.shm_name, static_cast<double>(s.quantum_ns) / 1e6,
+                   s.lower_timeslice_us != 0 ? fmt::format("{}us", s.lower_timeslice_us) : std::string("off")));
   if (s.tenants.empty()) {
     line("no tenants yet");
     // What the usage watchdog found needs no tenant: a process without the hook is in none.

@@ -60,6 +60,7 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
   s.quantum_ns = segment.quantum_ns;
   // Minor-0 daemons left these words zero, which reads as "unknown" below.
   s.share_window_ns = segment.share_window_ns;
+  s.lower_timeslice_us = segment.lower_timeslice_us.load(std::memory_order_relaxed);
   s.daemon_pid = segment.daemon_pid;
   s.ephemeral = (segment.flags & shm::Segment::kEphemeral) != 0;
 

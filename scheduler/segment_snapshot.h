@@ -78,6 +78,7 @@ struct SegmentSnapshot {
   uint64_t generation = 0;
   uint64_t quantum_ns = 0;
   uint64_t share_window_ns = 0;  // 0 from a daemon older than minor 1
+  uint32_t lower_timeslice_us = 0;  // 0: off, or a daemon older than minor 2
   pid_t daemon_pid = 0;
   bool ephemeral = false;
   std::vector<GpuSnapshot> gpus;        // only GPUs in use (see gpu_in_use), by index

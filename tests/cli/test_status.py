@@ -14,7 +14,7 @@ from scheduler_harness import DEADLINE, FakeProcess, Scheduler, eventually
 
 GiB = 1 << 30
 CONFIG = """\
-scheduler: {quantum: 10ms}
+scheduler: {quantum: 10ms, lower_priority_timeslice: 150us}
 tenants:
   - {name: train, memory: 4GiB, compute: {share: 60%, limit: 80%}}
   - {name: serve, priority: high, memory: 25%, compute: {share: 30%}}
@@ -70,6 +70,7 @@ def test_status_json_shows_each_tenant_on_each_gpu(run_cuslice, scheduler, proce
     assert daemon["shm_name"] == scheduler.shm_name
     assert daemon["config_path"] == str(scheduler.config)
     assert daemon["quantum_seconds"] == pytest.approx(0.01)
+    assert daemon["lower_priority_timeslice_seconds"] == pytest.approx(150e-6)
 
     tenants = {t["name"]: t for t in doc["tenants"]}
     assert tenants["train"]["pids"] == sorted([processes[0].pid, processes[2].pid])
