@@ -35,7 +35,6 @@ struct Group {
 Group g_groups[kMaxGroups];
 std::atomic<int> g_count{0};
 std::atomic<uint64_t> g_target{0};
-std::atomic<unsigned> g_refused{0};
 std::mutex g_mutex;
 
 constexpr uint64_t key_of(uint32_t client, uint32_t handle) { return uint64_t{client} << 32 | handle; }
@@ -72,7 +71,6 @@ void settle(Group& g) {
     rm::TimesliceParams now{};
     if (!control(g, rm::kCmdGetTimeslice, now) || now.timesliceUs == 0) {
       g.refused = true;
-      g_refused.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     g.driver_us = now.timesliceUs;
@@ -83,7 +81,6 @@ void settle(Group& g) {
   rm::TimesliceParams p{want};
   if (!control(g, rm::kCmdSetTimeslice, p)) {
     g.refused = true;
-    g_refused.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   g.applied_us = target != 0 ? target : 0;
@@ -117,24 +114,18 @@ void allocated(int fd, uint32_t client, uint32_t group) {
 void freed(uint32_t client, uint32_t object) {
   if (g_count.load(std::memory_order_relaxed) == 0) return;
   // A free of the client itself (hRoot == hObjectOld) frees all its groups.
-  const bool whole_client = client == object;
+  const auto gone = [client, object](uint64_t k) {
+    return k != 0 && (k == key_of(client, object) || (client == object && static_cast<uint32_t>(k >> 32) == client));
+  };
   bool ours = false;
-  for (const Group& g : g_groups) {
-    const uint64_t k = g.key.load(std::memory_order_relaxed);
-    if (k != 0 && (k == key_of(client, object) || (whole_client && static_cast<uint32_t>(k >> 32) == client))) {
-      ours = true;
-      break;
-    }
-  }
-  if (!ours) return;
+  for (const Group& g : g_groups) ours = ours || gone(g.key.load(std::memory_order_relaxed));
+  if (!ours) return;  // most frees are of other objects: no lock
   std::lock_guard<std::mutex> lock(g_mutex);
-  for (Group& g : g_groups) {
-    const uint64_t k = g.key.load(std::memory_order_relaxed);
-    if (k != 0 && (k == key_of(client, object) || (whole_client && static_cast<uint32_t>(k >> 32) == client))) {
+  for (Group& g : g_groups)
+    if (gone(g.key.load(std::memory_order_relaxed))) {
       g.key.store(0, std::memory_order_release);
       g_count.fetch_sub(1, std::memory_order_relaxed);
     }
-  }
 }
 
 void driver_set(uint32_t client, uint32_t group, uint64_t us) {
@@ -162,8 +153,8 @@ Counts counts() {
     if (g.key.load(std::memory_order_relaxed) == 0) continue;
     ++c.groups;
     if (g.applied_us != 0) ++c.shortened;
+    if (g.refused) ++c.refused;
   }
-  c.refused = g_refused.load(std::memory_order_relaxed);
   return c;
 }
 

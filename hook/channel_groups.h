@@ -32,11 +32,12 @@ void driver_set(uint32_t client, uint32_t group, uint64_t us);
 // own. Controls are sent only for groups whose slice changes.
 void apply(uint64_t us);
 
-// Groups known, and how many of them run at the short slice (for tests and the debug log).
+// Groups known, how many run at the short slice, and how many the kernel refused a control
+// (one each: such a group is left alone since), for the debug log.
 struct Counts {
   unsigned groups = 0;
   unsigned shortened = 0;
-  unsigned refused = 0;  // controls the kernel refused
+  unsigned refused = 0;
 };
 Counts counts();
 

@@ -31,9 +31,13 @@ inline activity::Noted gate(CUstream stream, bool per_thread) {
   const int dev = quota::single_device() ? 0 : quota::current_device();
   if (dev < 0) return {};
   const int gpu = scheduler_link::gpu(dev);
-  // Parking applies below a higher-priority tenant only, so never to a process alone.
-  if (!activity::bounded() || !activity::park(dev, gpu, per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream)) {
-    if (activity::bounded()) activity::wait_for_room(dev);
+  // The bound and parking apply beside other tenants only: a process alone skips both.
+  if (activity::bounded()) {
+    if (!activity::park(dev, gpu, per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream)) {
+      activity::wait_for_room(dev);
+      client::token_acquire(gpu);
+    }
+  } else {
     client::token_acquire(gpu);
   }
   return activity::note_launch(dev);
