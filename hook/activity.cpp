@@ -124,7 +124,8 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
     l.at.store(now_ns(), std::memory_order_relaxed);
     l.seq.store(index + 1, std::memory_order_release);
   }
-  mark(device, stream, est != 0 ? est : kUnknownKernelNs);
+  // Alone, nothing reads the stream's estimated sum (it places gates and marks): no locked add.
+  mark(device, stream, est != 0 ? est : bounded() ? kUnknownKernelNs : 0);
   dev.launched.fetch_add(1, std::memory_order_seq_cst);
   // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
   // when each one completes, not a batch of them: wake it to record after every launch.

@@ -146,6 +146,33 @@ void apply(uint64_t us) {
     if (g.key.load(std::memory_order_relaxed) != 0) settle(g);
 }
 
+bool verify(uint64_t us) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (us == 0 || g_target.load(std::memory_order_relaxed) != us) return false;
+  bool any = false, all = true;
+  for (Group& g : g_groups) {
+    if (g.key.load(std::memory_order_relaxed) == 0) continue;
+    any = true;
+    if (g.refused) {
+      all = false;
+      continue;
+    }
+    rm::TimesliceParams now{};
+    if (!control(g, rm::kCmdGetTimeslice, now)) {
+      g.refused = true;
+      all = false;
+    } else if (now.timesliceUs != us) {
+      rm::TimesliceParams p{us};  // not what cuslice set: set it again
+      if (control(g, rm::kCmdSetTimeslice, p))
+        g.applied_us = us;
+      else
+        g.refused = true;
+      all = false;
+    }
+  }
+  return any && all;
+}
+
 Counts counts() {
   std::lock_guard<std::mutex> lock(g_mutex);
   Counts c;

@@ -32,6 +32,13 @@ void driver_set(uint32_t client, uint32_t group, uint64_t us);
 // own. Controls are sent only for groups whose slice changes.
 void apply(uint64_t us);
 
+// From the monitor thread, while the slice is short: reads back every group's slice from the
+// kernel. True when there is at least one group and every one runs at `us`, so that the GPU
+// itself preempts all of the process's work within that slice. A group found at another
+// value (set behind the hook's back, by an ioctl that did not pass through it) is shortened
+// again, and the answer is false until a later look finds it short.
+bool verify(uint64_t us);
+
 // Groups known, how many run at the short slice, and how many the kernel refused a control
 // (one each: such a group is left alone since), for the debug log.
 struct Counts {

@@ -31,13 +31,14 @@ inline activity::Noted gate(CUstream stream, bool per_thread) {
   const int dev = quota::single_device() ? 0 : quota::current_device();
   if (dev < 0) return {};
   const int gpu = scheduler_link::gpu(dev);
-  // The bound and parking apply beside other tenants only: a process alone skips both.
+  // The bound and parking apply beside other tenants only: a process alone skips both, and
+  // one preempted by its time slices the token too.
   if (activity::bounded()) {
     if (!activity::park(dev, gpu, per_thread && stream == nullptr ? CU_STREAM_PER_THREAD : stream)) {
       activity::wait_for_room(dev);
       client::token_acquire(gpu);
     }
-  } else {
+  } else if (!activity::sliced()) {
     client::token_acquire(gpu);
   }
   return activity::note_launch(dev);

@@ -146,7 +146,9 @@ void let_held_work_run(int64_t now, bool quiet, Look (&looks)[kMaxDevices]) {
       continue;
     }
     const int gpu = scheduler_link::gpu(d);
-    if (!g_stop.load(std::memory_order_acquire) && !client::token_try(gpu)) {
+    // Preempted by the time slices: work held back before that began runs now, all of it.
+    const bool free_run = g_stop.load(std::memory_order_acquire) || g_sliced.load(std::memory_order_relaxed);
+    if (!free_run && !client::token_try(gpu)) {
       dev.stall_last = 0;
       continue;
     }
@@ -160,7 +162,7 @@ void let_held_work_run(int64_t now, bool quiet, Look (&looks)[kMaxDevices]) {
       g_counts.stalls++;
       log_stall(d, look, quiet);
     }
-    if (open_gates(d, look, quiet || stalled || g_stop.load(std::memory_order_acquire))) look.pending = true;
+    if (open_gates(d, look, quiet || stalled || free_run)) look.pending = true;
     if (!look.parked) client::token_unpark(gpu);
   }
 }
@@ -297,8 +299,11 @@ void settle_device(int d, int64_t now, const Look& look, uint64_t launched_befor
   else if (dev.drained_since == 0)
     dev.drained_since = now;
   out.busy = true;
-  // Revoked, or a lower-priority tenant waits for this one to drain: look again soon.
-  if (pending && (!client::holding(gpu) || client::lower_priority_waiting(gpu))) out.revoked = true;
+  // Revoked, or a lower-priority tenant waits for this one to drain: look again soon. (Not
+  // while preempted by the time slices: it holds no token, and nobody waits for its drain.)
+  if (pending && !g_sliced.load(std::memory_order_relaxed) &&
+      (!client::holding(gpu) || client::lower_priority_waiting(gpu)))
+    out.revoked = true;
   if (out.revoked) log_not_drained(d, dev, now, launched, completed);
   if (now - dev.busy_since >= kReportNs) {
     account(dev, gpu, now, completed);
@@ -340,7 +345,53 @@ PassOutcome pass() {
 }  // namespace
 
 namespace {
+
 uint32_t g_slice_logged = 0;  // the slice the debug log last reported (monitor thread only)
+
+// Who else is registered decides what the launch path does (activity.h): alone, bounded
+// beside others, parked below a higher tenant, or preempted by its time slices.
+void look_at_neighbours() {
+  const client::Neighbours n = client::neighbours();
+  // Below a higher-priority tenant the GPU switches away from this process's kernels within
+  // the short slice when the higher tenant's work arrives (channel_groups.h). Not beside
+  // another process of the tenant: the two run at once under the same token, and short
+  // slices on both sides are mostly switching (docs/benchmarks.md, "Time slices").
+  const uint32_t slice = n.higher && !n.siblings ? n.lower_timeslice_us : 0;
+  channel_groups::apply(slice);
+  // The token still orders this tenant against tenants it does not yield to, and keeps a
+  // cap; and a group the kernel did not confirm short would leave a kernel uncut.
+  const bool sliced = slice != 0 && !n.peers && !n.capped && channel_groups::verify(slice);
+  const bool was = g_sliced.load(std::memory_order_relaxed);
+  g_capped.store(n.capped, std::memory_order_relaxed);
+  if (sliced && !was) {
+    // In this order: a launch that still sees itself bounded finds parking off; the gates
+    // already closed open at this pass (let_held_work_run), and the token is not kept.
+    g_sliced.store(true, std::memory_order_seq_cst);
+    g_higher.store(false, std::memory_order_relaxed);
+    g_others.store(false, std::memory_order_relaxed);
+    for (int d = 0; d < kMaxDevices; ++d)
+      if (g_devices[d].busy.load(std::memory_order_acquire)) client::token_release(scheduler_link::gpu(d));
+  } else {
+    g_others.store(n.others && !sliced, std::memory_order_relaxed);
+    g_higher.store(n.higher && !sliced, std::memory_order_relaxed);
+    g_sliced.store(sliced, std::memory_order_seq_cst);
+  }
+  if (sliced != was && log::enabled(log::Level::kDebug)) {
+    if (sliced)
+      CUSLICE_LOG(kDebug, "launches go on without the token: the GPU preempts them within the short slice "
+                          "(%u channel groups at %u us)", channel_groups::counts().groups, slice);
+    else
+      CUSLICE_LOG(kDebug, "launches wait for the token again");
+  }
+  if (slice != g_slice_logged && log::enabled(log::Level::kDebug)) {
+    const channel_groups::Counts c = channel_groups::counts();
+    CUSLICE_LOG(kDebug, "GPU time slice %s: %u of %u channel groups shortened, %u controls refused",
+                slice != 0 ? "shortened below a higher-priority tenant" : "the driver's", c.shortened, c.groups,
+                c.refused);
+  }
+  g_slice_logged = slice;
+}
+
 }  // namespace
 
 void* monitor_main(void*) {
@@ -359,22 +410,7 @@ void* monitor_main(void*) {
   while (!g_stop.load(std::memory_order_acquire)) {
     const uint32_t wake = g_wake.load(std::memory_order_acquire);
     if (now_ns() >= next_neighbours) {
-      const client::Neighbours n = client::neighbours();
-      g_others.store(n.others, std::memory_order_relaxed);
-      g_higher.store(n.higher, std::memory_order_relaxed);
-      // Below a higher-priority tenant the GPU switches away from this process's kernels
-      // within the short slice when the higher tenant's work arrives (channel_groups.h). Not
-      // beside another process of the tenant: the two run at once under the same token, and
-      // short slices on both sides are mostly switching (docs/benchmarks.md, "Time slices").
-      const uint32_t slice = n.higher && !n.siblings ? n.lower_timeslice_us : 0;
-      channel_groups::apply(slice);
-      if (slice != g_slice_logged && log::enabled(log::Level::kDebug)) {
-        const channel_groups::Counts c = channel_groups::counts();
-        CUSLICE_LOG(kDebug, "GPU time slice %s: %u of %u channel groups shortened, %u controls refused",
-                    slice != 0 ? "shortened below a higher-priority tenant" : "the driver's", c.shortened, c.groups,
-                    c.refused);
-      }
-      g_slice_logged = slice;
+      look_at_neighbours();
       next_neighbours = now_ns() + kNeighboursNs;
     }
     const PassOutcome p = pass();
@@ -385,8 +421,12 @@ void* monitor_main(void*) {
     // the monitor looks as seldom as without a higher-priority tenant (each look is several
     // driver calls, which compete with the launching thread for the context).
     const bool tight = p.held || (g_higher.load(std::memory_order_relaxed) && !parking());
-    const int64_t busy_poll = p.throttled ? kThrottledPollNs : tight ? kTightPollNs : kBusyPollNs;
-    if (p.busy && busy_poll != kBusyPollNs) g_counts.tight_polls++;
+    const bool uncontended = !g_others.load(std::memory_order_relaxed) && !g_capped.load(std::memory_order_relaxed);
+    const int64_t busy_poll = p.throttled ? kThrottledPollNs
+                              : tight     ? kTightPollNs
+                              : uncontended ? kUncontendedPollNs
+                                            : kBusyPollNs;
+    if (p.busy && busy_poll < kBusyPollNs) g_counts.tight_polls++;
     futex_wait(&g_wake, wake, p.revoked ? std::min(kDrainPollNs, busy_poll) : p.busy ? busy_poll : kIdleWaitNs);
   }
   return nullptr;

@@ -6,6 +6,8 @@ namespace cuslice::activity {
 
 std::atomic<bool> g_others{false};
 std::atomic<bool> g_higher{false};
+std::atomic<bool> g_sliced{false};
+std::atomic<bool> g_capped{false};
 
 Slot g_slots[kSlots];
 Device g_devices[kMaxDevices];

@@ -25,6 +25,12 @@ constexpr int kSlots = 256;         // streams tracked at once (a process uses f
 constexpr int kEventsPerSlot = 8;   // records in flight per stream
 constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
 constexpr int64_t kDrainPollNs = 10'000;      // ... and this soon while revoked: others wait
+// ... and this seldom while nobody waits for this process to drain (no other tenant, or only
+// higher ones it does not hold the token against, and no cap): each look records and queries
+// an event on the streams launched on, driver calls that contend with the launching thread
+// for the context, and all they give then is the GPU time reported and the token given back
+// a little later. A revocation is seen at the next look (the drain poll follows).
+constexpr int64_t kUncontendedPollNs = 1'000'000;
 // ... and this soon while a higher-priority tenant is registered and work is held back behind
 // gates (the GPU reaches the next gate within a segment), or, without parking, launches wait
 // on the CPU for a bound of a few kernels and the monitor must see each complete at once or
@@ -218,6 +224,10 @@ struct Counts {
 // tenant runs as fast as natively). Refreshed by the monitor every kNeighboursNs.
 extern std::atomic<bool> g_others;
 extern std::atomic<bool> g_higher;
+// Preempted by its time slices, so launched without the token (activity.h, sliced()).
+extern std::atomic<bool> g_sliced;
+// The tenant's GPU time is capped (a `limit`): the daemon counts its time closely, alone too.
+extern std::atomic<bool> g_capped;
 
 extern Slot g_slots[kSlots];
 extern Device g_devices[kMaxDevices];

@@ -180,13 +180,16 @@ bool tenant_preemptible() noexcept;
 bool wait_while_suspended() noexcept;
 
 // Who else has processes registered (any GPU): another tenant, one of higher priority than
-// this process's, another process of its own; and the time slice the daemon wants below a
-// higher-priority tenant.
+// this process's, one of the same or lower priority, another process of its own; whether its
+// tenant's GPU time is capped; and the time slice the daemon wants below a higher-priority
+// tenant.
 // Scans the process slots: call it now and then, not per launch.
 struct Neighbours {
   bool others = false;
   bool higher = false;
+  bool peers = false;     // another tenant that does not outrank this one
   bool siblings = false;  // another process of this process's tenant
+  bool capped = false;    // the tenant has a `limit` below the whole GPU
   uint32_t lower_timeslice_us = 0;  // the daemon's Segment::lower_timeslice_us
 };
 Neighbours neighbours() noexcept;

@@ -15,7 +15,9 @@ Neighbours neighbours() noexcept {
   Neighbours n;
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return n;
-  const uint32_t mine = att->segment->tenants[att->tenant].priority.load(std::memory_order_relaxed);
+  const shm::Tenant& own = att->segment->tenants[att->tenant];
+  const uint32_t mine = own.priority.load(std::memory_order_relaxed);
+  n.capped = own.limit_ppm.load(std::memory_order_relaxed) < 1'000'000;
   n.lower_timeslice_us = att->segment->lower_timeslice_us.load(std::memory_order_relaxed);
   for (const shm::ProcessSlot& p : att->segment->processes) {
     if (p.state.load(std::memory_order_relaxed) != shm::ProcessSlot::kActive) continue;
@@ -23,7 +25,10 @@ Neighbours neighbours() noexcept {
     if (t == att->tenant && &p != &att->segment->processes[att->slot]) n.siblings = true;
     if (t == att->tenant || t >= shm::kMaxTenants) continue;
     n.others = true;
-    if (att->segment->tenants[t].priority.load(std::memory_order_relaxed) > mine) n.higher = true;
+    if (att->segment->tenants[t].priority.load(std::memory_order_relaxed) > mine)
+      n.higher = true;
+    else
+      n.peers = true;
   }
   return n;
 }

@@ -130,11 +130,13 @@ class Scenario:
             os.unlink("/dev/shm/" + self.device)
         self._tmp.cleanup()
 
-    def worker_env(self, tenant, extra=None):
+    def worker_env(self, tenant, extra=None, fake_kernel=False):
         env = dict(os.environ)
+        # The fake kernel driver's ioctls come after the hook, which must see them first.
+        rm = os.path.join(FAKE_DRIVER_DIR, "libfake_nvidia_rm.so") if fake_kernel else ""
         env.update({
             # A sanitizer's runtime, when the tree is built with one, must come first.
-            "LD_PRELOAD": ":".join(p for p in (os.environ.get("CUSLICE_TEST_PRELOAD", ""), HOOK) if p),
+            "LD_PRELOAD": ":".join(p for p in (os.environ.get("CUSLICE_TEST_PRELOAD", ""), HOOK, rm) if p),
             "LD_LIBRARY_PATH": FAKE_DRIVER_DIR,
             "FAKE_CUDA_SHARED_DEVICE": self.device,
             "CUSLICE_SOCKET": self.socket,
@@ -149,7 +151,8 @@ class Scenario:
 
         workers: dicts with tenant, mode (spin | request), kernel_us, and sync_every or
         period_ms; optional short_us and shorts (spin: mixed kernel lengths), resets (spin: primary context
-        resets through the window), pause_us (spin: a sleep after each batch), copy_back (spin: a copy to pageable memory ends each batch), env. during(processes, start_ns, end_ns) runs while they work.
+        resets through the window), pause_us (spin: a sleep after each batch), copy_back (spin: a copy to pageable memory ends each batch),
+        channel_groups (two GPU channel groups, answered by the fake kernel driver: time slices the hook can shorten), env. during(processes, start_ns, end_ns) runs while they work.
         The start delay covers process start and registration with the daemon.
         """
         start = now_ns() + int(start_delay_s * 1e9)
@@ -170,7 +173,10 @@ class Scenario:
                 argv += ["--resets", str(w["resets"])]
             if w.get("copy_back"):
                 argv += ["--copy-back", "1"]
-            processes.append(subprocess.Popen(argv, env=self.worker_env(w["tenant"], w.get("env")),
+            if w.get("channel_groups"):
+                argv += ["--channel-groups", "1"]
+            env = self.worker_env(w["tenant"], w.get("env"), fake_kernel=w.get("channel_groups", False))
+            processes.append(subprocess.Popen(argv, env=env,
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))
         if during:

@@ -24,6 +24,9 @@
 // --resets N (spin): N times, evenly through the window, reset the primary context
 // (cuDevicePrimaryCtxReset_v2, as cudaDeviceReset does), then set up again and go on:
 // everything the hook made in the old context is gone.
+// --channel-groups 1: after cuInit, allocate two GPU channel groups through the kernel driver's
+// ioctl as libcuda does (on /dev/null: the fake kernel, libfake_nvidia_rm.so preloaded after
+// the hook, answers), so that the hook has time slices to shorten below a higher tenant.
 // Only work that completed before --end-at is counted, so workers started together measure
 // the same window, whatever the last batch did.
 //
@@ -45,10 +48,13 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fake_cuda_control.h"
+#include "nvidia_rm_abi.h"
 
 namespace {
 
@@ -79,6 +85,7 @@ struct Options {
   long resets = 0;
   long copy_back = 0;
   long pause_us = 0;
+  long channel_groups = 0;
 };
 
 [[noreturn]] void usage(const char* problem) {
@@ -104,6 +111,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--resets") o.resets = std::atol(value);
     else if (flag == "--copy-back") o.copy_back = std::atol(value);
     else if (flag == "--pause-us") o.pause_us = std::atol(value);
+    else if (flag == "--channel-groups") o.channel_groups = std::atol(value);
     else usage(("unknown flag " + flag).c_str());
   }
   if (o.mode != "spin" && o.mode != "request") usage("--mode is spin or request");
@@ -266,11 +274,25 @@ Work set_up(const Options& o) {
   return w;
 }
 
+// Two channel groups of one RM client, allocated as libcuda allocates them; the descriptor
+// stays open for the process's life, as libcuda's /dev/nvidiactl does.
+void allocate_channel_groups() {
+  namespace rm = cuslice::rm;
+  const int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  constexpr uint32_t kClient = 0xc1d00001;
+  for (uint32_t group : {0x5c000015u, 0x5c000016u}) {
+    rm::AllocParams64 a{kClient, kClient, group, rm::kClassChannelGroup, 0, 0, 0, 0, 0xffffffff};
+    if (fd < 0 || ioctl(fd, _IOWR(rm::kIoctlMagic, rm::kEscRmAlloc, rm::AllocParams64), &a) != 0 || a.status != rm::kOk)
+      fail("channel group allocation", CUDA_ERROR_UNKNOWN);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   CHECK(cuInit(0));
+  if (o.channel_groups) allocate_channel_groups();
   Work w = set_up(o);
 
   sleep_until(o.start_at);

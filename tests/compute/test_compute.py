@@ -240,6 +240,35 @@ def test_a_context_reset_below_a_higher_priority_tenant_is_survived():
     assert utilisation(reset) >= 0.9 * utilisation(plain), (reset, plain)
 
 
+def test_a_low_tenant_preempted_by_its_time_slices_is_not_held_back():
+    """Below a higher-priority tenant, a process whose GPU channel groups all run at the short
+    slice (the fake kernel driver confirms it) launches without the token: the GPU preempts its
+    work within the slice, so nothing is held back for the service's 40 ms kernels. With the
+    slices off (the control) the same batch is held back behind gates; beside a second
+    low-priority tenant, which the token must still order it against, too."""
+    service = {"tenant": "service", "mode": "request", "kernel_us": 40000, "period_ms": 100}
+    batch = {"tenant": "batch", "mode": "spin", "kernel_us": 100, "sync_every": 20, "channel_groups": True,
+             "env": {"CUSLICE_LOG_LEVEL": "debug"}}
+    with Scenario(SERVICE_AND_BATCH) as world:
+        _, sliced = valid(world.run([service, batch], WINDOW_S))
+    with Scenario(SERVICE_AND_BATCH.replace("{quantum: 20ms}", "{quantum: 20ms, lower_priority_timeslice: off}")) as world:
+        _, off = valid(world.run([service, batch], WINDOW_S))
+    with Scenario(SERVICE_AND_BATCH + "  - {name: other, priority: low}\n") as world:
+        _, beside_peer, _ = valid(world.run(
+            [service, batch, {"tenant": "other", "mode": "spin", "kernel_us": 100, "sync_every": 20}], WINDOW_S))
+    counts = {name: exit_counts(r) for name, r in (("sliced", sliced), ("off", off), ("peer", beside_peer))}
+    print(f"batch below a busy service: held back {counts}; device {100 * utilisation(sliced):.0f}% sliced, "
+          f"{100 * utilisation(off):.0f}% with the slices off")
+    assert "without the token: the GPU preempts them within the short slice (2 channel groups at 200 us)" in \
+        sliced["stderr"], sliced["stderr"][-2000:]
+    assert counts["sliced"]["launches held back"] == 0, counts
+    assert counts["sliced"]["gates"] == 0, counts
+    # The controls: the scenario does hold the batch back when the slices do not preempt it.
+    assert counts["off"]["launches held back"] > 0, counts
+    assert counts["peer"]["launches held back"] > 0, counts
+    assert "launches go on without the token" not in beside_peer["stderr"], beside_peer["stderr"][-2000:]
+
+
 def test_a_call_that_waits_in_the_driver_for_held_work_does_not_hang():
     """A copy to pageable memory waits, inside the driver and holding its lock, for the work
     before it, which the hook may hold back behind a gate; the monitor, which alone opens

@@ -10,7 +10,8 @@
 //   TimeSliceProbe.Run   registers, allocates two channel groups as libcuda does (one with
 //                        each allocation layout), then follows commands on stdin:
 //                        "expect A B" (groups 1 and 2 reach A and B us within 10 s; 0: no
-//                        such group), "set N" (group 1 set as libcuda sets it), "free" (group 1 freed), "refuse" (the kernel
+//                        such group), "set N" (group 1 set as libcuda sets it), "rawset N"
+//                        (group 1 set by an ioctl that bypasses the hook), "free" (group 1 freed), "refuse" (the kernel
 //                        refuses later slice controls), "sets N" (that many controls changed a
 //                        slice so far); "ok" after each, or a reason and exit 1
 #include <cuda.h>
@@ -98,6 +99,20 @@ TEST_F(TimeSliceProbe, Run) {
       rm::TimesliceParams p{arg};
       rm::ControlParams c{kClient, kGroup1, rm::kCmdSetTimeslice, 0, reinterpret_cast<uintptr_t>(&p), sizeof p, 0xffffffff};
       if (ioctl_checked(fd, _IOWR(rm::kIoctlMagic, rm::kEscRmControl, rm::ControlParams), &c) != 0 || c.status != 0)
+        std::exit(1);
+    } else if (cmd == "rawset") {
+      std::cin >> arg;
+      rm::TimesliceParams p{arg};
+      rm::ControlParams c{kClient, kGroup1, rm::kCmdSetTimeslice, 0, reinterpret_cast<uintptr_t>(&p), sizeof p, 0xffffffff};
+      // The fake kernel's own ioctl, found through the library that defines fake_rm_timeslice.
+      Dl_info info{};
+      void* rm_lib = dladdr(reinterpret_cast<void*>(slice), &info) != 0
+                         ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)
+                         : nullptr;
+      using Ioctl = int (*)(int, unsigned long, ...);
+      const auto raw = rm_lib != nullptr ? reinterpret_cast<Ioctl>(dlsym(rm_lib, "ioctl")) : nullptr;
+      if (raw == nullptr || raw(fd, _IOWR(rm::kIoctlMagic, rm::kEscRmControl, rm::ControlParams), &c) != 0 ||
+          c.status != 0)
         std::exit(1);
     } else if (cmd == "free") {
       rm::FreeParams f{kClient, kClient, kGroup1, 0xffffffff};
@@ -188,6 +203,19 @@ TEST_F(TimeSlice, TheDriversOwnSliceIsShortenedAgainAndIsWhatComesBack) {
   EXPECT_TRUE(tell(p, "expect 300 300")) << "libcuda's own slice was left in place";
   EXPECT_EQ(wait_exit(h), 0);
   EXPECT_TRUE(tell(p, "expect 2048 1024")) << "not the driver's own values that came back";
+  EXPECT_EQ(wait_exit(p), 0);
+}
+
+// A slice set behind the hook's back (an ioctl that does not pass through it) is found when the
+// hook reads the slices back, and shortened again.
+TEST_F(TimeSlice, ASliceSetBehindTheHooksBackIsShortenedAgain) {
+  start();
+  Child h = hold("hi");
+  Child p = probe("lo");
+  EXPECT_TRUE(tell(p, "expect 300 300"));
+  EXPECT_TRUE(tell(p, "rawset 2048"));
+  EXPECT_TRUE(tell(p, "expect 300 300")) << "a slice lengthened behind the hook's back was left long";
+  EXPECT_EQ(wait_exit(h), 0);
   EXPECT_EQ(wait_exit(p), 0);
 }
 
