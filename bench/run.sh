@@ -3,9 +3,10 @@
 #
 #   bash bench/run.sh [--cuslice PATH] [ROUNDS]     # on a machine with an NVIDIA GPU; ROUNDS 10
 #
-# Each round runs, in turn, the legacy-stream build hooked and native, then the per-thread
-# default-stream build (--default-stream per-thread: the _ptsz entry points) hooked and native;
-# the order of hooked/native flips every round. Hooked = LD_PRELOAD=libcuslice.so
+# Each round runs, in turn, the legacy-stream build in every configuration, then the per-thread
+# default-stream build (--default-stream per-thread: the _ptsz entry points); the order of the
+# configurations rotates from round to round. bench.md's paired ratio divides each run by the
+# native run of its own round. Hooked = LD_PRELOAD=libcuslice.so
 # CUSLICE_MEMORY_LIMIT=70GiB. Writes $OUT/bench.log (every run's lines) and $OUT/bench.md
 # (the table: medians over rounds, min–max, hooked/native ratio).
 #
@@ -88,9 +89,13 @@ scheduled() {  # BINARY scheduled|below: under the tree's scheduler
   if [ -n "${idle_hi:-}" ]; then kill "$idle_hi"; wait "$idle_hi" 2>/dev/null; idle_hi=; fi
   return $rc
 }
+configs=(hooked native)
+[ -n "$tree" ] && configs+=(scheduled below)
 for r in $(seq 1 "$rounds"); do
-  if (( r % 2 )); then order="hooked native"; else order="native hooked"; fi
-  [ -n "$tree" ] && order="$order scheduled below"
+  # Each round starts one configuration later than the one before, so none always runs first
+  # or right after the same one.
+  order=""
+  for i in "${!configs[@]}"; do order="$order ${configs[(i + r - 1) % ${#configs[@]}]}"; done
   for bin in launch_alloc launch_alloc_ptds; do
     for cfg in $order; do one "$r" "$bin" "$cfg"; done
   done

@@ -5,8 +5,10 @@
 RUNS_FILE holds lines `RUN <round> <binary> <config>` (config: native, hooked, or with
 --cuslice also scheduled and below) followed by that run's `BENCH <name> <median> <min>
 <max> ns/op` lines. For each measurement and configuration other than native the table gives
-the median over rounds of the per-run medians, the min–max of those per-run medians, and
-config/native as the ratio of the two medians.
+the median over rounds of the per-run medians, the min–max of those per-run medians,
+config/native as the ratio of the two medians, and the paired ratio: config/native within each
+round (the runs next to each other), median and min–max over rounds, which the host's drift
+from round to round does not move.
 """
 import statistics
 import sys
@@ -15,20 +17,23 @@ from collections import defaultdict
 
 def main(runs_file, md_out):
     per = defaultdict(list)  # (binary, name, config) -> per-run medians
+    by_round = {}  # (round, binary, name, config) -> the run's median
     cur = None
     for line in open(runs_file):
         f = line.split()
         if not f:
             continue
         if f[0] == "RUN":
-            cur = (f[2], f[3])
+            cur = (f[1], f[2], f[3])
         elif f[0] == "BENCH" and cur:
-            per[(cur[0], f[1], cur[1])].append(float(f[2]))
+            per[(cur[1], f[1], cur[2])].append(float(f[2]))
+            by_round[(cur[0], cur[1], f[1], cur[2])] = float(f[2])
     keys = sorted({(b, n) for (b, n, _) in per}, key=lambda k: (k[0], k[1]))
     order = ["hooked", "scheduled", "below"]
     configs = sorted({c for (_, _, c) in per if c != "native"}, key=lambda c: (order.index(c) if c in order else 9, c))
-    rows = ["| binary | measurement | config | native median (min–max) | config median (min–max) | config/native | runs |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| binary | measurement | config | native median (min–max) | config median (min–max) | config/native | "
+            "paired ratio (min–max) | runs |",
+            "|---|---|---|---|---|---|---|---|"]
 
     def fmt(v):
         return f"{v / 1000:.2f} µs" if v >= 1000 else f"{v:.0f} ns"
@@ -40,8 +45,12 @@ def main(runs_file, md_out):
             if not nat or not hk:
                 continue
             mn, mh = statistics.median(nat), statistics.median(hk)
+            rounds = sorted({r for (r, b2, n2, c2) in by_round if (b2, n2, c2) == (b, n, "native")})
+            paired = [by_round[(r, b, n, c)] / by_round[(r, b, n, "native")]
+                      for r in rounds if (r, b, n, c) in by_round]
+            pr = (f"{statistics.median(paired):.3f} ({min(paired):.3f}–{max(paired):.3f})" if paired else "—")
             rows.append(f"| {b} | {n} | {c} | {fmt(mn)} ({fmt(min(nat))}–{fmt(max(nat))}) | "
-                        f"{fmt(mh)} ({fmt(min(hk))}–{fmt(max(hk))}) | {mh / mn:.2f} | {len(nat)}+{len(hk)} |")
+                        f"{fmt(mh)} ({fmt(min(hk))}–{fmt(max(hk))}) | {mh / mn:.2f} | {pr} | {len(nat)}+{len(hk)} |")
     md = "\n".join(rows)
     with open(md_out, "w") as f:
         f.write(md + "\n")

@@ -156,12 +156,14 @@ def main(argv):
                 and abs(incl) >= 0.5):
             print(f"| → `{callee[1]}` ({short(callee[0])}) from `{caller[1].split('(')[0]}` "
                   f"| {calls:.2f} | {fmt(incl)} | |")
-    print("\nThe hook's `cuLaunchKernel` by source line (inlined code under its own file):\n")
-    print("| file:line | instructions per call | |")
-    print("|---|---|---|")
-    for (f, at, what), v in sorted(per_call(la, lb, n1, n2).items(), key=lambda x: (x[0][0], x[0][1], x[0][2])):
-        if abs(v[0]) >= 0.5:
-            print(f"| {f}:{at} | {fmt(v[0])} | {'own' if what == 'self' else 'in `' + what + '`'} |")
+    by_line = per_call(la, lb, n1, n2)
+    if by_line:  # a launch path
+        print("\nThe hook's `cuLaunchKernel` by source line (inlined code under its own file):\n")
+        print("| file:line | instructions per call | |")
+        print("|---|---|---|")
+        for (f, at, what), v in sorted(by_line.items(), key=lambda x: (x[0][0], x[0][1], x[0][2])):
+            if abs(v[0]) >= 0.5:
+                print(f"| {f}:{at} | {fmt(v[0])} | {'own' if what == 'self' else 'in `' + what + '`'} |")
     if len(argv) == 8:
         ma, _, _, mta = parse(argv[6])
         mb, _, _, mtb = parse(argv[7])

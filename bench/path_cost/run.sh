@@ -92,6 +92,7 @@ for _ in $(seq 100); do [ -S "$sock" ] && [ -e "/dev/shm$shm" ] && break; sleep 
 [ -S "$sock" ] && [ -e "/dev/shm$shm" ] || { echo "the scheduler did not start:"; cat "$tmp/scheduler.log"; exit 1; }
 
 measure scheduled launch
+measure scheduled async
 # An idle, registered process of the high-priority tenant (cuInit registers it).
 env LD_LIBRARY_PATH="$fake" LD_PRELOAD="$hook" CUSLICE_SOCKET="$sock" CUSLICE_TENANT=hi \
   "$bin" idle >"$tmp/idle.log" 2>&1 &
@@ -121,6 +122,7 @@ row '`cuLaunchKernel`, scheduled (alone in its tenant)' scheduled launch
 row '`cuLaunchKernel`, below (a high-priority tenant registered)' below launch
 row '`cuMemAlloc` + `cuMemFree`, 2 MiB, hooked' hooked alloc
 row '`cuMemAllocAsync` + `cuMemFreeAsync`, 2 MiB, hooked' hooked async
+row '`cuMemAllocAsync` + `cuMemFreeAsync`, 2 MiB, scheduled' scheduled async
 
 monitor_of() {  # DUMP_PREFIX: the dump of the hook's monitor thread, if it ran one
   grep -l 'cuslice::activity::monitor_main' "$1"-* 2>/dev/null | head -n 1 || true
@@ -134,4 +136,10 @@ for config in hooked scheduled below; do
   ma=$(monitor_of "$a") mb=$(monitor_of "$b")
   [ -n "$ma" ] && [ -n "$mb" ] && monitor=(--pass "$ma" "$mb")
   python3 "$here/breakdown.py" "$a.2-01" "$b.2-01" $n1 $n2 "${monitor[@]}"
+done
+for config in hooked scheduled; do
+  echo
+  echo "### $config: the launching thread's instructions per cuMemAllocAsync + cuMemFreeAsync pair, by function"
+  echo
+  python3 "$here/breakdown.py" "$tmp/$config-async-$n1.2-01" "$tmp/$config-async-$n2.2-01" $n1 $n2
 done
