@@ -407,6 +407,7 @@ void* monitor_main(void*) {
   // Polls of 10-100 us must not be stretched by the default 50 us timer slack.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   int64_t next_neighbours = 0;
+  bool was_revoked = false;
   while (!g_stop.load(std::memory_order_acquire)) {
     const uint32_t wake = g_wake.load(std::memory_order_acquire);
     if (now_ns() >= next_neighbours) {
@@ -414,6 +415,11 @@ void* monitor_main(void*) {
       next_neighbours = now_ns() + kNeighboursNs;
     }
     const PassOutcome p = pass();
+    // The token taken back may be a tenant of higher priority arriving: look at the neighbours
+    // now, not up to 50 ms later, so that this process's slices are short (and its launches
+    // go on without the token) before that tenant's first requests wait behind its kernels.
+    if (p.revoked && !was_revoked) next_neighbours = 0;
+    was_revoked = p.revoked;
     client::maintain();
     // Busy: look again soon (very soon while revoked). Idle: sleep until a launch makes a
     // device busy, and re-check the scheduler connection now and then.
