@@ -245,7 +245,8 @@ def test_a_low_tenant_preempted_by_its_time_slices_is_not_held_back():
     slice (the fake kernel driver confirms it) launches without the token: the GPU preempts its
     work within the slice, so nothing is held back for the service's 40 ms kernels. With the
     slices off (the control) the same batch is held back behind gates; beside a second
-    low-priority tenant, which the token must still order it against, too."""
+    low-priority tenant, which the token must still order it against, too; and with a limit,
+    which the token keeps."""
     service = {"tenant": "service", "mode": "request", "kernel_us": 40000, "period_ms": 100}
     batch = {"tenant": "batch", "mode": "spin", "kernel_us": 100, "sync_every": 20, "channel_groups": True,
              "env": {"CUSLICE_LOG_LEVEL": "debug"}}
@@ -256,7 +257,11 @@ def test_a_low_tenant_preempted_by_its_time_slices_is_not_held_back():
     with Scenario(SERVICE_AND_BATCH + "  - {name: other, priority: low}\n") as world:
         _, beside_peer, _ = valid(world.run(
             [service, batch, {"tenant": "other", "mode": "spin", "kernel_us": 100, "sync_every": 20}], WINDOW_S))
-    counts = {name: exit_counts(r) for name, r in (("sliced", sliced), ("off", off), ("peer", beside_peer))}
+    with Scenario(SERVICE_AND_BATCH.replace("{name: batch, priority: low}",
+                                            "{name: batch, priority: low, compute: {limit: 90%}}")) as world:
+        _, capped = valid(world.run([service, batch], WINDOW_S))
+    counts = {name: exit_counts(r)
+              for name, r in (("sliced", sliced), ("off", off), ("peer", beside_peer), ("capped", capped))}
     print(f"batch below a busy service: held back {counts}; device {100 * utilisation(sliced):.0f}% sliced, "
           f"{100 * utilisation(off):.0f}% with the slices off")
     assert "without the token: the GPU preempts them within the short slice (2 channel groups at 200 us)" in \
@@ -269,6 +274,8 @@ def test_a_low_tenant_preempted_by_its_time_slices_is_not_held_back():
     # Beside the peer it may have gone on without the token before the peer registered, never after.
     modes = re.findall(r"launches (go on without the token|wait for the token again)", beside_peer["stderr"])
     assert not modes or modes[-1] == "wait for the token again", beside_peer["stderr"][-2000:]
+    assert counts["capped"]["launches held back"] > 0, counts
+    assert "launches go on without the token" not in capped["stderr"], capped["stderr"][-2000:]
 
 
 def test_a_call_that_waits_in_the_driver_for_held_work_does_not_hang():
