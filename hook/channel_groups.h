@@ -5,9 +5,11 @@
 // H100; the others keep RM's 1 ms). When another context has work pending, the GPU lets the
 // running group finish its slice, then preempts it, inside a kernel if need be. While a tenant
 // of higher priority is registered, the monitor shortens this process's slices to the
-// scheduler's `lower_priority_timeslice` (shorten()): the higher tenant's work then waits at
+// scheduler's `lower_priority_timeslice` (apply()): the higher tenant's work then waits at
 // most that long for the GPU, where it would otherwise wait for the kernel in flight to end
-// (docs/hook.md, "Time slices"). restore() puts back the values the driver had set.
+// (docs/hook.md, "Time slices"). apply(0) puts back the values the driver had set. While
+// they are short the monitor reads them back (verify()): only slices the kernel confirms let
+// the process launch without the token.
 //
 // The groups are learnt from the process's own ioctls (rm_control_hooks.cpp): an allocation
 // of a channel group, a free of it or of its client, and libcuda's own time-slice controls.

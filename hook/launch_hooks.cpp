@@ -1,7 +1,9 @@
 // Kernel launches: each waits for its tenant's GPU token before the driver gets it. The
 // fast path, while the tenant holds the token: a few atomic loads (client::token_acquire)
 // and marking the stream for the monitor (activity.cpp). Without a scheduler, or on a
-// capturing stream (capture runs nothing), a launch goes straight to the driver.
+// capturing stream (capture runs nothing), a launch goes straight to the driver; below
+// higher-priority tenants only, with its time slices short (activity::sliced()), it goes on
+// without the token and is only marked.
 #include "activity.h"
 #include "client.h"
 #include "driver.h"
