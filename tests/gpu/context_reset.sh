@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # cudaDeviceReset below a higher-priority tenant, on a real GPU: context_reset.cu runs in a
-# low-priority tenant while an idle process of a high-priority tenant is registered (so its
-# launches take the parking path, whose gate words are pinned host memory), resets its device
-# between phases and at the end, and exits. It must finish with status 0, every kernel run.
+# low-priority tenant while an idle process of a high-priority tenant is registered, resets its
+# device between phases and at the end, and exits. It must finish with status 0, every kernel
+# run. Odd runs keep the scheduler's default time slice (the process's channel groups are
+# shortened, freed by the reset and learnt again, and its launches go on without the token);
+# even runs set `lower_priority_timeslice: off`, so its launches take the parking path, whose
+# gate words are pinned host memory that the reset takes away.
 #
 #   bash tests/gpu/context_reset.sh [--cuslice PATH ...] [--runs N] [--phases P]
 #       PATH: the release tarball, an unpacked tarball or installation, or a build folder
@@ -39,7 +42,10 @@ for t in "${!trees[@]}"; do for run in $(seq "$runs"); do
   tree=${trees[$t]}
   sock=$build/cuslice.sock
   cfg=$build/reset.yaml
-  printf 'tenants:\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"
+  slice=default
+  (( run % 2 )) || slice=off
+  { [ "$slice" = off ] && printf 'scheduler: {lower_priority_timeslice: off}\n'
+    printf 'tenants:\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n'; } >"$cfg"
   "$tree/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-reset-test \
     >>"$OUT/scheduler.log" 2>&1 &
   daemon=$!
@@ -67,7 +73,7 @@ for t in "${!trees[@]}"; do for run in $(seq "$runs"); do
   wait "$idle_hi" "$daemon" 2>/dev/null
   rm -f "$sock"
   counts=$(grep -o 'launches held back [0-9]*, gates [0-9]*.*' "$log" | tail -1)
-  echo "$(cuslice_version "$tree") run $run: exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}"
+  echo "$(cuslice_version "$tree") run $run (time slice: $slice): exit $rc; $(grep -c '^phase .* ran' "$log") phases ran; ${counts:-no exit counters}; $(grep -c 'without the token' "$log") times without the token"
   [ "$rc" -eq 0 ] && grep -q '^ok$' "$log" || status=1
 done; done
 rm -rf "$build"

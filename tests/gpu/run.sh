@@ -11,7 +11,9 @@
 #   2. with a scheduler (--cuslice), the checks under a cuslice-scheduler: smi_filter
 #      (nvidia-smi in a tenant lists only its tenant), captures (CUDA-graph captures beside a
 #      lower-priority GEMM loop), context_reset (cudaDeviceReset and calls that wait in the
-#      driver below a higher-priority tenant), cli_live (`cuslice run` and `cuslice status`).
+#      driver below a higher-priority tenant), time_slices (the lower tenant's GPU time slices
+#      shortened and read back on this driver, a probe's p99 beside 5 ms kernels), cli_live
+#      (`cuslice run` and `cuslice status`).
 # Without --cuslice the hook is built from this checkout (cmake and the CUDA toolkit suffice)
 # and the scheduler checks are skipped. --only NAME: scenarios of the memory suite and checks
 # whose name contains NAME. Needs nvcc; PyTorch (with torchvision for captures), JAX and CuPy
@@ -81,7 +83,7 @@ else
   python3 "$here/suite.py" --hook "$hook" --bin "$build/gpu-tests" --out "$OUT" || status=1
 fi
 
-checks=(smi_filter captures context_reset cli_live device_plugin)
+checks=(smi_filter captures context_reset time_slices cli_live device_plugin)
 if [ -z "$tree" ]; then
   echo "SKIP: the scheduler checks (${checks[*]}) need cuslice-scheduler: pass --cuslice PATH"
   exit $status
@@ -93,6 +95,7 @@ for check in "${checks[@]}"; do
     smi_filter) bash "$here/smi_filter.sh" --cuslice "$tree" ;;
     captures) bash "$here/capture_stress.sh" --cuslice "$tree" 2 5 ;;
     context_reset) bash "$here/context_reset.sh" --cuslice "$tree" --runs 2 --phases 3 ;;
+    time_slices) bash "$here/time_slices.sh" --cuslice "$tree" ;;
     cli_live) bash "$here/cli_live.sh" --cuslice "$tree" ;;
     device_plugin) bash "$here/device_plugin.sh" --cuslice "$tree" ;;
   esac 2>&1 | tee "$OUT/$check.log"
