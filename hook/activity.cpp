@@ -111,7 +111,8 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   // launching at once may swap two.)
   const uint64_t index = noted.ticket;
   uint32_t est = 0;
-  if (g_others.load(std::memory_order_relaxed)) {
+  const bool bounded_now = g_others.load(std::memory_order_relaxed);
+  if (bounded_now) {
     // Bounded: remember what this launch is expected to take (alone, nothing is bounded and
     // this costs nothing).
     const int slot = kernel_slot(kernel != 0 ? kernel : 1);
@@ -125,7 +126,7 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
     l.seq.store(index + 1, std::memory_order_release);
   }
   // Alone, nothing reads the stream's estimated sum (it places gates and marks): no locked add.
-  mark(device, stream, est != 0 ? est : bounded() ? kUnknownKernelNs : 0);
+  mark(device, stream, !bounded_now ? 0 : est != 0 ? est : kUnknownKernelNs);
   dev.launched.fetch_add(1, std::memory_order_seq_cst);
   // Below a higher-priority tenant, the bound is a few launches and the monitor must tell
   // when each one completes, not a batch of them: wake it to record after every launch.

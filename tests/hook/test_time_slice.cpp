@@ -94,26 +94,25 @@ TEST_F(TimeSliceProbe, Run) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-    } else if (cmd == "set") {
+    } else if (cmd == "set" || cmd == "rawset") {
       std::cin >> arg;
       rm::TimesliceParams p{arg};
       rm::ControlParams c{kClient, kGroup1, rm::kCmdSetTimeslice, 0, reinterpret_cast<uintptr_t>(&p), sizeof p, 0xffffffff};
-      if (ioctl_checked(fd, _IOWR(rm::kIoctlMagic, rm::kEscRmControl, rm::ControlParams), &c) != 0 || c.status != 0)
-        std::exit(1);
-    } else if (cmd == "rawset") {
-      std::cin >> arg;
-      rm::TimesliceParams p{arg};
-      rm::ControlParams c{kClient, kGroup1, rm::kCmdSetTimeslice, 0, reinterpret_cast<uintptr_t>(&p), sizeof p, 0xffffffff};
-      // The fake kernel's own ioctl, found through the library that defines fake_rm_timeslice.
-      Dl_info info{};
-      void* rm_lib = dladdr(reinterpret_cast<void*>(slice), &info) != 0
-                         ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)
-                         : nullptr;
-      using Ioctl = int (*)(int, unsigned long, ...);
-      const auto raw = rm_lib != nullptr ? reinterpret_cast<Ioctl>(dlsym(rm_lib, "ioctl")) : nullptr;
-      if (raw == nullptr || raw(fd, _IOWR(rm::kIoctlMagic, rm::kEscRmControl, rm::ControlParams), &c) != 0 ||
-          c.status != 0)
-        std::exit(1);
+      const unsigned long request = _IOWR(rm::kIoctlMagic, rm::kEscRmControl, rm::ControlParams);
+      int r = -1;
+      if (cmd == "set") {
+        r = ioctl_checked(fd, request, &c);
+      } else {
+        // The fake kernel's own ioctl, found through the library that defines fake_rm_timeslice.
+        Dl_info info{};
+        void* rm_lib = dladdr(reinterpret_cast<void*>(slice), &info) != 0
+                           ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)
+                           : nullptr;
+        using Ioctl = int (*)(int, unsigned long, ...);
+        const auto raw = rm_lib != nullptr ? reinterpret_cast<Ioctl>(dlsym(rm_lib, "ioctl")) : nullptr;
+        if (raw != nullptr) r = raw(fd, request, &c);
+      }
+      if (r != 0 || c.status != 0) std::exit(1);
     } else if (cmd == "free") {
       rm::FreeParams f{kClient, kClient, kGroup1, 0xffffffff};
       if (ioctl_checked(fd, _IOWR(rm::kIoctlMagic, rm::kEscRmFree, rm::FreeParams), &f) != 0 || f.status != 0)
