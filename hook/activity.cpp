@@ -2,8 +2,9 @@
 // capture and stream bookkeeping, and the monitor's lifecycle (start, exit, fork).
 //
 // May call every monitor file (monitor_state, monitor_driver, gate_words, stream_slots,
-// kernel_estimates, queue_bound, parking, monitor), settings, the client and log. Called by
-// the hooks (launch_hooks.cpp, context_hooks.cpp) and startup.cpp; calls nothing above it.
+// kernel_estimates, queue_bound, parking, thread_launches, monitor), settings, the client and
+// log. Called by the hooks (launch_hooks.cpp, context_hooks.cpp) and startup.cpp; calls
+// nothing above it.
 #include "activity.h"
 
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "queue_bound.h"
 #include "settings.h"
 #include "stream_slots.h"
+#include "thread_launches.h"
 
 namespace cuslice::activity {
 namespace {
@@ -35,6 +37,7 @@ void stop_at_exit() {
   if (log::enabled(log::Level::kDebug)) {
     uint64_t launched = 0;
     for (const Device& d : g_devices) launched += d.launched.load(std::memory_order_relaxed);
+    for (int d = 0; d < kRecordDevices; ++d) launched += unfolded_done(d);
     CUSLICE_LOG(kDebug,
                 "at exit: %llu launches; monitor: %llu passes (%llu at the short poll), %llu records, %llu queries; "
                 "launches held back %llu, gates %llu, marks %llu, waits at the parking cap %llu, on the CPU for "
@@ -59,6 +62,12 @@ void stop_at_exit() {
 }
 
 bool valid_device(int device) { return static_cast<unsigned>(device) < static_cast<unsigned>(kMaxDevices); }
+
+// Idle to busy: wake the monitor (one system call per busy period, not per launch). Out of
+// line, so the launch path does not save registers for it.
+[[gnu::noinline, gnu::cold]] void become_busy(Device& dev) {
+  if (!dev.busy.exchange(1, std::memory_order_acq_rel)) wake_monitor();
+}
 
 }  // namespace
 
@@ -94,15 +103,28 @@ bool running() { return g_running.load(std::memory_order_acquire); }
 Noted note_launch(int device) {
   if (!g_running.load(std::memory_order_relaxed) || !valid_device(device)) return {};
   Device& dev = g_devices[device];
-  const uint64_t ticket = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
-  // Idle to busy: wake the monitor (one system call per busy period, not per launch).
-  if (!dev.busy.load(std::memory_order_relaxed) && !dev.busy.exchange(1, std::memory_order_acq_rel)) wake_monitor();
-  return {device, ticket};
+  Noted noted{device, 0, 0};
+  // Not bounded, the launch needs no place in the ring: the thread counts it in its own
+  // record, without a locked add (thread_launches.h).
+  if (device < kRecordDevices && !g_others.load(std::memory_order_relaxed)) noted.record = my_record();
+  if (noted.record != 0)
+    count_begun(g_records[noted.record - 1], device);
+  else
+    noted.ticket = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
+  if (!dev.busy.load(std::memory_order_relaxed)) become_busy(dev);
+  return noted;
 }
 
 void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   const int device = noted.device;
   if (device < 0) return;
+  if (noted.record != 0) {
+    // Counted after the mark, as below: the monitor that folds the count finds the stream
+    // marked. Nothing is estimated: it was not bounded when it began.
+    mark(device, stream, 0);
+    count_done(g_records[noted.record - 1], device);
+    return;
+  }
   Device& dev = g_devices[device];
   // Marked and counted only now that the driver has it: a record the monitor makes for the
   // mark follows it, so it is never seen complete before it ran; until it counts, its ticket
@@ -232,6 +254,7 @@ void after_fork_child() {
   // The parent's events are not the child's to destroy: renewing forgets them.
   for (Slot& s : g_slots) renew_in_child(s);
   for (Device& d : g_devices) renew_in_child(d);
+  reset_records_in_child();
   g_captures.store(0, std::memory_order_relaxed);
   for (std::atomic<uintptr_t>& origin : g_capture_origins) origin.store(0, std::memory_order_relaxed);
   renew_in_child(g_monitor);

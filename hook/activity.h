@@ -32,8 +32,9 @@
 // monitor_state (constants, data, globals), monitor_driver (the driver functions it calls),
 // gate_words (the pinned words gates and marks use), stream_slots (streams and their event
 // records), kernel_estimates (learnt kernel times), queue_bound (the bound and the throttle),
-// parking (gates, marks, the watchdog), monitor (the thread and its pass), activity.cpp (this
-// header: the launch path's entry points, capture bookkeeping, start, exit and fork).
+// parking (gates, marks, the watchdog), thread_launches (launches counted per launching
+// thread), monitor (the thread and its pass), activity.cpp (this header: the launch path's
+// entry points, capture bookkeeping, start, exit and fork).
 // Nothing outside those files includes their headers.
 #pragma once
 
@@ -75,11 +76,15 @@ void wait_for_room(int device);
 // True: launch now. False: it does not apply (or the gate could not be put): use
 // wait_for_room and token_acquire.
 bool park(int device, int gpu, CUstream stream);
-// After the token was acquired, before the launch is forwarded: takes a ticket, so the device
-// is not drained until launched(). Pass what it returns to launched(); device -1: the launch
+// After the token was acquired, before the launch is forwarded: takes a ticket (or, not
+// bounded, counts the launch begun in the thread's own record), so the device is not drained
+// until launched(). Pass what it returns to launched(); device -1: the launch
 // is not tracked.
 struct Noted {
   int device = -1;
+  // Not bounded: counted in the thread's own record (thread_launches.h), its index + 1, not
+  // by a ticket. (Sixteen bytes: returned in registers.)
+  int record = 0;
   uint64_t ticket = 0;
 };
 Noted note_launch(int device);

@@ -26,7 +26,7 @@ bool stream_capturing(CUstream stream, bool per_thread) {
 
 // Before the launch: waits for room and the token. Returns what to count the launch by
 // afterwards (activity::launched); device -1: nothing.
-inline activity::Noted gate(CUstream stream, bool per_thread) {
+[[gnu::always_inline]] inline activity::Noted gate(CUstream stream, bool per_thread) {
   if (!activity::running()) return {};
   // Asking the driver costs ~20 ns: only while some capture is in progress.
   if (activity::capturing() && stream_capturing(stream, per_thread)) return {};

@@ -6,7 +6,8 @@
 //   3. settle_device: per device, give the token back once drained (after a short grace),
 //      report GPU time, learn kernel times and set the throttle from the bound.
 // May call monitor_state, monitor_driver, gate_words, stream_slots, kernel_estimates,
-// queue_bound, parking, scheduler_link (gpu), channel_groups, the client and log.
+// queue_bound, parking, thread_launches, scheduler_link (gpu), channel_groups, the client and
+// log.
 #include "monitor.h"
 
 #include <pthread.h>
@@ -26,6 +27,7 @@
 #include "queue_bound.h"
 #include "scheduler_link.h"
 #include "stream_slots.h"
+#include "thread_launches.h"
 
 namespace cuslice::activity {
 namespace {
@@ -255,6 +257,7 @@ void settle_device(int d, int64_t now, const Look& look, uint64_t launched_befor
   bool pending = look.pending;
   // A launch begun but not counted before the streams were looked at (its stream is marked
   // only once the driver has it, just before it counts): not drained.
+  fold_begun(d);
   if (dev.tickets.load(std::memory_order_seq_cst) != launched_before) pending = true;
   if (!pending && !look.parked) raise_completed(d, launched_before);
   if (!dev.busy.load(std::memory_order_acquire)) {
@@ -319,6 +322,7 @@ PassOutcome pass() {
   // Launches counted before the streams are looked at: each is either covered by a record or
   // still marks its stream, so once nothing is pending they have all completed.
   uint64_t launched_before[kMaxDevices];
+  for (int d = 0; d < kRecordDevices; ++d) fold(d);
   for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
   {
     std::lock_guard<std::mutex> lock(g_monitor);

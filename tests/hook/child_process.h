@@ -94,6 +94,25 @@ inline bool read_line(int fd, const char* want) {
   return false;
 }
 
+// Reads the child's stdout until a line that begins with `prefix` (true, the line in *got) or
+// its end (false).
+inline bool read_line(int fd, const char* prefix, std::string* got) {
+  std::string line;
+  char c;
+  while (read(fd, &c, 1) == 1) {
+    if (c == '\n') {
+      if (line.rfind(prefix, 0) == 0) {
+        *got = line;
+        return true;
+      }
+      line.clear();
+    } else {
+      line += c;
+    }
+  }
+  return false;
+}
+
 // A cuslice-scheduler of this test's own (socket and segment named after the test process),
 // started with `config_yaml`; stopped with SIGTERM at destruction.
 class Scheduler {

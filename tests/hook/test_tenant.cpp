@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,6 +142,53 @@ TEST_F(TenantChild, CapturesWhileEarlierWorkRuns) {
   }
 }
 
+// Launches alone in its tenant, so counted in per-thread records: 200 threads one after the
+// other (more than there are records: records given back are claimed again, or a thread
+// counts on the device), then 8 at once on streams of their own and on the default stream.
+// Its log (CUSLICE_LOG_LEVEL=debug) goes to TEST_LOG, for the count the monitor ends with.
+TEST_F(TenantChild, LaunchesFromManyThreads) {
+  if (!std::getenv("TEST_LOG")) GTEST_SKIP() << "run by Tenant.*";
+  const int log = open(std::getenv("TEST_LOG"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(log, 0);
+  ASSERT_EQ(dup2(log, 2), 2);
+  close(log);
+  CUmodule module = nullptr;
+  static const char image[] = "threads";
+  ASSERT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
+  CUfunction quick = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&quick, module, "spin_2us"), CUDA_SUCCESS);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+  std::atomic<uint64_t> launched{0}, failed{0};
+  const auto launch_some = [&](CUstream stream, int n) {
+    cuCtxSetCurrent(ctx);
+    for (int i = 0; i < n; ++i) {
+      if (cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr) == CUDA_SUCCESS)
+        launched.fetch_add(1);
+      else
+        failed.fetch_add(1);
+    }
+  };
+  for (int t = 0; t < 200; ++t) std::thread(launch_some, nullptr, 5).join();
+  std::vector<std::thread> threads;
+  std::vector<CUstream> streams(8);
+  for (CUstream& st : streams) ASSERT_EQ(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      launch_some(streams[t], 300);
+      launch_some(nullptr, 100);
+    });
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(failed.load(), 0u);
+  std::printf("ready %llu\n", static_cast<unsigned long long>(launched.load()));
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  for (CUstream st : streams) cuStreamDestroy(st);
+}
+
 TEST(TenantChildRefused, InitialisationFails) {
   if (!std::getenv("TEST_EXPECT_REFUSAL")) GTEST_SKIP() << "run by Tenant.*";
   EXPECT_EQ(cuInit(0), CUDA_ERROR_NOT_INITIALIZED);
@@ -262,6 +311,45 @@ TEST_F(Tenant, CapturesSurviveTheMonitor) {
   EXPECT_TRUE(released) << "the monitor stayed quiet after the capturing stream was destroyed";
   munmap(map, sizeof(cuslice::shm::Segment));
   EXPECT_EQ(wait_exit(c), 0);
+}
+
+// Launches counted per thread, alone in a tenant: the process is seen to drain once they are
+// done, and the monitor ends with every launch counted, none lost between threads that
+// shared a record over time or launched at once.
+TEST_F(Tenant, LaunchesCountedPerThreadAreAllCountedAndDrain) {
+  const std::string log = dir_ + "/launches.log";
+  Child c = child("TenantChild.LaunchesFromManyThreads", "a", {"TEST_LOG=" + log, "CUSLICE_LOG_LEVEL=debug"});
+  std::string line;
+  ASSERT_TRUE(read_line(c.out, "ready", &line));
+  const unsigned long long expected = std::strtoull(line.c_str() + line.find(' ') + 1, nullptr, 10);
+  EXPECT_EQ(expected, 200u * 5 + 8u * 400);
+  const int fd = shm_open(shm_.c_str(), O_RDONLY, 0);
+  ASSERT_GE(fd, 0);
+  void* map = mmap(nullptr, sizeof(cuslice::shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* seg = static_cast<const cuslice::shm::Segment*>(map);
+  // The daemon publishes the processes' flags every 500 ms: after two publications, the
+  // process must have been seen drained (busy cleared when the token is given back).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  bool drained = false;
+  for (int i = 0; i < 200 && !drained; ++i) {
+    drained = true;
+    for (const cuslice::shm::ProcessSlot& p : seg->processes)
+      if (p.state.load() == cuslice::shm::ProcessSlot::kActive &&
+          (p.gpu_flags[0].load() & cuslice::shm::ProcessSlot::kBusy))
+        drained = false;
+    if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(drained) << "the process never drained after its launches completed";
+  munmap(map, sizeof(cuslice::shm::Segment));
+  EXPECT_EQ(wait_exit(c), 0);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.rfind("at exit: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(std::strtoull(text.c_str() + at + 9, nullptr, 10), expected) << text.substr(at, 200);
+  std::remove(log.c_str());
 }
 
 TEST_F(Tenant, AProcessOfNoTenantIsRefused) {
