@@ -15,12 +15,20 @@ namespace cuslice::pool_accounting {
 namespace {
 
 constexpr int kMaxPools = 256;
+// Pre-charges are drawn from a credit the ledger is charged for a batch at a time: most
+// stream-ordered allocations then make no reservation of their own (in a tenant, none on the
+// tenant's shared counter), only a compare-and-swap on the credit. The credit goes back at
+// every settle(), so the ledger holds at most this much more than the pre-charges between
+// two settles (which already hold up to a pool chunk per allocation).
+constexpr uint64_t kCreditBatch = 8 * quota::kPoolChunk;
 
 struct alignas(64) DeviceState {
   // Pre-charges not yet replaced by a reading (see settle()).
   std::atomic<uint64_t> since{0};
   // Pre-charges of allocations whose driver call has not returned yet.
   std::atomic<uint64_t> inflight{0};
+  // Charged to the ledger, not drawn by a pre-charge yet (see kCreditBatch).
+  std::atomic<uint64_t> credit{0};
   // Graph memory node pre-charges, kept until a graph launch/upload on the device.
   std::atomic<uint64_t> graph_pending{0};
   std::atomic<bool> graph_launched{false};
@@ -84,6 +92,25 @@ uint64_t reserved_now(int device) {
   return total;
 }
 
+bool draw(DeviceState& d, uint64_t p) {
+  uint64_t c = d.credit.load(std::memory_order_relaxed);
+  do {
+    if (c < p) return false;
+  } while (!d.credit.compare_exchange_weak(c, c - p, std::memory_order_acq_rel, std::memory_order_relaxed));
+  return true;
+}
+
+// The pre-charge p from the credit; the credit run out, a new batch if it fits now (without
+// the slow path), else p alone as any allocation is charged (slow path and all).
+bool pre_charge(DeviceState& d, int device, uint64_t p) {
+  if (draw(d, p)) return true;
+  if (p < kCreditBatch && quota::try_charge(device, kCreditBatch)) {
+    d.credit.fetch_add(kCreditBatch - p, std::memory_order_acq_rel);
+    return true;
+  }
+  return quota::charge(device, p);
+}
+
 }  // namespace
 
 bool begin(int device, uint64_t bytes, uint64_t* charged) {
@@ -91,7 +118,7 @@ bool begin(int device, uint64_t bytes, uint64_t* charged) {
   *charged = 0;
   if (d == nullptr || !quota::accounted(device)) return true;
   const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kPoolChunk);
-  if (!quota::charge(device, p)) return false;
+  if (!pre_charge(*d, device, p)) return false;
   // inflight before since: settle() relies on this order (see there).
   d->inflight.fetch_add(p, std::memory_order_acq_rel);
   d->since.fetch_add(p, std::memory_order_acq_rel);
@@ -197,7 +224,8 @@ bool charge_growth(int device, uint64_t bytes) {
 
 // Settling replaces pre-charges by a reading R of what the device's pools reserve.
 // Allocations race with it; the ordering that keeps the ledger >= the truth:
-//   begin(): charge p, then inflight += p, then since += p;   end(): inflight -= p.
+//   begin(): charge p (or draw it from the credit), then inflight += p, then since += p;
+//   end(): inflight -= p.
 //   settle(): s = since, then i = inflight, then R = reading; since -= (s - i).
 // An allocation whose p is in s either (a) is still in flight when i is read — then p is
 // also in i and stays charged — or (b) finished before i was read, hence before R was read,
@@ -214,8 +242,11 @@ uint64_t settle(int device) {
   const uint64_t drop = s > i ? s - i : 0;
   d->since.fetch_sub(drop, std::memory_order_acq_rel);
   d->graph_pending.fetch_sub(g, std::memory_order_acq_rel);
+  // The credit goes back too: after a settle the ledger holds no more than what the pools
+  // reserve and the pre-charges in flight.
+  const uint64_t credit = d->credit.exchange(0, std::memory_order_acq_rel);
   const int64_t delta = static_cast<int64_t>(reading) - static_cast<int64_t>(d->settled) -
-                        static_cast<int64_t>(drop) - static_cast<int64_t>(g);
+                        static_cast<int64_t>(drop) - static_cast<int64_t>(g) - static_cast<int64_t>(credit);
   d->settled = reading;
   quota::adjust(device, delta);
   return reading;

@@ -3,15 +3,17 @@
 // reserve:
 //
 //   - Each cuMemAllocAsync / cuMemAllocFromPoolAsync / graph memory node pre-charges the
-//     most the pool can grow for it (the size rounded up to the pools' 32 MiB growth step), with
-//     the same single compare-and-swap as any allocation. Frees charge nothing back: the
-//     pool keeps the memory.
+//     most the pool can grow for it (the size rounded up to the pools' 32 MiB growth step).
+//     A stream-ordered allocation draws it from a credit that the ledger is charged for
+//     eight chunks at a time, so most make no reservation of their own (in a tenant, none on
+//     the tenant's shared counter). Frees charge nothing back: the pool keeps the memory.
 //   - settle() (slow path: a refused charge, cuMemGetInfo) replaces the pre-charges of
 //     completed allocations with what the device's pools and graph memory really reserve
-//     (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT).
+//     (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), and
+//     gives the credit back.
 //
-// The ledger thus never holds less than the pools reserve, and the fast path is two atomic
-// adds beside the reservation. Why settle() is safe against allocations in flight is
+// The ledger thus never holds less than the pools reserve, and the fast path is a
+// compare-and-swap on the credit and two atomic adds. Why settle() is safe against allocations in flight is
 // written at settle() in pool_accounting.cpp.
 #pragma once
 

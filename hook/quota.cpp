@@ -302,18 +302,22 @@ View view(int device) {
   return v;
 }
 
-bool charge(int device, uint64_t bytes) {
+bool try_charge(int device, uint64_t bytes) {
   Ledger* l = counted(device);
   if (l == nullptr) return true;
   if (!g_limits_resolved.load(std::memory_order_acquire)) on_cuda_initialised();
   uint64_t checkpoint = 0;
   bool tenant_step = false;
-  Outcome o = try_reserve(*l, device, bytes, &checkpoint, &tenant_step);
-  if (o == Outcome::kReserved) {
-    if (checkpoint != 0) [[unlikely]] measure_if_due(device, *l, checkpoint);
-    if (tenant_step) [[unlikely]] reconcile_if_due(device, *l);
-    return true;
-  }
+  if (try_reserve(*l, device, bytes, &checkpoint, &tenant_step) != Outcome::kReserved) return false;
+  if (checkpoint != 0) [[unlikely]] measure_if_due(device, *l, checkpoint);
+  if (tenant_step) [[unlikely]] reconcile_if_due(device, *l);
+  return true;
+}
+
+bool charge(int device, uint64_t bytes) {
+  if (try_charge(device, bytes)) return true;
+  Ledger* l = counted(device);
+  Outcome o;
   // Slow path, cheapest correction first: pool pre-charges replaced by what the pools really
   // reserve (tens of ns per pool), then a reading of the process's usage (microseconds), then
   // (the tenant's quota refused) the tenant's reconciliation: what it keeps free may be

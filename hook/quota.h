@@ -61,6 +61,9 @@ View view(int device);
 // Reserves `bytes` on `device` if that keeps it within its limit; after a refusal runs the
 // slow path (refresh) once and retries. Always true for an unlimited device.
 bool charge(int device, uint64_t bytes);
+// As charge(), without the slow path: false at once when `bytes` do not fit now. For charging
+// ahead of need (pool_accounting's credit), where a refusal costs nothing.
+bool try_charge(int device, uint64_t bytes);
 // Gives back what charge() took.
 void uncharge(int device, uint64_t bytes);
 

@@ -47,6 +47,28 @@ TEST_F(StreamOrdered, AsyncAllocationsStopAtTheQuota) {
   ASSERT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+// Pre-charges drawn from a credit charged ahead: once settled (cuMemGetInfo settles), the
+// ledger holds exactly what the pool reserves, neither the pre-charges nor the credit left.
+TEST_F(StreamOrdered, SettledTheLedgerHoldsWhatThePoolReservesExactly) {
+  CUmemoryPool pool;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  cuuint64_t keep_all = ~0ull;
+  ASSERT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all), CUDA_SUCCESS);
+  const uint64_t before = reported_free();
+  for (int i = 0; i < 100; ++i) {
+    CUdeviceptr p;
+    ASSERT_EQ(cuMemAllocAsync(&p, 2 * kMiB, nullptr), CUDA_SUCCESS) << i;
+    ASSERT_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  cuuint64_t reserved = 0;
+  ASSERT_EQ(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
+  ASSERT_GT(reserved, 0u);
+  EXPECT_EQ(reported_free(), before - reserved);
+  cuuint64_t zero = 0;
+  cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+}
+
 TEST_F(StreamOrdered, ReserveKeptByAPoolCountsAndIsTrimmedBeforeRefusing) {
   CUmemoryPool pool;
   ASSERT_EQ(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
