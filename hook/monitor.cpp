@@ -322,10 +322,12 @@ PassOutcome pass() {
   // Launches counted before the streams are looked at: each is either covered by a record or
   // still marks its stream, so once nothing is pending they have all completed.
   uint64_t launched_before[kMaxDevices];
-  for (int d = 0; d < kRecordDevices; ++d) fold(d);
-  for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
   {
+    // Folded under the lock, so the count logged at exit (which holds it) is never taken
+    // halfway through a fold.
     std::lock_guard<std::mutex> lock(g_monitor);
+    for (int d = 0; d < kRecordDevices; ++d) fold(d);
+    for (int d = 0; d < kMaxDevices; ++d) launched_before[d] = g_devices[d].launched.load(std::memory_order_acquire);
     g_pass_began.store(now, std::memory_order_release);
     g_counts.passes++;
     // While a capture is in progress the monitor calls the driver for nothing: recording on

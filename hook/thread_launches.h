@@ -52,10 +52,10 @@ inline void count_done(LaunchRecord& r, int device) {
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-// The monitor (under g_monitor): adds what the records counted since the last fold to the
-// device's tickets, then to its launched count (the forwarded counts read first, so that
-// tickets never fall behind launched). fold_begun(): the tickets only, to see launches under
-// way now.
+// The monitor thread only: fold() (under g_monitor) adds what the records counted since the
+// last fold to the device's tickets, then to its launched count (the forwarded counts read
+// first, so that tickets never fall behind launched); fold_begun() the tickets only, to see
+// launches under way now.
 void fold(int device);
 void fold_begun(int device);
 // Forwarded launches not folded yet (for the count logged at exit).
