@@ -13,7 +13,8 @@
 //     gives the credit back.
 //
 // The ledger thus never holds less than the pools reserve, and the fast path is a
-// compare-and-swap on the credit and two atomic adds. Why settle() is safe against allocations in flight is
+// compare-and-swap on the credit and three atomic adds (the pre-charge in flight, up and
+// down, and since the last settle). Why settle() is safe against allocations in flight is
 // written at settle() in pool_accounting.cpp.
 #pragma once
 
