@@ -79,37 +79,30 @@ inline int wait_exit(Child& c) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// One line of the child's stdout, without its newline; false at its end.
+inline bool next_line(int fd, std::string* line) {
+  line->clear();
+  char c;
+  while (read(fd, &c, 1) == 1) {
+    if (c == '\n') return true;
+    *line += c;
+  }
+  return false;
+}
+
 // Reads the child's stdout until a line equal to `want` (true) or its end (false).
 inline bool read_line(int fd, const char* want) {
   std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1) {
-    if (c == '\n') {
-      if (line == want) return true;
-      line.clear();
-    } else {
-      line += c;
-    }
-  }
+  while (next_line(fd, &line))
+    if (line == want) return true;
   return false;
 }
 
 // Reads the child's stdout until a line that begins with `prefix` (true, the line in *got) or
 // its end (false).
 inline bool read_line(int fd, const char* prefix, std::string* got) {
-  std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1) {
-    if (c == '\n') {
-      if (line.rfind(prefix, 0) == 0) {
-        *got = line;
-        return true;
-      }
-      line.clear();
-    } else {
-      line += c;
-    }
-  }
+  while (next_line(fd, got))
+    if (got->rfind(prefix, 0) == 0) return true;
   return false;
 }
 

@@ -231,6 +231,29 @@ class Tenant : public ::testing::Test {
     return spawn({"/proc/self/exe", std::string("--gtest_filter=") + test}, env, /*preload=*/true);
   }
   static std::string n(uint64_t v) { return std::to_string(v); }
+  // Polls the segment up to `polls` times, 20 ms apart, until no registered process shows
+  // work queued on GPU 0 (busy is cleared when the monitor gives the token back).
+  bool seen_idle(int polls) {
+    const int fd = shm_open(shm_.c_str(), O_RDONLY, 0);
+    EXPECT_GE(fd, 0);
+    if (fd < 0) return false;
+    void* map = mmap(nullptr, sizeof(cuslice::shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    EXPECT_NE(map, MAP_FAILED);
+    if (map == MAP_FAILED) return false;
+    const auto* seg = static_cast<const cuslice::shm::Segment*>(map);
+    bool idle = false;
+    for (int i = 0; i < polls && !idle; ++i) {
+      idle = true;
+      for (const cuslice::shm::ProcessSlot& p : seg->processes)
+        if (p.state.load() == cuslice::shm::ProcessSlot::kActive &&
+            (p.gpu_flags[0].load() & cuslice::shm::ProcessSlot::kBusy))
+          idle = false;
+      if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    munmap(map, sizeof(cuslice::shm::Segment));
+    return idle;
+  }
 
   std::string dir_, socket_, shm_;
   Child daemon_;
@@ -293,23 +316,8 @@ TEST_F(Tenant, CapturesSurviveTheMonitor) {
   ASSERT_TRUE(read_line(c.out, "ready"));
   // Its work drained after the abandoned capture: the monitor saw it and marked the process
   // idle (busy cleared when the token is given back).
-  const int fd = shm_open(shm_.c_str(), O_RDONLY, 0);
-  ASSERT_GE(fd, 0);
-  void* map = mmap(nullptr, sizeof(cuslice::shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  ASSERT_NE(map, MAP_FAILED);
-  const auto* seg = static_cast<const cuslice::shm::Segment*>(map);
-  bool released = false;
-  for (int i = 0; i < 100 && !released; ++i) {
-    released = true;
-    for (const cuslice::shm::ProcessSlot& p : seg->processes)
-      if (p.state.load() == cuslice::shm::ProcessSlot::kActive &&
-          (p.gpu_flags[0].load() & cuslice::shm::ProcessSlot::kBusy))
-        released = false;
-    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const bool released = seen_idle(100);
   EXPECT_TRUE(released) << "the monitor stayed quiet after the capturing stream was destroyed";
-  munmap(map, sizeof(cuslice::shm::Segment));
   EXPECT_EQ(wait_exit(c), 0);
 }
 
@@ -323,26 +331,11 @@ TEST_F(Tenant, LaunchesCountedPerThreadAreAllCountedAndDrain) {
   ASSERT_TRUE(read_line(c.out, "ready", &line));
   const unsigned long long expected = std::strtoull(line.c_str() + line.find(' ') + 1, nullptr, 10);
   EXPECT_EQ(expected, 200u * 5 + 8u * 400);
-  const int fd = shm_open(shm_.c_str(), O_RDONLY, 0);
-  ASSERT_GE(fd, 0);
-  void* map = mmap(nullptr, sizeof(cuslice::shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  ASSERT_NE(map, MAP_FAILED);
-  const auto* seg = static_cast<const cuslice::shm::Segment*>(map);
   // The daemon publishes the processes' flags every 500 ms: after two publications, the
   // process must have been seen drained (busy cleared when the token is given back).
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  bool drained = false;
-  for (int i = 0; i < 200 && !drained; ++i) {
-    drained = true;
-    for (const cuslice::shm::ProcessSlot& p : seg->processes)
-      if (p.state.load() == cuslice::shm::ProcessSlot::kActive &&
-          (p.gpu_flags[0].load() & cuslice::shm::ProcessSlot::kBusy))
-        drained = false;
-    if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const bool drained = seen_idle(200);
   EXPECT_TRUE(drained) << "the process never drained after its launches completed";
-  munmap(map, sizeof(cuslice::shm::Segment));
   EXPECT_EQ(wait_exit(c), 0);
   std::ifstream in(log);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
