@@ -124,7 +124,9 @@ void put_mark(Slot& s, CUstream stream, const Device& dev, int64_t enq) {
 
 }  // namespace
 
-bool park_on_stream(int device, int gpu, CUstream stream) {
+// Out of line, also when the hook is optimised across files: every launch entry point reaches
+// it, and inlined there it would lengthen the code of the lone launch path too.
+[[gnu::noinline]] bool park_on_stream(int device, int gpu, CUstream stream) {
   if (g_gate_state.load(std::memory_order_acquire) != kGateReady) {
     setup_gates(device);
     if (g_gate_state.load(std::memory_order_acquire) != kGateReady) return false;
