@@ -25,22 +25,12 @@ void kick() {
   if (fd >= 0) send(fd, "k", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-}  // namespace
-
-void token_acquire(int gpu) noexcept {
-  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
-  Attachment* att = g.current.load(std::memory_order_acquire);
-  if (att == nullptr) return;
+// The token is elsewhere: publish the demand (the record's count first, so the daemon sees it
+// when the kick arrives; for a tenant that outranks the holder this is the claim), then sleep
+// on the grant sequence. Out of line: the holder's check is on every launch.
+[[gnu::noinline]] void wait_for_token(Attachment* att, int gpu) noexcept {
   const shm::GpuState& gs = att->segment->gpus[gpu];
   std::atomic<uint32_t>& flags = att->self().gpu_flags[gpu];
-  if (gs.holder.load(std::memory_order_acquire) == att->tenant) {
-    if (!(flags.load(std::memory_order_relaxed) & shm::kBusy))
-      flags.fetch_or(shm::kBusy, std::memory_order_relaxed);
-    return;
-  }
-  // Slow path: publish the demand (the record's count first, so the daemon sees it when the
-  // kick arrives; for a tenant that outranks the holder this is the claim), then sleep on
-  // the grant sequence.
   // kBusy is not set here: it means work queued on the GPU, which only a holder can have
   // added; the daemon waits for a revoked holder's busy processes to drain, and a waiting
   // thread must not make a process with kernels still running look drained or busy.
@@ -71,6 +61,17 @@ void token_acquire(int gpu) noexcept {
   waited.fetch_add(static_cast<uint64_t>(now_ns() - since), std::memory_order_relaxed);
   flags.fetch_or(shm::kBusy, std::memory_order_seq_cst);  // about to launch
   flags.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace
+
+void token_acquire(int gpu) noexcept {
+  if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
+  Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return;
+  if (att->segment->gpus[gpu].holder.load(std::memory_order_acquire) != att->tenant) return wait_for_token(att, gpu);
+  std::atomic<uint32_t>& flags = att->self().gpu_flags[gpu];
+  if (!(flags.load(std::memory_order_relaxed) & shm::kBusy)) flags.fetch_or(shm::kBusy, std::memory_order_relaxed);
 }
 
 bool token_try(int gpu) noexcept {
