@@ -100,13 +100,14 @@ void start() {
 
 bool running() { return g_running.load(std::memory_order_acquire); }
 
-Noted note_launch(int device) {
-  if (!g_running.load(std::memory_order_relaxed) || !valid_device(device)) return {};
+namespace {
+
+// The launch begun without a record of its thread's (bounded, a device beyond the records', or
+// the thread's first launch): a ticket, unless the thread claims a record now.
+[[gnu::noinline]] Noted note_launch_on_device(int device) {
   Device& dev = g_devices[device];
   Noted noted{device, 0, 0};
-  // Not bounded, the launch needs no place in the ring: the thread counts it in its own
-  // record, without a locked add (thread_launches.h).
-  if (device < kRecordDevices && !g_others.load(std::memory_order_relaxed)) noted.record = my_record();
+  if (device < kRecordDevices && !g_others.load(std::memory_order_relaxed)) noted.record = claim_record();
   if (noted.record != 0)
     count_begun(g_records[noted.record - 1], device);
   else
@@ -115,16 +116,9 @@ Noted note_launch(int device) {
   return noted;
 }
 
-void launched(Noted noted, CUstream stream, uintptr_t kernel) {
+// A launch that took a ticket, after the driver has it.
+[[gnu::noinline]] void launched_on_device(Noted noted, CUstream stream, uintptr_t kernel) {
   const int device = noted.device;
-  if (device < 0) return;
-  if (noted.record != 0) {
-    // Counted after the mark, as below: the monitor that folds the count finds the stream
-    // marked. Nothing is estimated: it was not bounded when it began.
-    mark(device, stream, 0);
-    count_done(g_records[noted.record - 1], device);
-    return;
-  }
   Device& dev = g_devices[device];
   // Marked and counted only now that the driver has it: a record the monitor makes for the
   // mark follows it, so it is never seen complete before it ran; until it counts, its ticket
@@ -155,6 +149,32 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   // Not while parking: launches then wait for room behind gates, not on the CPU, and the
   // monitor's own polls keep up (a wake per launch is a system call on the app's thread).
   if (g_higher.load(std::memory_order_relaxed) && !parking()) wake_monitor();
+}
+
+}  // namespace
+
+// The launch that is not bounded, from a thread with a record: two stores to the record's
+// line, one load of the device's, and the stream's mark (the rest is out of line).
+Noted note_launch(int device) {
+  if (!g_running.load(std::memory_order_relaxed) || !valid_device(device)) return {};
+  const int record = t_record;
+  if (record == 0 || device >= kRecordDevices || g_others.load(std::memory_order_relaxed))
+    return note_launch_on_device(device);
+  count_begun(g_records[record - 1], device);
+  Device& dev = g_devices[device];
+  if (!dev.busy.load(std::memory_order_relaxed)) become_busy(dev);
+  return {device, record, 0};
+}
+
+void launched(Noted noted, CUstream stream, uintptr_t kernel) {
+  if (noted.record != 0) {
+    // Counted after the mark, as below: the monitor that folds the count finds the stream
+    // marked. Nothing is estimated: it was not bounded when it began.
+    mark_unbounded(noted.device, stream);
+    count_done(g_records[noted.record - 1], noted.device);
+    return;
+  }
+  if (noted.device >= 0) launched_on_device(noted, stream, kernel);
 }
 
 void wait_for_room(int device) {

@@ -30,6 +30,15 @@ bool use_ctx(CUcontext ctx) {
   return true;
 }
 
+// The created stream this thread marked last, and its slot (checked at each use: the slot is
+// the stream's while its key and device are).
+__attribute__((tls_model("initial-exec"))) constinit thread_local uintptr_t t_marked_key = 0;
+__attribute__((tls_model("initial-exec"))) constinit thread_local Slot* t_marked_slot = nullptr;
+
+void set_dirty(Slot& s) {
+  if (!s.dirty.load(std::memory_order_seq_cst)) s.dirty.store(1, std::memory_order_seq_cst);
+}
+
 }  // namespace
 
 Slot* find_or_add(uintptr_t key, bool add) {
@@ -75,8 +84,32 @@ void mark(int device, CUstream stream, uint32_t est) {
   if (s == nullptr) return;
   // Marked before its estimate counts: the monitor, having read the sum with it, must not then
   // find the stream unmarked and take all of the sum for done.
-  if (!s->dirty.load(std::memory_order_seq_cst)) s->dirty.store(1, std::memory_order_seq_cst);
+  set_dirty(*s);
   if (est != 0) s->enq_ns.fetch_add(est, std::memory_order_seq_cst);
+}
+
+namespace {
+// The first launch of the thread on this stream (or on a default stream): the table searched.
+[[gnu::noinline]] void mark_searched(int device, CUstream stream) {
+  Slot* s = slot_of(device, stream);
+  if (s == nullptr) return;
+  // A default stream's slot is its context's, which may change between launches.
+  if (!is_default(stream)) {
+    t_marked_key = reinterpret_cast<uintptr_t>(stream);
+    t_marked_slot = s;
+  }
+  set_dirty(*s);
+}
+}  // namespace
+
+void mark_unbounded(int device, CUstream stream) {
+  const uintptr_t key = reinterpret_cast<uintptr_t>(stream);
+  Slot* s = t_marked_slot;
+  if (key == t_marked_key && s != nullptr && s->key.load(std::memory_order_acquire) == key &&
+      s->device.load(std::memory_order_acquire) == device)
+    set_dirty(*s);
+  else
+    mark_searched(device, stream);
 }
 
 bool record(Slot& s, uintptr_t key) {

@@ -23,9 +23,9 @@ struct GiveBack {
   }
 };
 
-uint64_t sum(std::atomic<uint64_t> (LaunchRecord::*counts)[kRecordDevices], int device, int used) {
+uint64_t sum(std::atomic<uint64_t> LaunchRecord::Counts::*count, int device, int used) {
   uint64_t total = 0;
-  for (int i = 0; i < used; ++i) total += (g_records[i].*counts)[device].load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) total += (g_records[i].on[device].*count).load(std::memory_order_acquire);
   return total;
 }
 
@@ -57,8 +57,8 @@ void fold(int device) {
   const int used = g_records_used.load(std::memory_order_acquire);
   if (used == 0) return;
   // Forwarded first: each record's begun, read after, is at least its done read here.
-  const uint64_t done = sum(&LaunchRecord::done, device, used);
-  const uint64_t begun = sum(&LaunchRecord::begun, device, used);
+  const uint64_t done = sum(&LaunchRecord::Counts::done, device, used);
+  const uint64_t begun = sum(&LaunchRecord::Counts::begun, device, used);
   Device& dev = g_devices[device];
   const uint64_t new_begun = begun - g_folded_begun[device].load(std::memory_order_relaxed);
   const uint64_t new_done = done - g_folded_done[device].load(std::memory_order_relaxed);
@@ -72,7 +72,7 @@ void fold_begun(int device) {
   if (device >= kRecordDevices) return;
   const int used = g_records_used.load(std::memory_order_acquire);
   if (used == 0) return;
-  const uint64_t begun = sum(&LaunchRecord::begun, device, used);
+  const uint64_t begun = sum(&LaunchRecord::Counts::begun, device, used);
   const uint64_t new_begun = begun - g_folded_begun[device].load(std::memory_order_relaxed);
   if (new_begun == 0) return;
   g_devices[device].tickets.fetch_add(new_begun, std::memory_order_seq_cst);
@@ -82,7 +82,7 @@ void fold_begun(int device) {
 uint64_t unfolded_done(int device) {
   if (device >= kRecordDevices) return 0;
   const int used = g_records_used.load(std::memory_order_acquire);
-  return sum(&LaunchRecord::done, device, used) - g_folded_done[device].load(std::memory_order_relaxed);
+  return sum(&LaunchRecord::Counts::done, device, used) - g_folded_done[device].load(std::memory_order_relaxed);
 }
 
 void reset_records_in_child() {

@@ -26,9 +26,12 @@ constexpr int kRecordDevices = 8;
 
 struct alignas(64) LaunchRecord {
   std::atomic<uint32_t> owner{0};  // claimed by a live thread
-  // Written by the owner only: so a load and a store, not a locked add.
-  std::atomic<uint64_t> begun[kRecordDevices] = {};
-  std::atomic<uint64_t> done[kRecordDevices] = {};
+  // Written by the owner only: so a load and a store, not a locked add. A device's two
+  // counts side by side: a launch writes one cache line of its record.
+  struct Counts {
+    std::atomic<uint64_t> begun{0};
+    std::atomic<uint64_t> done{0};
+  } on[kRecordDevices];
 };
 
 extern LaunchRecord g_records[kLaunchRecords];
@@ -44,11 +47,11 @@ inline int my_record() { return t_record != 0 ? t_record : claim_record(); }
 // load and a release store of the thread's own counter. Done is stored after the stream was
 // marked, so a monitor that folds it finds the stream marked (see launched() in activity.cpp).
 inline void count_begun(LaunchRecord& r, int device) {
-  std::atomic<uint64_t>& c = r.begun[device];
+  std::atomic<uint64_t>& c = r.on[device].begun;
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 inline void count_done(LaunchRecord& r, int device) {
-  std::atomic<uint64_t>& c = r.done[device];
+  std::atomic<uint64_t>& c = r.on[device].done;
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 

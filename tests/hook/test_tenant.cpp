@@ -189,6 +189,34 @@ TEST_F(TenantChild, LaunchesFromManyThreads) {
   for (CUstream st : streams) cuStreamDestroy(st);
 }
 
+// A launching thread finds the slot of the stream it launched on last without searching the
+// table: here that stream is destroyed, and the next one created gets its handle (as the
+// driver's allocator gives it); a 3 s kernel launched on it must keep the process busy.
+// Prints "launched 1" when the handle was given again (0: the test cannot tell).
+TEST_F(TenantChild, LaunchesOnAStreamHandleGivenAgain) {
+  if (!std::getenv("TEST_REUSED_STREAM")) GTEST_SKIP() << "run by Tenant.*";
+  CUmodule module = nullptr;
+  static const char image[] = "reused";
+  ASSERT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
+  CUfunction quick = nullptr, slow = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&quick, module, "spin_2us"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&slow, module, "spin_3000000us"), CUDA_SUCCESS);
+  CUstream first = nullptr, again = nullptr;
+  ASSERT_EQ(cuStreamCreate(&first, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, first, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(first), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(first), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&again, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(slow, 1, 1, 1, 32, 1, 1, 0, again, nullptr, nullptr), CUDA_SUCCESS);
+  std::printf("launched %d\n", again == first ? 1 : 0);
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  EXPECT_EQ(cuStreamSynchronize(again), CUDA_SUCCESS);
+  cuStreamDestroy(again);
+}
+
 TEST(TenantChildRefused, InitialisationFails) {
   if (!std::getenv("TEST_EXPECT_REFUSAL")) GTEST_SKIP() << "run by Tenant.*";
   EXPECT_EQ(cuInit(0), CUDA_ERROR_NOT_INITIALIZED);
@@ -343,6 +371,22 @@ TEST_F(Tenant, LaunchesCountedPerThreadAreAllCountedAndDrain) {
   ASSERT_NE(at, std::string::npos) << text;
   EXPECT_EQ(std::strtoull(text.c_str() + at + 9, nullptr, 10), expected) << text.substr(at, 200);
   std::remove(log.c_str());
+}
+
+// Work launched on a stream whose handle a destroyed stream had is tracked: the process stays
+// busy while it runs, not drained by a launch marked on the destroyed stream's old slot.
+TEST_F(Tenant, ALaunchOnAStreamHandleGivenAgainKeepsTheProcessBusy) {
+  Child c = child("TenantChild.LaunchesOnAStreamHandleGivenAgain", "a", {"TEST_REUSED_STREAM=1"});
+  std::string line;
+  ASSERT_TRUE(read_line(c.out, "launched", &line));
+  if (line != "launched 1") {
+    EXPECT_EQ(wait_exit(c), 0);
+    GTEST_SKIP() << "the new stream did not get the destroyed one's handle (as under ASan's quarantine)";
+  }
+  // Two publications of the processes' flags (every 500 ms) into the 3 s kernel.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_FALSE(seen_idle(1)) << "the process looked drained while its kernel ran";
+  EXPECT_EQ(wait_exit(c), 0);
 }
 
 TEST_F(Tenant, AProcessOfNoTenantIsRefused) {
