@@ -43,7 +43,21 @@ uint64_t env_bytes(const char* name) {
 
 // ---- children -------------------------------------------------------------------------
 
-class TenantChild : public CudaTest {};
+class TenantChild : public CudaTest {
+ protected:
+  // A fake module's kernel: the fake driver's spin_<N>us kernels take N µs of device time.
+  // nullptr (and a failure) when the driver refuses it.
+  static CUfunction kernel(const char* name) {
+    static CUmodule module = nullptr;
+    static const char image[] = "spin kernels";
+    if (module == nullptr) {
+      EXPECT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
+    }
+    CUfunction f = nullptr;
+    EXPECT_EQ(cuModuleGetFunction(&f, module, name), CUDA_SUCCESS) << name;
+    return f;
+  }
+};
 
 // Allocates TEST_HOLD bytes, says "ready" on stdout, holds until stdin closes.
 TEST_F(TenantChild, Hold) {
@@ -106,12 +120,8 @@ TEST_F(TenantChild, SeesOnlyItsTenantsProcesses) {
 // fake driver, like the H100, invalidates a capture when a pending event is queried.
 TEST_F(TenantChild, CapturesWhileEarlierWorkRuns) {
   if (!std::getenv("TEST_CAPTURE")) GTEST_SKIP() << "run by Tenant.*";
-  CUmodule module = nullptr;
-  static const char image[] = "capture";
-  ASSERT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
-  CUfunction slow = nullptr, quick = nullptr;
-  ASSERT_EQ(cuModuleGetFunction(&slow, module, "spin_20000us"), CUDA_SUCCESS);
-  ASSERT_EQ(cuModuleGetFunction(&quick, module, "spin_10us"), CUDA_SUCCESS);
+  CUfunction slow = kernel("spin_20000us"), quick = kernel("spin_10us");
+  ASSERT_TRUE(slow != nullptr && quick != nullptr);
   CUstream work = nullptr, capture = nullptr;
   ASSERT_EQ(cuStreamCreate(&work, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamCreate(&capture, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -152,11 +162,8 @@ TEST_F(TenantChild, LaunchesFromManyThreads) {
   ASSERT_GE(log, 0);
   ASSERT_EQ(dup2(log, 2), 2);
   close(log);
-  CUmodule module = nullptr;
-  static const char image[] = "threads";
-  ASSERT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
-  CUfunction quick = nullptr;
-  ASSERT_EQ(cuModuleGetFunction(&quick, module, "spin_2us"), CUDA_SUCCESS);
+  CUfunction quick = kernel("spin_2us");
+  ASSERT_NE(quick, nullptr);
   CUcontext ctx = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
   std::atomic<uint64_t> launched{0}, failed{0};
@@ -195,12 +202,8 @@ TEST_F(TenantChild, LaunchesFromManyThreads) {
 // Prints "launched 1" when the handle was given again (0: the test cannot tell).
 TEST_F(TenantChild, LaunchesOnAStreamHandleGivenAgain) {
   if (!std::getenv("TEST_REUSED_STREAM")) GTEST_SKIP() << "run by Tenant.*";
-  CUmodule module = nullptr;
-  static const char image[] = "reused";
-  ASSERT_EQ(cuModuleLoadData(&module, image), CUDA_SUCCESS);
-  CUfunction quick = nullptr, slow = nullptr;
-  ASSERT_EQ(cuModuleGetFunction(&quick, module, "spin_2us"), CUDA_SUCCESS);
-  ASSERT_EQ(cuModuleGetFunction(&slow, module, "spin_3000000us"), CUDA_SUCCESS);
+  CUfunction quick = kernel("spin_2us"), slow = kernel("spin_3000000us");
+  ASSERT_TRUE(quick != nullptr && slow != nullptr);
   CUstream first = nullptr, again = nullptr;
   ASSERT_EQ(cuStreamCreate(&first, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, first, nullptr, nullptr), CUDA_SUCCESS);
