@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hook overhead: bench/launch_alloc.cu run alternately with and without libcuslice.so.
 #
-#   bash bench/run.sh [--cuslice PATH] [ROUNDS]     # on a machine with an NVIDIA GPU; ROUNDS 10
+#   bash bench/run.sh [--cuslice PATH] [--launch-loop N] [ROUNDS]   # on a machine with an NVIDIA GPU; ROUNDS 10
 #
 # Each round runs, in turn, the legacy-stream build in every configuration, then the per-thread
 # default-stream build (--default-stream per-thread: the _ptsz entry points); the order of the
@@ -17,6 +17,10 @@
 # low-priority tenant while an idle process of a high-priority tenant is registered: the
 # bounded, parking launch path). Without it only the hook is built here (cmake, hook only,
 # into build-gpu/) and only hooked and native run.
+# --launch-loop N: instead of launch_alloc, bench/launch_loop.cu (N null-kernel launches in a
+# row, a synchronize every 20,000), and no "below" configuration: many short processes, for a
+# paired ratio whose interval is narrow enough to tell a few percent (the launch rate varies by
+# ±10-20% from process to process).
 # Environment: CUDA_ARCH (default sm_90), OUT (default build-gpu/out).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +32,12 @@ tree=""
 if [ "${1:-}" = --cuslice ]; then
   . "$root/scripts/cuslice-tree.sh"
   tree=$(cuslice_tree "${2:?--cuslice needs a path}") || exit 2
+  shift 2
+fi
+loop=""
+if [ "${1:-}" = --launch-loop ]; then
+  loop=${2:?--launch-loop needs a number of launches}
+  [[ $loop =~ ^[1-9][0-9]*$ ]] || { echo "--launch-loop $loop: not a number of launches"; exit 2; }
   shift 2
 fi
 rounds=${1:-10}
@@ -43,9 +53,16 @@ else
 fi
 
 arch=${CUDA_ARCH:-sm_90}
-nvcc -O2 -std=c++17 -arch="$arch" -o "$build/bench/launch_alloc" "$here/launch_alloc.cu" &&
-nvcc -O2 -std=c++17 -arch="$arch" --default-stream per-thread \
-  -o "$build/bench/launch_alloc_ptds" "$here/launch_alloc.cu" || { echo "nvcc failed"; exit 1; }
+if [ -n "$loop" ]; then
+  binaries=(launch_loop)
+  nvcc -O2 -std=c++17 -arch="$arch" -DLAUNCHES="$loop" -o "$build/bench/launch_loop" "$here/launch_loop.cu" \
+    || { echo "nvcc failed"; exit 1; }
+else
+  binaries=(launch_alloc launch_alloc_ptds)
+  nvcc -O2 -std=c++17 -arch="$arch" -o "$build/bench/launch_alloc" "$here/launch_alloc.cu" &&
+  nvcc -O2 -std=c++17 -arch="$arch" --default-stream per-thread \
+    -o "$build/bench/launch_alloc_ptds" "$here/launch_alloc.cu" || { echo "nvcc failed"; exit 1; }
+fi
 
 log=$OUT/bench.log
 {
@@ -90,13 +107,14 @@ scheduled() {  # BINARY scheduled|below: under the tree's scheduler
   return $rc
 }
 configs=(hooked native)
-[ -n "$tree" ] && configs+=(scheduled below)
+[ -n "$tree" ] && configs+=(scheduled)
+[ -n "$tree" ] && [ -z "$loop" ] && configs+=(below)
 for r in $(seq 1 "$rounds"); do
   # Each round starts one configuration later than the one before, so none always runs first
   # or right after the same one.
   order=""
   for i in "${!configs[@]}"; do order="$order ${configs[(i + r - 1) % ${#configs[@]}]}"; done
-  for bin in launch_alloc launch_alloc_ptds; do
+  for bin in "${binaries[@]}"; do
     for cfg in $order; do one "$r" "$bin" "$cfg"; done
   done
 done
