@@ -81,7 +81,8 @@ constexpr int64_t kStuckNs = 10'000'000;
 
 // A stream launched on. Keyed by the stream handle, or for the context's default (legacy)
 // stream by the context pointer with its low bit set: a default stream has no handle of its
-// own, and the monitor reaches it as CU_STREAM_LEGACY in that context.
+// own, and the monitor reaches it as CU_STREAM_LEGACY in that context. Aligned to a cache line,
+// so a launch's mark reads the key, device and dirty word from one line.
 struct alignas(64) Slot {
   std::atomic<uintptr_t> key{0};
   std::atomic<uint32_t> dirty{0};  // launched on since the monitor last recorded
