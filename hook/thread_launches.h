@@ -39,9 +39,9 @@ extern LaunchRecord g_records[kLaunchRecords];
 // preloaded, so its thread-locals are in the static TLS block and reading one is one load.
 extern __attribute__((tls_model("initial-exec"))) constinit thread_local int t_record;
 
-// This thread's record (index + 1), claimed at its first call; 0: none is free.
+// This thread's record (index + 1): the one it holds, else one claimed now (tried once per
+// thread); 0: none is free.
 int claim_record();
-inline int my_record() { return t_record != 0 ? t_record : claim_record(); }
 
 // The launching thread, before the driver has the launch (begun) and after it (done): each a
 // load and a release store of the thread's own counter. Done is stored after the stream was
