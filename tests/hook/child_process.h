@@ -79,6 +79,14 @@ inline int wait_exit(Child& c) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// In a child: returns once the parent closes the child's stdin (wait_exit() does), so the
+// child holds what it set up until then.
+inline void wait_for_stdin_to_close() {
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+}
+
 // One line of the child's stdout, without its newline; false at its end.
 inline bool next_line(int fd, std::string* line) {
   line->clear();

@@ -187,9 +187,7 @@ TEST_F(ProcessListChild, Hold) {
   if (!std::getenv("TEST_HOLD")) GTEST_SKIP() << "run by ProcessListTenant.*";
   std::printf("ready\n");
   std::fflush(stdout);
-  char c;
-  while (read(0, &c, 1) > 0) {
-  }
+  wait_for_stdin_to_close();
 }
 
 // An NVML-only process, as nvidia-smi: no cuInit, straight to the RM control. The kernel

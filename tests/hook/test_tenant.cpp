@@ -66,9 +66,7 @@ TEST_F(TenantChild, Hold) {
   ASSERT_EQ(cuMemAlloc(&p, env_bytes("TEST_HOLD")), CUDA_SUCCESS);
   std::printf("ready\n");
   std::fflush(stdout);
-  char c;
-  while (read(0, &c, 1) > 0) {
-  }
+  wait_for_stdin_to_close();
   cuMemFree(p);
 }
 
@@ -147,9 +145,7 @@ TEST_F(TenantChild, CapturesWhileEarlierWorkRuns) {
   ASSERT_EQ(cuStreamSynchronize(work), CUDA_SUCCESS);
   std::printf("ready\n");
   std::fflush(stdout);
-  char c;
-  while (read(0, &c, 1) > 0) {
-  }
+  wait_for_stdin_to_close();
 }
 
 // Launches alone in its tenant, so counted in per-thread records: 200 threads one after the
@@ -190,9 +186,7 @@ TEST_F(TenantChild, LaunchesFromManyThreads) {
   ASSERT_EQ(failed.load(), 0u);
   std::printf("ready %llu\n", static_cast<unsigned long long>(launched.load()));
   std::fflush(stdout);
-  char c;
-  while (read(0, &c, 1) > 0) {
-  }
+  wait_for_stdin_to_close();
   for (CUstream st : streams) cuStreamDestroy(st);
 }
 
@@ -213,9 +207,7 @@ TEST_F(TenantChild, LaunchesOnAStreamHandleGivenAgain) {
   ASSERT_EQ(cuLaunchKernel(slow, 1, 1, 1, 32, 1, 1, 0, again, nullptr, nullptr), CUDA_SUCCESS);
   std::printf("launched %d\n", again == first ? 1 : 0);
   std::fflush(stdout);
-  char c;
-  while (read(0, &c, 1) > 0) {
-  }
+  wait_for_stdin_to_close();
   EXPECT_EQ(cuStreamSynchronize(again), CUDA_SUCCESS);
   cuStreamDestroy(again);
 }

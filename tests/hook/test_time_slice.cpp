@@ -141,9 +141,7 @@ TEST_F(TimeSliceChild, Hold) {
   if (!std::getenv("TEST_HOLD")) GTEST_SKIP() << "run by TimeSlice.*";
   std::printf("ready\n");
   std::fflush(stdout);
-  char c;
-  while (read(0, &c, 1) > 0) {
-  }
+  wait_for_stdin_to_close();
 }
 
 // ---- the tests ----------------------------------------------------------------------------
