@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hook overhead: bench/launch_alloc.cu run alternately with and without libcuslice.so.
 #
-#   bash bench/run.sh [--cuslice PATH] [--launch-loop N] [ROUNDS]   # on a machine with an NVIDIA GPU; ROUNDS 10
+#   bash bench/run.sh [--cuslice PATH] [--launch-loop N | --in-process] [ROUNDS]   # on a machine with an NVIDIA GPU; ROUNDS 10
 #
 # Each round runs, in turn, the legacy-stream build in every configuration, then the per-thread
 # default-stream build (--default-stream per-thread: the _ptsz entry points); the order of the
@@ -21,6 +21,10 @@
 # row, a synchronize every 20,000), and no "below" configuration: many short processes, for a
 # paired ratio whose interval is narrow enough to tell a few percent (the launch rate varies by
 # ±10-20% from process to process).
+# --in-process: instead of launch_alloc, bench/launch_in_process.cu (blocks of launches through
+# the hook alternating with blocks straight to the driver, in one process), and no "below"
+# configuration: bench.md's second table gives the ratio of the two inside each run, which
+# the process-to-process variation does not reach.
 # Environment: CUDA_ARCH (default sm_90), OUT (default build-gpu/out).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +43,9 @@ if [ "${1:-}" = --launch-loop ]; then
   loop=${2:?--launch-loop needs a number of launches}
   [[ $loop =~ ^[1-9][0-9]*$ ]] || { echo "--launch-loop $loop: not a number of launches"; exit 2; }
   shift 2
+elif [ "${1:-}" = --in-process ]; then
+  loop=in-process
+  shift
 fi
 rounds=${1:-10}
 mkdir -p "$OUT" "$build/bench"
@@ -53,7 +60,11 @@ else
 fi
 
 arch=${CUDA_ARCH:-sm_90}
-if [ -n "$loop" ]; then
+if [ "$loop" = in-process ]; then
+  binaries=(launch_in_process)
+  nvcc -O2 -std=c++17 -arch="$arch" -o "$build/bench/launch_in_process" "$here/launch_in_process.cu" -lcuda \
+    || { echo "nvcc failed"; exit 1; }
+elif [ -n "$loop" ]; then
   binaries=(launch_loop)
   nvcc -O2 -std=c++17 -arch="$arch" -DLAUNCHES="$loop" -o "$build/bench/launch_loop" "$here/launch_loop.cu" \
     || { echo "nvcc failed"; exit 1; }

@@ -11,6 +11,11 @@ round (the runs next to each other), median and min–max over rounds, which the
 from round to round does not move, and from 8 rounds on a 95% interval of that median (the
 2.5th and 97.5th percentiles of the medians of 2,000 resamples of the rounds, with a fixed
 seed, so the same runs always give the same interval).
+
+A run may also print `RATIO <name> <value>` lines: a ratio measured inside the process
+(bench/launch_in_process.cu: a launch through the hook over the same launch straight to the
+driver). A second table gives, per configuration, their median over runs, min–max and the
+same 95% interval; native runs are the method's own error.
 """
 import random
 import statistics
@@ -29,6 +34,7 @@ def median_interval(values, resamples=2000):
 
 def main(runs_file, md_out):
     per = defaultdict(list)  # (binary, name, config) -> per-run medians
+    ratios = defaultdict(list)  # (binary, name, config) -> per-run in-process ratios
     by_round = {}  # (round, binary, name, config) -> the run's median
     cur = None
     for line in open(runs_file):
@@ -40,6 +46,8 @@ def main(runs_file, md_out):
         elif f[0] == "BENCH" and cur:
             per[(cur[1], f[1], cur[2])].append(float(f[2]))
             by_round[(cur[0], cur[1], f[1], cur[2])] = float(f[2])
+        elif f[0] == "RATIO" and cur:
+            ratios[(cur[1], f[1], cur[2])].append(float(f[2]))
     keys = sorted({(b, n) for (b, n, _) in per}, key=lambda k: (k[0], k[1]))
     order = ["hooked", "scheduled", "below"]
     configs = sorted({c for (_, _, c) in per if c != "native"}, key=lambda c: (order.index(c) if c in order else 9, c))
@@ -66,6 +74,15 @@ def main(runs_file, md_out):
             rows.append(f"| {b} | {n} | {c} | {fmt(mn)} ({fmt(min(nat))}–{fmt(max(nat))}) | "
                         f"{fmt(mh)} ({fmt(min(hk))}–{fmt(max(hk))}) | {mh / mn:.2f} | {pr} | {ci} | "
                         f"{len(nat)}+{len(hk)} |")
+    if ratios:
+        order_all = ["native"] + order
+        rows += ["", "| binary | ratio, inside each run | config | median (min–max) | its 95% interval | runs |",
+                 "|---|---|---|---|---|---|"]
+        for (b, n, c) in sorted(ratios, key=lambda k: (k[0], k[1], order_all.index(k[2]) if k[2] in order_all else 9)):
+            v = ratios[(b, n, c)]
+            interval = median_interval(v)
+            ci = f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "—"
+            rows.append(f"| {b} | {n} | {c} | {statistics.median(v):.3f} ({min(v):.3f}–{max(v):.3f}) | {ci} | {len(v)} |")
     md = "\n".join(rows)
     with open(md_out, "w") as f:
         f.write(md + "\n")
