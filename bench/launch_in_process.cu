@@ -8,7 +8,12 @@
 // natively (both paths are then the driver's: the method's own error), with the hook alone and
 // scheduled.
 //
-//   launch_in_process [BLOCKS] [LAUNCHES]   # BLOCKS per path (20), LAUNCHES per block (20,000)
+// With --recorder MS both paths go straight to the driver; during one path's blocks a second
+// thread records an event on the launching stream and queries it every MS milliseconds (what
+// cuslice's monitor does at each look), during the other's it sleeps: their ratio is what
+// those calls cost the launching thread.
+//
+//   launch_in_process [--recorder MS] [BLOCKS] [LAUNCHES]   # BLOCKS per path (20), LAUNCHES per block (20,000)
 //
 // Prints each path's median block in bench/summarize.py's format and their ratio.
 #include <cuda.h>
@@ -16,10 +21,12 @@
 #include <link.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -69,10 +76,16 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int blocks = argc > 1 ? std::atoi(argv[1]) : 20;
-  const int per_block = argc > 2 ? std::atoi(argv[2]) : 20000;
-  if (blocks < 1 || per_block < 1) {
-    std::fprintf(stderr, "usage: launch_in_process [BLOCKS] [LAUNCHES]\n");
+  int arg = 1;
+  int recorder_ms = 0;
+  if (argc > arg && std::strcmp(argv[arg], "--recorder") == 0) {
+    recorder_ms = argc > arg + 1 ? std::atoi(argv[arg + 1]) : 0;
+    arg += 2;
+  }
+  const int blocks = argc > arg ? std::atoi(argv[arg]) : 20;
+  const int per_block = argc > arg + 1 ? std::atoi(argv[arg + 1]) : 20000;
+  if (blocks < 1 || per_block < 1 || (arg == 3 && recorder_ms < 1)) {
+    std::fprintf(stderr, "usage: launch_in_process [--recorder MS] [BLOCKS] [LAUNCHES]\n");
     return 2;
   }
   if (cudaFree(nullptr) != cudaSuccess) {
@@ -93,7 +106,30 @@ int main(int argc, char** argv) {
       cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
     return 1;
   const auto stream = reinterpret_cast<CUstream>(st);
-  const Launch paths[2] = {linked, driver};
+  // With the recorder, path 0's blocks run while it records, path 1's while it sleeps.
+  const Launch paths[2] = {recorder_ms > 0 ? driver : linked, driver};
+  std::atomic<bool> recording{false}, stop{false};
+  std::thread recorder;
+  if (recorder_ms > 0) {
+    CUcontext ctx = nullptr;
+    cuCtxGetCurrent(&ctx);
+    recorder = std::thread([&, ctx] {
+      cuCtxSetCurrent(ctx);
+      CUevent ev;
+      if (cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "launch_in_process: the recorder cannot create an event\n");
+        return;
+      }
+      while (!stop.load()) {
+        if (recording.load()) {
+          cuEventRecord(ev, stream);
+          cuEventQuery(ev);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(recorder_ms));
+      }
+      cuEventDestroy(ev);
+    });
+  }
   for (Launch path : paths)  // each path's first launch out of the timing
     if (path(fn, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS) return 1;
   if (cudaStreamSynchronize(st) != cudaSuccess) return 1;
@@ -101,18 +137,26 @@ int main(int argc, char** argv) {
   for (int b = 0; b < 2 * blocks; ++b) {
     const int p = (b + b / 2) % 2;  // ABBA: neither path always goes first
     const Launch path = paths[p];
+    recording.store(p == 0);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < per_block; ++i) path(fn, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
     if (cudaStreamSynchronize(st) != cudaSuccess) return 1;
     ns[p].push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
                     per_block);
   }
+  if (recorder_ms > 0) {
+    stop.store(true);
+    recorder.join();
+  }
   if (cudaGetLastError() != cudaSuccess) return 1;
-  const double hooked = median(ns[0]), direct = median(ns[1]);
-  std::printf("BENCH launch_linked %.1f %.1f %.1f ns/op\n", hooked, *std::min_element(ns[0].begin(), ns[0].end()),
-              *std::max_element(ns[0].begin(), ns[0].end()));
-  std::printf("BENCH launch_driver %.1f %.1f %.1f ns/op\n", direct, *std::min_element(ns[1].begin(), ns[1].end()),
-              *std::max_element(ns[1].begin(), ns[1].end()));
-  std::printf("RATIO linked_over_driver %.4f%s\n", hooked / direct, linked == driver ? " same-function" : "");
+  const char* names[2] = {recorder_ms > 0 ? "launch_recorder_on" : "launch_linked",
+                          recorder_ms > 0 ? "launch_recorder_off" : "launch_driver"};
+  for (int p = 0; p < 2; ++p)
+    std::printf("BENCH %s %.1f %.1f %.1f ns/op\n", names[p], median(ns[p]), *std::min_element(ns[p].begin(), ns[p].end()),
+                *std::max_element(ns[p].begin(), ns[p].end()));
+  if (recorder_ms > 0)
+    std::printf("RATIO recorder_on_over_off %.4f\n", median(ns[0]) / median(ns[1]));
+  else
+    std::printf("RATIO linked_over_driver %.4f%s\n", median(ns[0]) / median(ns[1]), linked == driver ? " same-function" : "");
   return 0;
 }
