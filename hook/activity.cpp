@@ -170,7 +170,7 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
   if (noted.record != 0) {
     // Counted after the mark, as below: the monitor that folds the count finds the stream
     // marked. Nothing is estimated: it was not bounded when it began.
-    mark_unbounded(noted.device, stream);
+    mark(noted.device, stream, 0);
     count_done(g_records[noted.record - 1], noted.device);
     return;
   }

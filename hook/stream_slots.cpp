@@ -30,14 +30,10 @@ bool use_ctx(CUcontext ctx) {
   return true;
 }
 
-// The created stream this thread marked last, and its slot (checked at each use: the slot is
-// the stream's while its key and device are).
-__attribute__((tls_model("initial-exec"))) constinit thread_local uintptr_t t_marked_key = 0;
-__attribute__((tls_model("initial-exec"))) constinit thread_local Slot* t_marked_slot = nullptr;
-
-void set_dirty(Slot& s) {
-  if (!s.dirty.load(std::memory_order_seq_cst)) s.dirty.store(1, std::memory_order_seq_cst);
-}
+// The created stream this thread found the slot of last, and that slot (checked at each use:
+// the slot is the stream's while its key and device are).
+__attribute__((tls_model("initial-exec"))) constinit thread_local uintptr_t t_last_key = 0;
+__attribute__((tls_model("initial-exec"))) constinit thread_local Slot* t_last_slot = nullptr;
 
 }  // namespace
 
@@ -56,7 +52,11 @@ Slot* find_or_add(uintptr_t key, bool add) {
   return nullptr;
 }
 
-Slot* slot_of(int device, CUstream stream) {
+namespace {
+
+// The table searched (the thread's first launch on this stream, or a default stream), and the
+// slot of a created stream remembered for the thread's next launch.
+[[gnu::noinline]] Slot* slot_searched(int device, CUstream stream) {
   uintptr_t key;
   if (is_default(stream)) {
     CUcontext ctx = nullptr;
@@ -76,7 +76,23 @@ Slot* slot_of(int device, CUstream stream) {
     s->ctx = ctx;
     s->device.compare_exchange_strong(expected, device, std::memory_order_acq_rel);
   }
+  // A default stream's slot is its context's, which may change between launches.
+  if (!is_default(stream)) {
+    t_last_key = key;
+    t_last_slot = s;
+  }
   return s;
+}
+
+}  // namespace
+
+Slot* slot_of(int device, CUstream stream) {
+  const uintptr_t key = reinterpret_cast<uintptr_t>(stream);
+  Slot* s = t_last_slot;
+  if (key == t_last_key && s != nullptr && s->key.load(std::memory_order_acquire) == key &&
+      s->device.load(std::memory_order_acquire) == device)
+    return s;
+  return slot_searched(device, stream);
 }
 
 void mark(int device, CUstream stream, uint32_t est) {
@@ -84,32 +100,8 @@ void mark(int device, CUstream stream, uint32_t est) {
   if (s == nullptr) return;
   // Marked before its estimate counts: the monitor, having read the sum with it, must not then
   // find the stream unmarked and take all of the sum for done.
-  set_dirty(*s);
+  if (!s->dirty.load(std::memory_order_seq_cst)) s->dirty.store(1, std::memory_order_seq_cst);
   if (est != 0) s->enq_ns.fetch_add(est, std::memory_order_seq_cst);
-}
-
-namespace {
-// The first launch of the thread on this stream (or on a default stream): the table searched.
-[[gnu::noinline]] void mark_searched(int device, CUstream stream) {
-  Slot* s = slot_of(device, stream);
-  if (s == nullptr) return;
-  // A default stream's slot is its context's, which may change between launches.
-  if (!is_default(stream)) {
-    t_marked_key = reinterpret_cast<uintptr_t>(stream);
-    t_marked_slot = s;
-  }
-  set_dirty(*s);
-}
-}  // namespace
-
-void mark_unbounded(int device, CUstream stream) {
-  const uintptr_t key = reinterpret_cast<uintptr_t>(stream);
-  Slot* s = t_marked_slot;
-  if (key == t_marked_key && s != nullptr && s->key.load(std::memory_order_acquire) == key &&
-      s->device.load(std::memory_order_acquire) == device)
-    set_dirty(*s);
-  else
-    mark_searched(device, stream);
 }
 
 bool record(Slot& s, uintptr_t key) {

@@ -17,13 +17,11 @@ namespace cuslice::activity {
 // stream is then not tracked, and drain is judged without it).
 Slot* find_or_add(uintptr_t key, bool add);
 // The slot of the stream launched on, from a launching thread (nullptr: the table is full).
+// The created stream the thread asked for last is found without searching the table.
 Slot* slot_of(int device, CUstream stream);
 // Marks the stream launched on, so that the monitor records after it (and so cannot take the
 // device for drained while the launch is under way), and adds the launch's estimate to it.
 void mark(int device, CUstream stream, uint32_t est);
-// mark() without an estimate, for a launch not bounded: a thread launching on the created
-// stream it marked last finds its slot without searching the table.
-void mark_unbounded(int device, CUstream stream);
 
 // The context current on the monitor thread (under g_monitor): set only when it changes, as a
 // process mostly has one, and each set is a driver call competing with the launching thread.
