@@ -1,6 +1,7 @@
 // The launch monitor (monitor.h): the thread's loop, and its pass in named phases:
-//   1. look_at_stream: per tracked stream, record after new launches, retire completed
-//      records, and read how far the GPU got (gates and marks reached);
+//   1. look_at_stream: per tracked stream, record after new launches (alone, once they
+//      stop), retire completed records, and read how far the GPU got (gates and marks
+//      reached);
 //   2. let_held_work_run: per device with held back work and the token, open gates as the
 //      bound allows (all of them on a stall, a capture or exit);
 //   3. settle_device: per device, give the token back once drained (after a short grace),
@@ -72,8 +73,9 @@ void see_marks_reached(Slot& s, int device, Look& look) {
 
 // Phase 1, one stream (under g_monitor): records after new launches, retires completed
 // records, reads how far the GPU got, and adds what it found to its device's look. Quiet: a
-// capture is in progress, so no driver call at all.
-void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, Look& look) {
+// capture is in progress, so no driver call at all. Held: launches keep coming on the device
+// (hold_records()), so no record yet; the stream stays marked, so busy.
+void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, bool held, Look& look) {
   // Marks put since the last pass: the launching thread is at it, and they will show its
   // work done; the monitor records only once they stop (the stream stays marked dirty, so
   // busy, meanwhile).
@@ -81,7 +83,7 @@ void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, Look& look) 
   const bool marking = marks != s.marks_last_pass;
   s.marks_last_pass = marks;
   // Clear first: a launch after this point marks the stream again.
-  if (!quiet && !marking && s.dirty.exchange(0, std::memory_order_seq_cst) && !record(s, key))
+  if (!quiet && !marking && !held && s.dirty.exchange(0, std::memory_order_seq_cst) && !record(s, key))
     s.dirty.store(1, std::memory_order_release);
   const int64_t done_before = s.done_ns;
   const int64_t enq = s.enq_ns.load(std::memory_order_seq_cst);  // before the records are looked at
@@ -243,13 +245,28 @@ void drained(Device& dev, int d, int gpu, int64_t now, uint64_t completed) {
 
 // The flags a pass gives the monitor's loop: any device busy; revoked: a busy device's token
 // was taken back (its drain is awaited: look again soon); throttled: a launch waits for room
-// on the CPU; held: work is held back behind a gate, or marks are coming in.
+// on the CPU; held: work is held back behind a gate, or marks are coming in; settling:
+// launches stopped, and the records just made will show the drain.
 struct PassOutcome {
   bool busy = false;
   bool revoked = false;
   bool throttled = false;
   bool held = false;
+  bool settling = false;
 };
+
+// Whether this pass leaves a device's streams without records: alone, holding the token,
+// nobody waiting for the drain, and launches since the last pass (it is busy anyway).
+bool hold_records(int d, uint64_t launched_before) {
+  Device& dev = g_devices[d];
+  const bool coming = launched_before != dev.launched_last_pass;
+  dev.launched_last_pass = launched_before;
+  if (!coming || g_others.load(std::memory_order_relaxed) || g_capped.load(std::memory_order_relaxed) ||
+      g_sliced.load(std::memory_order_relaxed) || !dev.busy.load(std::memory_order_acquire))
+    return false;
+  const int gpu = scheduler_link::gpu(d);
+  return client::holding(gpu) && !client::lower_priority_waiting(gpu);
+}
 
 // Phase 3, one device: drained or not, the token, GPU time, the bound.
 void settle_device(int d, int64_t now, const Look& look, uint64_t launched_before, PassOutcome& out) {
@@ -335,11 +352,17 @@ PassOutcome pass() {
     // record, from this relaxed-mode thread, can invalidate the application's capture
     // (tests/gpu/capture_stress.sh). A record outstanding then keeps the device busy.
     const bool quiet = g_captures.load(std::memory_order_acquire) != 0;
+    bool held[kMaxDevices];
+    for (int d = 0; d < kMaxDevices; ++d) {
+      held[d] = hold_records(d, launched_before[d]);
+      if (g_devices[d].records_held && !held[d]) out.settling = true;
+      g_devices[d].records_held = held[d];
+    }
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
       const int device = s.device.load(std::memory_order_acquire);
       if (key == 0 || device < 0) continue;
-      look_at_stream(s, key, device, quiet, looks[device]);
+      look_at_stream(s, key, device, quiet, held[device], looks[device]);
     }
     let_held_work_run(now, quiet, looks);
     g_pass_began.store(0, std::memory_order_release);
@@ -439,7 +462,8 @@ void* monitor_main(void*) {
                               : uncontended ? kUncontendedPollNs
                                             : kBusyPollNs;
     if (p.busy && busy_poll < kBusyPollNs) g_counts.tight_polls++;
-    futex_wait(&g_wake, wake, p.revoked ? std::min(kDrainPollNs, busy_poll) : p.busy ? busy_poll : kIdleWaitNs);
+    const int64_t poll = p.settling ? std::min(kSettlePollNs, busy_poll) : busy_poll;
+    futex_wait(&g_wake, wake, p.revoked ? std::min(kDrainPollNs, poll) : p.busy ? poll : kIdleWaitNs);
   }
   return nullptr;
 }

@@ -26,11 +26,17 @@ constexpr int kEventsPerSlot = 8;   // records in flight per stream
 constexpr int64_t kBusyPollNs = 100'000;      // look again this soon while work is queued
 constexpr int64_t kDrainPollNs = 10'000;      // ... and this soon while revoked: others wait
 // ... and this seldom while nobody waits for this process to drain (no other tenant, or only
-// higher ones it does not hold the token against, and no cap): each look records and queries
-// an event on the streams launched on, driver calls that contend with the launching thread
-// for the context, and all they give then is the GPU time reported and the token given back
-// a little later. A revocation is seen at the next look (the drain poll follows).
+// higher ones it does not hold the token against, and no cap): a look that records and
+// queries an event on the streams launched on makes driver calls that contend with the
+// launching thread for the context, and all they give then is the GPU time reported and the
+// token given back a little later. A revocation is seen at the next look (the drain poll
+// follows).
 constexpr int64_t kUncontendedPollNs = 1'000'000;
+// While launches keep coming there, alone and holding the token, a look makes no record on a
+// device's streams: a launch since the last look already says the device is busy, and a
+// record would contend with the launching thread for nothing. The look after they stop makes
+// the records, and the next comes this soon, so the drain is seen as early as before.
+constexpr int64_t kSettlePollNs = 100'000;
 // ... and this soon while a higher-priority tenant is registered and work is held back behind
 // gates (the GPU reaches the next gate within a segment), or, without parking, launches wait
 // on the CPU for a bound of a few kernels and the monitor must see each complete at once or
@@ -162,6 +168,13 @@ struct alignas(64) Device {
   int64_t in_flight_ns = 0;
   int64_t last_look = 0;
   bool had_in_flight = false;
+  // Busy time reported while no launch completed: it belongs to the launches that complete
+  // later (alone, launches are seen complete only once they stop).
+  int64_t busy_unlearnt_ns = 0;
+  // The launch count at the last pass, and whether that pass held off its records because
+  // launches kept coming.
+  uint64_t launched_last_pass = 0;
+  bool records_held = false;
   // Learning kernel times: launches up to `learnt` are accounted for; the last of them was
   // seen complete at `learnt_at`. Disturbed: the token was elsewhere meanwhile, so the time
   // the launches since took is partly another tenant's.

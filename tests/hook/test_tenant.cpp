@@ -212,6 +212,32 @@ TEST_F(TenantChild, LaunchesOnAStreamHandleGivenAgain) {
   cuStreamDestroy(again);
 }
 
+// Launches alone in its tenant without a pause for 300 ms (a stream synchronize every 100
+// launches, well under the monitor's look), then waits for them. Its log goes to
+// TEST_STEADY_LOG.
+TEST_F(TenantChild, LaunchesWithoutPause) {
+  if (!std::getenv("TEST_STEADY_LOG")) GTEST_SKIP() << "run by Tenant.*";
+  const int log = open(std::getenv("TEST_STEADY_LOG"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(log, 0);
+  ASSERT_EQ(dup2(log, 2), 2);
+  close(log);
+  CUfunction quick = kernel("spin_2us");
+  ASSERT_NE(quick, nullptr);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  uint64_t launched = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < 100; ++i, ++launched)
+      ASSERT_EQ(cuLaunchKernel(quick, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+  }
+  std::printf("ready %llu\n", static_cast<unsigned long long>(launched));
+  std::fflush(stdout);
+  wait_for_stdin_to_close();
+  cuStreamDestroy(stream);
+}
+
 TEST(TenantChildRefused, InitialisationFails) {
   if (!std::getenv("TEST_EXPECT_REFUSAL")) GTEST_SKIP() << "run by Tenant.*";
   EXPECT_EQ(cuInit(0), CUDA_ERROR_NOT_INITIALIZED);
@@ -365,6 +391,33 @@ TEST_F(Tenant, LaunchesCountedPerThreadAreAllCountedAndDrain) {
   const size_t at = text.rfind("at exit: ");
   ASSERT_NE(at, std::string::npos) << text;
   EXPECT_EQ(std::strtoull(text.c_str() + at + 9, nullptr, 10), expected) << text.substr(at, 200);
+  std::remove(log.c_str());
+}
+
+// Alone, while launches keep coming, the monitor records no event on the stream (a launch
+// since its last look says the process is busy; a record would contend with the launching
+// thread): it records once they stop, and the process is still seen to drain.
+TEST_F(Tenant, LaunchesThatKeepComingAreRecordedOnlyOnceTheyStop) {
+  const std::string log = dir_ + "/steady.log";
+  Child c = child("TenantChild.LaunchesWithoutPause", "a", {"TEST_STEADY_LOG=" + log, "CUSLICE_LOG_LEVEL=debug"});
+  std::string line;
+  ASSERT_TRUE(read_line(c.out, "ready", &line));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_TRUE(seen_idle(200)) << "the process never drained after its launches completed";
+  EXPECT_EQ(wait_exit(c), 0);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.rfind("monitor: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const unsigned long long passes = std::strtoull(text.c_str() + at + 9, nullptr, 10);
+  const size_t rec = text.find(" records", at);
+  ASSERT_NE(rec, std::string::npos) << text.substr(at, 200);
+  const size_t num = text.rfind(' ', rec - 1);
+  const unsigned long long records = std::strtoull(text.c_str() + num + 1, nullptr, 10);
+  // About 300 looks while launching (one a millisecond); a record at each, before.
+  EXPECT_GE(passes, 100u) << text.substr(at, 200);
+  EXPECT_LT(records * 4, passes) << text.substr(at, 200);
+  EXPECT_GE(records, 1u) << text.substr(at, 200);
   std::remove(log.c_str());
 }
 
