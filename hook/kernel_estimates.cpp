@@ -78,14 +78,22 @@ void retire_estimates(Device& dev, int device, uint64_t completed) {
 void account(Device& dev, int gpu, int64_t now, uint64_t completed) {
   const int64_t busy = now - dev.busy_since;
   client::report_gpu_time(gpu, static_cast<uint64_t>(busy));
-  // Until launches complete, their time adds up: it is theirs.
-  dev.busy_unlearnt_ns += busy;
   const uint64_t done = completed - dev.completed_accounted;
-  if (done == 0) return;
   dev.completed_accounted = completed;
+  // Alone, with the records held off while launches kept coming (monitor.cpp), none is seen
+  // complete until they stop: the time until then is theirs, so it adds up. Otherwise an
+  // interval in which none completed counts for nothing: a launch held back behind a gate is
+  // in flight but not running.
+  const bool carry = dev.carry_unlearnt;
+  dev.busy_unlearnt_ns = (carry ? dev.busy_unlearnt_ns : 0) + busy;
+  if (done == 0) {
+    if (!carry) dev.in_flight_ns = 0;
+    return;
+  }
   const int64_t in_flight = dev.in_flight_ns;
   const int64_t busy_all = dev.busy_unlearnt_ns;
   dev.in_flight_ns = dev.busy_unlearnt_ns = 0;
+  dev.carry_unlearnt = false;
   constexpr double kDecay = 0.9;
   dev.busy_ns = dev.busy_ns * kDecay + static_cast<double>(in_flight > 0 ? in_flight : busy_all);
   dev.busy_launches = dev.busy_launches * kDecay + static_cast<double>(done);

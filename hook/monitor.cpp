@@ -357,6 +357,7 @@ PassOutcome pass() {
       held[d] = hold_records(d, launched_before[d]);
       if (g_devices[d].records_held && !held[d]) out.settling = true;
       g_devices[d].records_held = held[d];
+      if (held[d]) g_devices[d].carry_unlearnt = true;
     }
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);

@@ -168,9 +168,10 @@ struct alignas(64) Device {
   int64_t in_flight_ns = 0;
   int64_t last_look = 0;
   bool had_in_flight = false;
-  // Busy time reported while no launch completed: it belongs to the launches that complete
-  // later (alone, launches are seen complete only once they stop).
+  // Busy time reported since a launch was last seen complete, and whether it counts toward
+  // the launches that complete later (records were held off meanwhile: kernel_estimates.cpp).
   int64_t busy_unlearnt_ns = 0;
+  bool carry_unlearnt = false;
   // The launch count at the last pass, and whether that pass held off its records because
   // launches kept coming.
   uint64_t launched_last_pass = 0;
