@@ -57,6 +57,17 @@ class TenantChild : public CudaTest {
     EXPECT_EQ(cuModuleGetFunction(&f, module, name), CUDA_SUCCESS) << name;
     return f;
   }
+  // Sends the hook's log (stderr) to the file the environment variable names, for the counts
+  // the monitor ends with. False (and a failure) when it cannot.
+  static bool log_to(const char* variable) {
+    const int log = open(std::getenv(variable), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    EXPECT_GE(log, 0) << variable;
+    if (log < 0) return false;
+    const bool moved = dup2(log, 2) == 2;
+    EXPECT_TRUE(moved);
+    close(log);
+    return moved;
+  }
 };
 
 // Allocates TEST_HOLD bytes, says "ready" on stdout, holds until stdin closes.
@@ -154,10 +165,7 @@ TEST_F(TenantChild, CapturesWhileEarlierWorkRuns) {
 // Its log (CUSLICE_LOG_LEVEL=debug) goes to TEST_LOG, for the count the monitor ends with.
 TEST_F(TenantChild, LaunchesFromManyThreads) {
   if (!std::getenv("TEST_LOG")) GTEST_SKIP() << "run by Tenant.*";
-  const int log = open(std::getenv("TEST_LOG"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(log, 0);
-  ASSERT_EQ(dup2(log, 2), 2);
-  close(log);
+  ASSERT_TRUE(log_to("TEST_LOG"));
   CUfunction quick = kernel("spin_2us");
   ASSERT_NE(quick, nullptr);
   CUcontext ctx = nullptr;
@@ -217,10 +225,7 @@ TEST_F(TenantChild, LaunchesOnAStreamHandleGivenAgain) {
 // TEST_STEADY_LOG.
 TEST_F(TenantChild, LaunchesWithoutPause) {
   if (!std::getenv("TEST_STEADY_LOG")) GTEST_SKIP() << "run by Tenant.*";
-  const int log = open(std::getenv("TEST_STEADY_LOG"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(log, 0);
-  ASSERT_EQ(dup2(log, 2), 2);
-  close(log);
+  ASSERT_TRUE(log_to("TEST_STEADY_LOG"));
   CUfunction quick = kernel("spin_2us");
   ASSERT_NE(quick, nullptr);
   CUstream stream = nullptr;
