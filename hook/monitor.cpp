@@ -73,9 +73,9 @@ void see_marks_reached(Slot& s, int device, Look& look) {
 
 // Phase 1, one stream (under g_monitor): records after new launches, retires completed
 // records, reads how far the GPU got, and adds what it found to its device's look. Quiet: a
-// capture is in progress, so no driver call at all. Held: launches keep coming on the device
+// capture is in progress, so no driver call at all. Hold: launches keep coming on the device
 // (hold_records()), so no record yet; the stream stays marked, so busy.
-void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, bool held, Look& look) {
+void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, bool hold, Look& look) {
   // Marks put since the last pass: the launching thread is at it, and they will show its
   // work done; the monitor records only once they stop (the stream stays marked dirty, so
   // busy, meanwhile).
@@ -83,7 +83,7 @@ void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, bool held, L
   const bool marking = marks != s.marks_last_pass;
   s.marks_last_pass = marks;
   // Clear first: a launch after this point marks the stream again.
-  if (!quiet && !marking && !held && s.dirty.exchange(0, std::memory_order_seq_cst) && !record(s, key))
+  if (!quiet && !marking && !hold && s.dirty.exchange(0, std::memory_order_seq_cst) && !record(s, key))
     s.dirty.store(1, std::memory_order_release);
   const int64_t done_before = s.done_ns;
   const int64_t enq = s.enq_ns.load(std::memory_order_seq_cst);  // before the records are looked at
@@ -352,18 +352,18 @@ PassOutcome pass() {
     // record, from this relaxed-mode thread, can invalidate the application's capture
     // (tests/gpu/capture_stress.sh). A record outstanding then keeps the device busy.
     const bool quiet = g_captures.load(std::memory_order_acquire) != 0;
-    bool held[kMaxDevices];
+    bool hold[kMaxDevices];
     for (int d = 0; d < kMaxDevices; ++d) {
-      held[d] = hold_records(d, launched_before[d]);
-      if (g_devices[d].records_held && !held[d]) out.settling = true;
-      g_devices[d].records_held = held[d];
-      if (held[d]) g_devices[d].carry_unlearnt = true;
+      hold[d] = hold_records(d, launched_before[d]);
+      if (g_devices[d].records_held && !hold[d]) out.settling = true;
+      g_devices[d].records_held = hold[d];
+      if (hold[d]) g_devices[d].carry_unlearnt = true;
     }
     for (Slot& s : g_slots) {
       const uintptr_t key = s.key.load(std::memory_order_acquire);
       const int device = s.device.load(std::memory_order_acquire);
       if (key == 0 || device < 0) continue;
-      look_at_stream(s, key, device, quiet, held[device], looks[device]);
+      look_at_stream(s, key, device, quiet, hold[device], looks[device]);
     }
     let_held_work_run(now, quiet, looks);
     g_pass_began.store(0, std::memory_order_release);
