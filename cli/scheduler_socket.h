@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "metrics_exposition.h"
+#include "workload.h"
 #include "socket_protocol.h"
 
 namespace cuslice::cli {

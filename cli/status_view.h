@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "metrics_exposition.h"
+#include "workload.h"
 #include "segment_snapshot.h"
 
 namespace cuslice::cli {

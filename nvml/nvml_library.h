@@ -1,5 +1,5 @@
 // NVML opened at run time, for the programs beside the hook: the scheduler's usage watchdog
-// (scheduler/nvml_reader.h) and the device plugin's GPU list (device_plugin/gpu_inventory.h).
+// (scheduler/usage/nvml_reader.h) and the device plugin's GPU list (device_plugin/gpu_inventory.h).
 // libnvidia-ml.so.1 is dlopen'ed, never linked, so each program starts, and says why it has no
 // NVML, on a machine without the NVIDIA driver, and tests put the fake NVML of tests/fake_driver
 // first on LD_LIBRARY_PATH. This owns loading the library, finding the functions a user names

@@ -64,7 +64,7 @@
 // credential given at creation, and only from the pod (cgroup) of the first process that
 // joined it (docs/kubernetes.md).
 //
-// The daemon trusts nothing in a message (scheduler/message_decoder.h): sizes and versions
+// The daemon trusts nothing in a message (scheduler/clients/message_decoder.h): sizes and versions
 // must match exactly, names must be NUL-terminated in their field and of their kind's
 // characters (a tenant name as in the configuration, with `:<key>` for a plugin tenant;
 // Kubernetes names in a WorkloadMessage), a declared `charged` above 2^48 bytes is refused.

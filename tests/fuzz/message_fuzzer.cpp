@@ -1,5 +1,5 @@
 // Fuzz target: the scheduler's decoder of what clients send on its socket
-// (scheduler/message_decoder.h), as a connection's first message and as a hook's later one.
+// (scheduler/clients/message_decoder.h), as a connection's first message and as a hook's later one.
 // Checks what the daemon relies on: an accepted registration names a tenant that is empty or
 // well-formed and declares plausible charges; every reason is one printable line.
 #include <cstddef>

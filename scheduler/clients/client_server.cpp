@@ -1,0 +1,321 @@
+// ClientServer (client_server.h): accepting, reading and dropping clients; a first message
+// goes to the Registrar or the ControlDesk, a hook's later messages to the ProcessTable and
+// the Preemptor.
+#include "client_server.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "clock.h"
+#include "message_decoder.h"
+#include "os_fds.h"
+#include "replies.h"
+
+namespace cuslice {
+namespace {
+
+// A hook drains its kicks in one go; a client that sends faster than the daemon reads gets
+// this many read per wake-up, so that it cannot keep the loop from everybody else.
+constexpr int kMessagesPerWakeup = 64;
+
+void watch(int epoll_fd, int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
+}
+
+}  // namespace
+
+ClientServer::ClientServer(ClientSockets sockets, int epoll_fd, Registrar& registrar, ControlDesk& desk,
+                           Preemptor& preemptor, ProcessTable& processes, UsageLedger& ledger, RefusalLog& refusals,
+                           DaemonControl& daemon)
+    : sockets_(std::move(sockets)),
+      epoll_fd_(epoll_fd),
+      registrar_(registrar),
+      desk_(desk),
+      preemptor_(preemptor),
+      processes_(processes),
+      ledger_(ledger),
+      refusals_(refusals),
+      daemon_(daemon) {}
+
+ClientServer::~ClientServer() { shut_down(); }
+
+void ClientServer::listen() {
+  control_listen_fd_ = listen_on(sockets_.control_socket_path, SocketAccess::kOwner);
+  watch(epoll_fd_, control_listen_fd_, EPOLLIN);
+  listen_fd_ = listen_on(sockets_.socket_path, SocketAccess::kEveryone);
+  watch(epoll_fd_, listen_fd_, EPOLLIN);
+}
+
+void ClientServer::shut_down() {
+  for (const auto& [fd, client] : clients_) close(fd);
+  clients_.clear();
+  for (int* fd : {&listen_fd_, &control_listen_fd_}) {
+    if (*fd < 0) continue;
+    close(*fd);
+    *fd = -1;
+    unlink((fd == &listen_fd_ ? sockets_.socket_path : sockets_.control_socket_path).c_str());
+  }
+}
+
+void ClientServer::pause_accepting() {
+  // The connection stays queued; the listening socket stays ready. Stop watching both until
+  // tick(), so that the loop does not spin on them.
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, control_listen_fd_, nullptr);
+  accept_paused_ = true;
+  if (!fd_limit_reported_) {
+    spdlog::warn("accept: {} ({} connections open): new connections wait until some close", std::strerror(errno),
+                 clients_.size());
+    fd_limit_reported_ = true;
+  }
+}
+
+void ClientServer::accept_clients(int listen_fd) {
+  for (;;) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        pause_accepting();
+      } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        spdlog::warn("accept: {}", std::strerror(errno));
+      }
+      return;
+    }
+    if (fd_limit_reported_) {
+      spdlog::info("accepting connections again ({} open)", clients_.size() + 1);
+      fd_limit_reported_ = false;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      close(fd);
+      continue;
+    }
+    UidUsage& usage = per_uid_[cred.uid];
+    if (usage.connections >= kMaxConnectionsPerUid) {
+      close(fd);
+      refusals_.log(cred.uid, "refused a connection: " + std::to_string(usage.connections) +
+                                  " open, the most one user may have");
+      continue;
+    }
+    ++usage.connections;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    Client client;
+    client.pid = cred.pid;
+    client.uid = cred.uid;
+    client.gid = cred.gid;
+    client.control = listen_fd == control_listen_fd_;
+    client.connected = std::chrono::nanoseconds(now_ns());
+    clients_[fd] = client;
+    daemon_.connections_changed();
+  }
+}
+
+void ClientServer::resume_accepting() {
+  bool resumed = true;
+  for (const int fd : {listen_fd_, control_listen_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) resumed = false;
+  }
+  if (resumed) accept_paused_ = false;
+}
+
+void ClientServer::tick() {
+  close_silent_clients();
+  if (accept_paused_) resume_accepting();
+}
+
+void ClientServer::close_silent_clients() {
+  const std::chrono::nanoseconds now{now_ns()};
+  std::vector<int> silent;
+  for (const auto& [fd, client] : clients_)
+    if (client.kind == Kind::kNew && now - client.connected > kFirstMessageTimeout) silent.push_back(fd);
+  for (const int fd : silent) {
+    const Client& client = clients_.at(fd);
+    refusals_.log(client.uid, "closed a connection (pid " + std::to_string(client.pid) + ") that sent nothing for " +
+                                  std::to_string(kFirstMessageTimeout.count()) + " s");
+    drop_client(fd);
+  }
+}
+
+void ClientServer::on_readable(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  if (it->second.kind == Kind::kNew) {
+    on_first_message(fd, it->second);
+    return;
+  }
+  on_hook_messages(fd, it->second);
+  daemon_.step();
+}
+
+void ClientServer::on_hook_messages(int fd, Client& client) {
+  // A hook's messages are kicks, once the workload it runs in, and memory requests; a lease
+  // sends none (a kick from a command that inherited it is harmless). EOF means the process
+  // (and, for a lease, every process that inherited the connection) is gone.
+  alignas(wire::WorkloadMessage) unsigned char buf[sizeof(wire::WorkloadMessage) + 1];
+  for (int i = 0; i < kMessagesPerWakeup; ++i) {
+    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      const HookMessage m = decode_hook_message(buf, static_cast<size_t>(n));
+      if (m.kind == HookMessage::Kind::kDrop) {
+        spdlog::warn("pid {} (uid {}): {}: closing its connection", client.pid, client.uid, m.why);
+        drop_client(fd);
+        return;
+      }
+      if (client.kind != Kind::kHook) continue;
+      const auto slot = static_cast<uint32_t>(client.slot);
+      if (m.kind == HookMessage::Kind::kWorkload)
+        processes_.set_workload(slot, {m.pod_namespace, m.pod_name, m.container_name});
+      if (m.kind == HookMessage::Kind::kMemory)
+        if (const ProcessRecord* process = processes_.at(slot)) preemptor_.on_memory_request(*process, m.memory);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    drop_client(fd);
+    return;
+  }
+}
+
+void ClientServer::on_first_message(int fd, Client& client) {
+  // Either request fits, with a byte to spare to notice a longer one; SOCK_SEQPACKET
+  // delivers one whole message per recv (a longer one is cut, and n says so).
+  unsigned char bytes[std::max({sizeof(wire::RegisterRequest), sizeof(wire::ControlRequest),
+                                sizeof(wire::PluginRequest)}) +
+                      1];
+  const ssize_t n = recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    drop_client(fd);
+    return;
+  }
+  const FirstMessage m = decode_first_message(bytes, static_cast<size_t>(n));
+  const Requester who{client.pid, client.uid, client.control};
+  switch (m.kind) {
+    case FirstMessage::Kind::kRegister:
+      if (client.control) {
+        // Hooks are given the tenant socket only; the control socket is for `cuslice` and
+        // the device plugin, and keeping it so keeps its connections few and known.
+        wire::RegisterReply reply;
+        reply.status = wire::RegisterStatus::kRefused;
+        send_register_reply(fd, reply, "processes register on the tenant socket (" + sockets_.socket_path +
+                                            "), not on the control socket");
+        break;
+      }
+      register_client(fd, client, m.reg);
+      return;
+    case FirstMessage::Kind::kControl:
+      if (desk_.answer_control(fd, who, m.control) == ControlDesk::After::kKeepAsLease) {
+        client.kind = Kind::kLease;
+        return;
+      }
+      break;
+    case FirstMessage::Kind::kPlugin:
+      desk_.answer_plugin(fd, who, m.plugin);
+      break;
+    case FirstMessage::Kind::kRefuseRegister: {
+      wire::RegisterReply reply;
+      reply.status = m.register_status;
+      send_register_reply(fd, reply, m.why);
+      refusals_.log(client.uid, "refused pid " + std::to_string(client.pid) + ": " + m.why);
+      break;
+    }
+    case FirstMessage::Kind::kRefuseControl: {
+      wire::ControlReply reply;
+      reply.status = m.control_status;
+      reply.daemon_pid = getpid();
+      fill_message(reply.message, {m.why});
+      send_control_reply(fd, reply);
+      break;
+    }
+    case FirstMessage::Kind::kDrop:
+      refusals_.log(client.uid, "closed a connection (pid " + std::to_string(client.pid) +
+                                    ") whose first message is not of this protocol");
+      break;
+  }
+  drop_client(fd);
+}
+
+void ClientServer::register_client(int fd, Client& client, const wire::RegisterRequest& req) {
+  wire::RegisterReply reply;
+  if (req.version != wire::kVersion || req.size != sizeof req) {
+    reply.status = wire::RegisterStatus::kVersionMismatch;
+    send_register_reply(fd, reply, "protocol version " + std::to_string(req.version) +
+                                       " is not supported (daemon speaks " + std::to_string(wire::kVersion) + ")");
+    drop_client(fd);
+    return;
+  }
+  // Refused, not "full": a hook told "full" runs ungated until it may register, and the
+  // processes past a user's limit must not escape the scheduler that way.
+  UidUsage& usage = per_uid_[client.uid];
+  if (usage.processes >= kMaxProcessesPerUid) {
+    reply.status = wire::RegisterStatus::kRefused;
+    const std::string why = "uid " + std::to_string(client.uid) + " already has " + std::to_string(usage.processes) +
+                            " registered processes, the most one user may have";
+    send_register_reply(fd, reply, why);
+    refusals_.log(client.uid, "refused pid " + std::to_string(client.pid) + ": " + why);
+    drop_client(fd);
+    return;
+  }
+  const Admission a = registrar_.admit({client.pid, client.uid, client.gid}, req);
+  reply.status = a.status;
+  if (a.status != wire::RegisterStatus::kOk) {
+    if (a.status == wire::RegisterStatus::kRefused)
+      refusals_.log(client.uid, "refused pid " + std::to_string(client.pid) + ": " + a.message);
+    send_register_reply(fd, reply, a.message);
+    drop_client(fd);
+    return;
+  }
+  client.kind = Kind::kHook;
+  client.slot = static_cast<int>(a.slot);
+  ++usage.processes;
+  reply.slot = a.slot;
+  reply.tenant = a.tenant;
+  reply.slot_generation = a.slot_generation;
+  reply.segment_generation = a.segment_generation;
+  std::strncpy(reply.shm_name, a.shm_name.c_str(), sizeof reply.shm_name - 1);
+  send_register_reply(fd, reply, "", a.region_fd);
+}
+
+void ClientServer::drop_client(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  const uid_t uid = it->second.uid;
+  UidUsage& usage = per_uid_[uid];
+  --usage.connections;
+  if (it->second.slot >= 0) {
+    const auto slot = static_cast<uint32_t>(it->second.slot);
+    spdlog::info("pid {} left (slot {})", it->second.pid, slot);
+    preemptor_.forget_memory_waits_of(slot);
+    if (registrar_.release(slot)) daemon_.tenant_released();
+    --usage.processes;
+    ledger_.publish_usage();  // the memory it gave back shows at once
+  }
+  // A uid's counts and refusal report go with its last connection; a flood starts anew.
+  if (usage.connections == 0) {
+    per_uid_.erase(uid);
+    refusals_.forget_if_quiet(uid);
+  }
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  clients_.erase(it);
+  daemon_.connections_changed();
+}
+
+}  // namespace cuslice

@@ -1,0 +1,119 @@
+// The daemon's clients: the connections on its two sockets, from accept to EOF.
+//
+//   tenant socket   -> every local user: hooks register here (Registrar), then send kicks,
+//                      their workload and memory requests (handed to the Preemptor)
+//   control socket  -> root and the daemon's user: `cuslice` and the device plugin
+//                      (ControlDesk); a `cuslice run` that added a tenant keeps its
+//                      connection open as a lease while its command lives
+//
+// Every client is untrusted: what it sends is decoded by message_decoder.h, a connection that
+// stays silent past kFirstMessageTimeout is closed, and what one uid may hold is bounded
+// (kMaxProcessesPerUid, kMaxConnectionsPerUid). At the descriptor limit the listening sockets
+// are taken out of epoll until tick() puts them back.
+//
+// Owns the listening sockets, the client connections and the per-uid counts. Registers its
+// descriptors in the daemon's epoll set; asks the daemon for a scheduling step after a
+// client's messages (DaemonControl); never touches the token, the policies or the tenant
+// table directly.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "control_desk.h"
+#include "daemon_control.h"
+#include "preemptor.h"
+#include "process_table.h"
+#include "refusal_log.h"
+#include "registrar.h"
+#include "socket_protocol.h"
+#include "usage_ledger.h"
+
+namespace cuslice {
+
+struct ClientSockets {
+  std::string socket_path;          // the tenant socket: hooks register here
+  std::string control_socket_path;  // reload, ensure-tenant, the device plugin (control_socket.h)
+};
+
+class ClientServer {
+ public:
+  // A connection must send its first message this soon, or it is closed: a client that
+  // connects and stays silent would otherwise hold a descriptor forever.
+  static constexpr std::chrono::seconds kFirstMessageTimeout{5};
+  // What one uid may hold at once. Slots: a quarter of the segment's, so that one user
+  // cannot leave the others none; connections: its processes, their leases and requests.
+  static constexpr int kMaxProcessesPerUid = static_cast<int>(shm::kMaxProcesses) / 4;
+  static constexpr int kMaxConnectionsPerUid = 2 * kMaxProcessesPerUid;
+
+  ClientServer(ClientSockets sockets, int epoll_fd, Registrar& registrar, ControlDesk& desk, Preemptor& preemptor,
+               ProcessTable& processes, UsageLedger& ledger, RefusalLog& refusals, DaemonControl& daemon);
+  ~ClientServer();
+  ClientServer(const ClientServer&) = delete;
+  ClientServer& operator=(const ClientServer&) = delete;
+
+  // Opens the control socket, then the tenant socket (whoever finds the tenant socket
+  // answering finds the control socket too), and watches both. The caller holds their locks.
+  void listen();
+  // Closes every connection and both sockets, and removes the socket files: before the
+  // caller drops the sockets' locks.
+  void shut_down();
+
+  bool is_listener(int fd) const { return fd >= 0 && (fd == listen_fd_ || fd == control_listen_fd_); }
+  void accept_clients(int listen_fd);
+  // A client's descriptor is readable (or closed); an unknown descriptor is ignored.
+  void on_readable(int fd);
+  // A few times a second: closes silent connections, resumes accepting after the limit.
+  void tick();
+  bool idle() const { return clients_.empty(); }
+
+ private:
+  enum class Kind {
+    kNew,    // connected, first message not read yet
+    kHook,   // registered process (owns `slot`)
+    kLease,  // `cuslice run` that ensured a tenant: kept open while its command lives
+  };
+  struct Client {
+    Kind kind = Kind::kNew;
+    int slot = -1;  // kHook only
+    pid_t pid = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    bool control = false;                   // connected through the control socket
+    std::chrono::nanoseconds connected{0};  // monotonic, for kFirstMessageTimeout
+  };
+  struct UidUsage {
+    int connections = 0;
+    int processes = 0;
+  };
+
+  void pause_accepting();
+  void resume_accepting();
+  void close_silent_clients();
+  void on_first_message(int fd, Client& client);
+  void on_hook_messages(int fd, Client& client);
+  void register_client(int fd, Client& client, const wire::RegisterRequest& request);
+  void drop_client(int fd);
+
+  ClientSockets sockets_;
+  int epoll_fd_;
+  Registrar& registrar_;
+  ControlDesk& desk_;
+  Preemptor& preemptor_;
+  ProcessTable& processes_;
+  UsageLedger& ledger_;
+  RefusalLog& refusals_;
+  DaemonControl& daemon_;
+  int listen_fd_ = -1;
+  int control_listen_fd_ = -1;
+  bool accept_paused_ = false;
+  bool fd_limit_reported_ = false;  // logged once until accepting works again
+  std::unordered_map<int, Client> clients_;
+  std::unordered_map<uid_t, UidUsage> per_uid_;
+};
+
+}  // namespace cuslice

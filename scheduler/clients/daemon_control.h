@@ -1,0 +1,28 @@
+// What the clients component asks of the daemon around it: a scheduling step after a kick,
+// a reload, the tenant table applied after `cuslice run` or the device plugin changed it.
+// Implemented by the daemon, which alone knows what follows each (the policies, preemption,
+// the idle timer); the clients component never reaches those itself.
+#pragma once
+
+#include "tenant_table.h"
+
+namespace cuslice {
+
+class DaemonControl {
+ public:
+  // A scheduling step now.
+  virtual void step() = 0;
+  // The configuration file again, as on SIGHUP.
+  virtual ReloadOutcome reload() = 0;
+  // The tenant table's configuration or plugin tenants changed: apply them, then step.
+  virtual void tenants_changed() = 0;
+  // A retired tenant's entry was freed with its last process: the policies forget it.
+  virtual void tenant_released() = 0;
+  // A connection opened or closed (the idle timer).
+  virtual void connections_changed() = 0;
+
+ protected:
+  ~DaemonControl() = default;
+};
+
+}  // namespace cuslice

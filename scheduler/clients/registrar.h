@@ -1,0 +1,62 @@
+// Admitting a hook's process into a tenant and letting it go: the tenant by the assignment
+// rules (or a device plugin tenant's credential and pod), a free process slot in the segment,
+// the slot's records reset for the newcomer, and the tenant's region to hand over with the
+// reply. On release, the bytes the process was charged are given back, and a removed tenant's
+// entry is freed with its last process.
+//
+// Owns nothing but the decisions: writes the segment's process slots, the tenant regions'
+// process records and the ProcessTable; reads the tenant table, and frees a retired entry. Never reads a socket, never
+// checks who may use which socket (the ClientServer did), never touches the token.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "process_table.h"
+#include "shared_segment.h"
+#include "socket_protocol.h"
+#include "tenant_regions.h"
+#include "tenant_table.h"
+
+namespace cuslice {
+
+struct Peer {  // the kernel's word on a connection's process (SO_PEERCRED)
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+struct Admission {
+  wire::RegisterStatus status = wire::RegisterStatus::kRefused;
+  std::string message;  // why not
+  uint32_t slot = 0, tenant = 0;
+  uint64_t slot_generation = 0, segment_generation = 0;
+  std::string shm_name;  // the segment's
+  int region_fd = -1;    // the tenant's region, for the reply
+};
+
+class Registrar {
+ public:
+  Registrar(SharedSegment& segment, TenantRegions& regions, TenantTable& tenants, ProcessTable& processes);
+
+  // pre: the request's version and size are checked, and the peer is within its user's
+  // limits. kOk, kRefused (the rules said no: the caller logs it) or kFull.
+  Admission admit(const Peer& peer, const wire::RegisterRequest& request);
+  // The process in `slot` left. True when its tenant had been removed and its entry is now
+  // free (the policies must forget the tenant).
+  bool release(uint32_t slot);
+
+ private:
+  // Writes the newcomer's records into `slot` of entry `tenant`; returns the slot's new
+  // generation.
+  uint64_t fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, const wire::RegisterRequest& request);
+
+  SharedSegment& segment_;
+  TenantRegions& regions_;
+  TenantTable& tenants_;
+  ProcessTable& processes_;
+};
+
+}  // namespace cuslice

@@ -1,0 +1,202 @@
+// Memory preemption, the policy: which preemptible tenants to suspend so that an allocation of a
+// higher-priority tenant fits the card, and when to resume them. No I/O and no clock of its own:
+// the daemon passes the tenants, the GPUs' memory, the host's available memory and the time,
+// runs the driver's checkpoint operations itself and reports their outcome back. Tests drive it
+// directly (tests/scheduler/preemption/test_memory_preemption.cpp).
+//
+// A suspended tenant's processes keep running on the CPU; their GPU memory is in host memory
+// (cuCheckpointProcessCheckpoint) and their driver calls wait until they are resumed. All
+// processes of a tenant are suspended and resumed together.
+//
+// Rules (docs/preemption.md):
+//   1. Who may be suspended for a request: running preemptible tenants of strictly lower
+//      priority than the requester that hold memory on the GPU asked for. When the requester is
+//      non-preemptible and has a quota, its quota is a guarantee: every preemptible tenant may
+//      be suspended for it, whatever its priority.
+//   2. Order: lowest priority first, then the most recently started tenant (the latest start of
+//      its earliest process), then the lowest index. Tenants are taken in that order until
+//      their memory covers what is missing; then any chosen tenant that is not needed after
+//      all is spared again, the last chosen first.
+//   3. Never suspended, with the reason kept for the log and `cuslice status`: a tenant whose
+//      earlier suspension was refused by the driver (while the processes concerned live) or
+//      whose suspension or resumption failed, and any tenant when the host's available memory
+//      cannot take what would move plus `host_reserve`. A process that says it uses what the
+//      driver cannot checkpoint (CUDA IPC memory, managed memory, an MPS client) says so in
+//      memory its own tenant writes: with `stop_unsuspendable` (the default) the claim spares
+//      nobody and changes no order; the tenant is chosen as any other and the verdict names
+//      the claiming processes, which the daemon stops (no checkpoint is tried on them) before
+//      it suspends the others. Without it, such a tenant is never suspended (rule 3 above).
+//   4. Memory being freed already (tenants being suspended) counts: a request it covers waits
+//      for it rather than suspending more.
+//   5. Resume: a suspended tenant resumes once its memory, plus `resume_margin`, fits on every
+//      GPU it held memory on, after what allocations still waiting for a decision need, and
+//      has fitted for `resume_holdoff` without a break. Higher priority first, then the one
+//      suspended longest; each resume's memory counts against the next.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cuslice {
+
+struct PreemptionParams {
+  std::chrono::nanoseconds resume_holdoff{std::chrono::seconds(1)};
+  // Host memory left available after a suspension has moved its memory there.
+  uint64_t host_reserve = uint64_t{4} << 30;
+  // Card memory left free after a resume: a restore that runs out of memory leaves the
+  // process stuck on current drivers, so the policy keeps a margin for what it cannot see
+  // (memory not yet reported by the hooks, other processes on the card).
+  uint64_t resume_margin = uint64_t{512} << 20;
+  // `scheduler.preemption.unsuspendable: stop`: what a process says of itself never spares
+  // its tenant (rule 3).
+  bool stop_unsuspendable = true;
+};
+
+// One process of a tenant, as the daemon sees it.
+struct PreemptProcess {
+  int32_t pid = 0;
+  uint64_t start_time = 0;           // clock ticks after boot (/proc/<pid>/stat field 22)
+  std::vector<uint64_t> gpu_bytes;   // device memory it holds, by GPU index
+  // What the process says it uses that the driver's checkpoint does not support (its own
+  // tenant's region: a claim, not a fact; rule 3).
+  bool ipc = false;      // CUDA IPC memory, exported or imported
+  bool managed = false;  // managed (unified) memory
+  bool mps = false;      // a client of an MPS server
+};
+
+struct PreemptTenant {
+  bool present = false;  // a tenant exists at this index
+  std::string name;
+  int priority = 1;          // higher wins: 0 low, 1 normal, 2 high
+  bool preemptible = false;
+  bool guaranteed = false;   // non-preemptible with a quota: the quota is a guarantee
+  std::vector<PreemptProcess> processes;
+};
+
+struct GpuMemory {
+  uint64_t total = 0;
+  // Free now: tenants being suspended or resumed count as holding their memory, suspended
+  // ones as holding none.
+  uint64_t free = 0;
+};
+
+enum class SuspendState : uint8_t {
+  kRunning,
+  kSuspending,  // the daemon is checkpointing its processes
+  kSuspended,
+  kResuming,    // the daemon is restoring its processes
+  kFailed,      // a suspension or resumption failed and could not be undone: see reason()
+};
+
+const char* to_string(SuspendState state);
+
+struct AllocationRequest {
+  uint32_t tenant = 0;
+  uint32_t gpu = 0;
+  uint64_t bytes = 0;
+};
+
+struct Verdict {
+  enum class Kind : uint8_t {
+    kFits,     // the card has the memory now
+    kSuspend,  // `suspend` were chosen (now kSuspending): ask again once they are suspended
+    kWait,     // suspensions or resumptions in flight will decide it: ask again after them
+    kRefused,  // it cannot be made to fit: the allocation fails
+  };
+  Kind kind = Kind::kRefused;
+  std::vector<uint32_t> suspend;
+  // Processes of the tenants in `suspend` to stop rather than checkpoint: they say they use
+  // what the checkpoint cannot move (rule 3, stop_unsuspendable).
+  std::vector<int32_t> stop;
+  uint64_t coming_free = 0;  // bytes on the GPU that suspensions in flight (these included) free
+  uint64_t moving = 0;       // host bytes these new suspensions move (stopped processes' not)
+  std::string reason;        // one line for the log and status
+};
+
+class MemoryPreemption {
+ public:
+  using Nanos = std::chrono::nanoseconds;
+  static constexpr Nanos kNever = Nanos::max();
+
+  explicit MemoryPreemption(const PreemptionParams& params = {}) : params_(params) {}
+  void reconfigure(const PreemptionParams& params) { params_ = params; }
+
+  // The tenants as they are now, by index. A tenant left without processes (or gone) is
+  // forgotten: nothing of it remains to suspend or resume.
+  void update(std::vector<PreemptTenant> tenants);
+
+  // An allocation of request.bytes on request.gpu did not fit the card's free memory.
+  Verdict request(const AllocationRequest& request, const std::vector<GpuMemory>& gpus,
+                  uint64_t host_available, Nanos now);
+
+  // What the daemon's checkpoint operations did.
+  void suspended(uint32_t tenant, Nanos now);
+  // A suspension did not happen and was undone (the tenant runs): it is not tried again
+  // while the tenant keeps a process that was there, with this reason.
+  void suspend_refused(uint32_t tenant, std::string reason);
+  void resumed(uint32_t tenant, Nanos now);
+  // A resumption failed and may be tried again later (the tenant stays suspended).
+  void resume_deferred(uint32_t tenant, std::string reason);
+  // The tenant's GPU state is lost or stuck: it stays kFailed until its processes are gone.
+  void failed(uint32_t tenant, std::string reason);
+  // The tenant was found suspended (by an earlier daemon): it is resumed like any other.
+  void adopt_suspended(uint32_t tenant, Nanos now, std::string reason);
+  // While held, a suspended tenant is not resumed: the daemon is suspending processes that
+  // joined it after it was suspended, and a resumption must include them.
+  void hold(uint32_t tenant, bool held);
+
+  struct Resumption {
+    std::vector<uint32_t> resume;  // now kResuming
+    Nanos wake_at = kNever;        // call step() again no later than this
+  };
+  // pending: bytes, by GPU, of allocations still waiting for a decision.
+  Resumption step(const std::vector<GpuMemory>& gpus, const std::vector<uint64_t>& pending, Nanos now);
+
+  SuspendState state(uint32_t tenant) const;
+  // Why the tenant is in its state (or was last refused), empty when there is nothing to say.
+  const std::string& reason(uint32_t tenant) const;
+  // Device memory the tenant holds (or, suspended, held), by GPU.
+  std::vector<uint64_t> bytes(uint32_t tenant) const;
+  // What the tenant's processes say they use that the checkpoint cannot move, as one line
+  // ("process 12 says it holds managed memory, ..."), empty when none says anything.
+  std::string claims(uint32_t tenant) const;
+  Nanos suspended_at(uint32_t tenant) const;
+
+ private:
+  struct Book {
+    SuspendState state = SuspendState::kRunning;
+    std::string reason;
+    std::vector<int32_t> refused_pids;  // the processes present when a suspension was refused
+    Nanos suspended_at{0};
+    std::optional<Nanos> fits_since;
+    bool held = false;  // hold(): not resumed for now
+  };
+
+  bool valid(uint32_t tenant) const { return tenant < tenants_.size() && tenants_[tenant].present; }
+  uint64_t bytes_on(uint32_t tenant, uint32_t gpu) const;
+  uint64_t total_bytes(uint32_t tenant) const;
+  uint64_t start_of(uint32_t tenant) const;
+  // Why the tenant cannot be suspended at all, or nothing.
+  std::optional<std::string> unsuspendable(uint32_t tenant) const;
+  // Bytes on `gpu` (all GPUs: kAllGpus) of the processes to stop rather than checkpoint.
+  static constexpr uint32_t kAllGpus = UINT32_MAX;
+  uint64_t stopped_bytes(uint32_t tenant, uint32_t gpu) const;
+
+  PreemptionParams params_;
+  std::vector<PreemptTenant> tenants_;
+  std::vector<Book> books_;
+};
+
+// "3.2 GiB", "512 MiB": sizes in reasons.
+std::string describe_bytes(uint64_t bytes);
+
+// What a process says it uses that the driver's checkpoint does not support ("managed
+// memory"), or nullptr.
+const char* describe_claim(const PreemptProcess& process);
+// The tenant's claims as one line, as MemoryPreemption::claims() gives them.
+std::string describe_claims(const PreemptTenant& tenant);
+
+}  // namespace cuslice

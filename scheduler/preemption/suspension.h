@@ -1,0 +1,46 @@
+// One tenant's processes as the daemon suspended them (or is suspending or resuming them):
+// who, with how many bytes on each GPU, and the bookkeeping of processes that joined the
+// tenant while it was suspended. Data and its arithmetic only: the Preemptor decides, the
+// TenantSuspender's thread calls the driver.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "tenant_suspender.h"
+
+namespace cuslice {
+
+struct Suspension {
+  using Nanos = std::chrono::nanoseconds;
+  struct Process {
+    int32_t pid = 0;
+    uint64_t start_time = 0;
+    std::vector<uint64_t> bytes;  // by GPU, as charged when the suspension began
+    bool adopted = false;         // found suspended by an earlier daemon, from the journal
+    bool stop = false;            // to be stopped, not checkpointed: it says it cannot be moved
+  };
+  // Processes that joined the tenant while it is suspended: those being suspended now, those
+  // left alone from now on (the driver refused them and they run, or they were stopped and
+  // are on their way out), those already logged, and when to look again at those the driver
+  // knew nothing of (they wait in their hooks).
+  std::vector<SuspendProcess> joining;
+  std::set<int32_t> join_skipped, join_noted;
+  Nanos next_join_check{0};
+  std::vector<Process> processes;
+  std::vector<uint64_t> bytes;  // the processes' together, by GPU
+  Nanos operation_started{0}, suspended_since{0};
+  uint64_t suspended_ns_before = 0;  // the tenant's counter when this suspension began
+  bool busy = false;                 // a job of the suspender's is under way
+
+  std::vector<SuspendProcess> job_processes() const;  // those to checkpoint
+  std::vector<SuspendProcess> stop_processes() const;
+  // Removes the processes `which` selects; `bytes` becomes the others'.
+  void drop(const std::function<bool(const Process&)>& which);
+  uint64_t total() const;
+};
+
+}  // namespace cuslice

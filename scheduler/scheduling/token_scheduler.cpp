@@ -1,0 +1,158 @@
+// TokenScheduler (token_scheduler.h): the step, the priority rule it applies before each
+// policy's own, and the achieved shares.
+#include "token_scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string>
+
+#include "futex.h"
+
+namespace cuslice {
+
+using Nanos = TokenPolicy::Nanos;
+
+PolicyParams policy_params(const Config& config) {
+  PolicyParams p;
+  p.quantum = config.scheduler.quantum;
+  p.limit_window = config.scheduler.limit_window;
+  // Queued work is kept short by the hook; a holder that does not drain within a slice (or
+  // 20 ms, if the slice is longer) is not waited for longer than that.
+  p.drain_timeout = std::min<std::chrono::nanoseconds>(config.scheduler.quantum, std::chrono::milliseconds(20));
+  return p;
+}
+
+TokenScheduler::TokenScheduler(SharedSegment& segment, TenantRegions& regions, const ProcessTable& processes,
+                               const TenantTable& tenants)
+    : segment_(segment), regions_(regions), processes_(processes), tenants_(tenants) {
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params(tenants_.config()), tenants_.params());
+}
+
+void TokenScheduler::reconfigure() {
+  const PolicyParams params = policy_params(tenants_.config());
+  for (TokenPolicy& p : policies_) p.reconfigure(params, tenants_.params());
+}
+
+void TokenScheduler::reset_tenant(uint32_t t, Nanos now) {
+  if (t >= shm::kMaxTenants) return;
+  for (ShareWindow& w : share_windows_[t]) {
+    // The counter starts at zero now: time reported before the first periodic sample
+    // counts toward the share too.
+    w.reset();
+    w.sample(now, 0);
+  }
+}
+
+void TokenScheduler::read_demand(std::array<uint64_t, shm::kMaxGpus>& waiting) {
+  for (auto& per_gpu : activity_) std::fill(per_gpu.begin(), per_gpu.end(), TenantActivity{});
+  // From the records of registered processes in their tenants' regions. The slot and the
+  // tenant are the daemon's own (ProcessTable), never read from a region.
+  for (const ProcessRecord& p : processes_.all()) {
+    const shm::TenantRegion* region = regions_.get(p.tenant);
+    if (region == nullptr) continue;
+    const shm::ProcessUse& use = region->processes[p.slot];
+    shm::ProcessSlot& ps = segment_->processes[p.slot];
+    const uint32_t t = p.tenant;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      const uint32_t flags = use.gpu_flags[g].load(std::memory_order_seq_cst);
+      const bool waits = (flags & shm::kWaitersMask) != 0;
+      const bool busy = (flags & shm::kBusy) != 0;
+      activity_[g][t].demand |= waits || busy;
+      // Busy is set by a holder that launched and cleared when its work drained; a process
+      // that also waits for the token still has that work running.
+      activity_[g][t].queued |= busy;
+      if (waits) waiting[g] |= uint64_t{1} << t;
+      if (ps.gpu_flags[g].load(std::memory_order_relaxed) != flags) ps.gpu_flags[g].store(flags, std::memory_order_relaxed);
+    }
+  }
+}
+
+Nanos TokenScheduler::step(Nanos now, uint64_t suspended) {
+  std::array<uint64_t, shm::kMaxGpus> waiting{};
+  read_demand(waiting);
+  // A suspended tenant's processes wait inside the driver: the token would be wasted on them.
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if ((suspended & (uint64_t{1} << t)) == 0) continue;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) activity_[g][t] = {};
+    for (uint64_t& w : waiting) w &= ~(uint64_t{1} << t);
+  }
+  Nanos wake = TokenPolicy::kNever;
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    shm::GpuState& gs = segment_->gpus[g];
+    // Who waits, for the holders' hooks: computed afresh from the records at every step (a
+    // waiter's kick always brings a step that sees its count).
+    if (gs.waiting_tenants.load(std::memory_order_relaxed) != waiting[g])
+      gs.waiting_tenants.store(waiting[g], std::memory_order_seq_cst);
+    TokenPolicy& policy = policies_[g];
+    // A waiting tenant that outranks the holder (or the tenant draining) takes the token now,
+    // without waiting for the drain (token_policy.h, rule 6).
+    const uint32_t taker = preempting_waiter(g, waiting[g]);
+    if (taker != kNoHolder) {
+      spdlog::debug("gpu {}: {} preempts {}", g, segment_->tenants[taker].name,
+                    policy.holder() != kNoHolder ? segment_->tenants[policy.holder()].name : "a draining tenant");
+      policy.adopt(taker, now);
+    }
+    const TokenPolicy::Decision d = policy.step(now, activity_[g]);
+    if (gs.holder.load(std::memory_order_relaxed) != d.holder) {
+      gs.holder.store(d.holder, std::memory_order_release);
+      gs.grant_seq.fetch_add(1, std::memory_order_release);
+      gs.handoffs.fetch_add(1, std::memory_order_relaxed);
+      if (d.holder != kNoHolder)
+        segment_->tenants[d.holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
+      futex_wake_all(&gs.grant_seq);
+      spdlog::debug("gpu {}: token -> {}", g, d.holder == kNoHolder ? "(none)" : segment_->tenants[d.holder].name);
+    }
+    wake = std::min(wake, d.wake_at);
+    if (d.holder != held_[g].tenant) held_[g] = {d.holder, now, now};
+    if (spdlog::should_log(spdlog::level::debug)) log_long_hold(g, d.holder, waiting[g], now);
+  }
+  return wake;
+}
+
+void TokenScheduler::log_long_hold(uint32_t g, uint32_t holder, uint64_t waiting, Nanos now) {
+  if (holder == kNoHolder || (waiting & ~(uint64_t{1} << holder)) == 0 ||
+      now - held_[g].since < std::chrono::milliseconds(200) || now - held_[g].logged < std::chrono::milliseconds(200))
+    return;
+  held_[g].logged = now;
+  std::string procs;
+  for (const ProcessRecord& p : processes_.all()) {
+    if (p.tenant != holder) continue;
+    const uint32_t f = segment_->processes[p.slot].gpu_flags[g].load(std::memory_order_relaxed);
+    procs += fmt::format(" pid {} (busy {}, waiters {})", p.pid, (f & shm::kBusy) != 0, f & shm::kWaitersMask);
+  }
+  spdlog::debug("gpu {}: {} has held the token {} ms while others wait:{}", g, segment_->tenants[holder].name,
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - held_[g].since).count(), procs);
+}
+
+uint32_t TokenScheduler::preempting_waiter(uint32_t g, uint64_t waiting) const {
+  const TokenPolicy& policy = policies_[g];
+  const std::vector<TenantParams>& params = tenants_.params();
+  // Nobody has work on the GPU: the policy's own choice among the waiting tenants stands.
+  const uint32_t owner = policy.holder() != kNoHolder ? policy.holder() : policy.draining();
+  if (owner >= params.size() || !params[owner].present) return kNoHolder;
+  uint32_t best = kNoHolder;
+  int floor = params[owner].priority;
+  for (uint64_t rest = waiting & ~(uint64_t{1} << owner); rest != 0; rest &= rest - 1) {
+    const uint32_t t = static_cast<uint32_t>(__builtin_ctzll(rest));
+    if (t >= params.size() || !params[t].present || policy.capped(t)) continue;
+    if (params[t].priority > floor) {
+      best = t;
+      floor = params[t].priority;
+    }
+  }
+  return best;
+}
+
+void TokenScheduler::publish_shares(Nanos now) {
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if (!tenants_.params()[t].present) continue;
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      shm::TenantGpu& tg = segment_->tenants[t].gpu[g];
+      const uint32_t ppm = share_windows_[t][g].sample(now, tg.gpu_time_ns.load(std::memory_order_relaxed));
+      tg.achieved_share_ppm.store(ppm, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace cuslice

@@ -1,0 +1,159 @@
+// TenantTable (tenant_table.h): loading the configuration, and writing it with the device
+// plugin's tenants into the segment's tenant entries.
+#include "tenant_table.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include "memory_quota.h"
+#include "ppm.h"
+
+namespace cuslice {
+
+Config load_tenant_config(const TenantSource& source) {
+  if (source.ephemeral) return Config{};  // tenants arrive from `cuslice run`
+  const std::string& path = source.config_path;
+  ConfigResult result = load_config_file(path);
+  if (!result.ok()) {
+    for (const ConfigError& e : result.errors) spdlog::error("{}", e.to_string());
+    throw std::runtime_error("invalid configuration " + path);
+  }
+  return std::move(result.config);
+}
+
+TenantTable::TenantTable(TenantSource source, Config config, SharedSegment& segment, TenantRegions& regions,
+                         const ProcessTable& processes)
+    : source_(std::move(source)),
+      config_(std::move(config)),
+      params_(shm::kMaxTenants),
+      segment_(segment),
+      regions_(regions),
+      processes_(processes) {}
+
+// A free entry given to a new tenant starts from zero: counters left by the tenant that
+// had the entry before must not be billed to this one, and the processes that had its
+// region must not write the new tenant's: it gets a new one.
+void TenantTable::claim_entry(uint32_t index, const std::string& name) {
+  shm::Tenant& t = segment_->tenants[index];
+  std::memset(t.name, 0, sizeof t.name);
+  std::strncpy(t.name, name.c_str(), sizeof t.name - 1);
+  for (std::atomic<uint64_t>* counter : {&t.suspensions, &t.suspended_ns, &t.suspend_ns, &t.resume_ns})
+    counter->store(0, std::memory_order_relaxed);
+  t.preemption.store(0, std::memory_order_relaxed);
+  try {
+    regions_.create(index);
+  } catch (const std::system_error& e) {
+    // Registration tries again, and refuses the process if it fails then too.
+    spdlog::error("tenant {}: {}", name, e.what());
+  }
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    shm::TenantGpu& tg = t.gpu[g];
+    for (std::atomic<uint64_t>* counter :
+         {&tg.memory_used, &tg.gpu_time_ns, &tg.wait_ns, &tg.oom_refusals, &tg.token_grants})
+      counter->store(0, std::memory_order_relaxed);
+    tg.achieved_share_ppm.store(0, std::memory_order_relaxed);
+    tg.moved_mib.store(0, std::memory_order_relaxed);
+  }
+}
+
+std::vector<uint32_t> TenantTable::apply() {
+  const Config& file = config_;
+  segment_->lower_timeslice_us.store(static_cast<uint32_t>(file.scheduler.lower_priority_timeslice.count()),
+                                     std::memory_order_relaxed);
+  segment_->quantum_ns = static_cast<uint64_t>(file.scheduler.quantum.count());
+  std::vector<uint32_t> claimed;
+  std::array<bool, shm::kMaxTenants> kept{};
+  // The device plugin's tenants beside the file's, with the shares it gave them.
+  Config config = file;
+  std::vector<double> shares = file.effective_shares();
+  plugin_tenants_.append_to(config, shares);
+  for (size_t i = 0; i < config.tenants.size(); ++i) {
+    const TenantConfig& tc = config.tenants[i];
+    // Same name, same index: processes already registered keep their tenant.
+    int index = -1;
+    for (uint32_t t = 0; t < shm::kMaxTenants && index < 0; ++t)
+      if (segment_->tenants[t].state.load() != shm::Tenant::kFree && tc.name == segment_->tenants[t].name)
+        index = static_cast<int>(t);
+    for (uint32_t t = 0; t < shm::kMaxTenants && index < 0; ++t)
+      if (segment_->tenants[t].state.load() == shm::Tenant::kFree) index = static_cast<int>(t);
+    if (index < 0) {
+      spdlog::error("no room for tenant {}: removed tenants still have processes", tc.name);
+      continue;
+    }
+    shm::Tenant& t = segment_->tenants[index];
+    if (t.state.load() == shm::Tenant::kFree) {
+      claim_entry(static_cast<uint32_t>(index), tc.name);
+      claimed.push_back(static_cast<uint32_t>(index));
+    }
+    const MemoryQuota quota = memory_quota(tc.memory, config.scheduler.gpu_memory);
+    t.memory_quota.store(quota.bytes, std::memory_order_relaxed);
+    t.memory_quota_ppm.store(quota.ppm, std::memory_order_relaxed);
+    t.priority.store(static_cast<uint32_t>(tc.priority), std::memory_order_relaxed);
+    t.share_ppm.store(percent_to_ppm(shares[i]), std::memory_order_relaxed);
+    t.limit_ppm.store(percent_to_ppm(tc.limit_percent), std::memory_order_relaxed);
+    t.state.store(shm::Tenant::kActive, std::memory_order_release);
+    params_[index] = {true, static_cast<int>(tc.priority), shares[i] / 100.0, tc.limit_percent / 100.0};
+    kept[index] = true;
+  }
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if (kept[t] || segment_->tenants[t].state.load() == shm::Tenant::kFree) continue;
+    if (processes_.in_tenant(t) > 0) {
+      // Its processes keep running under the old parameters; nobody new may join.
+      segment_->tenants[t].state.store(shm::Tenant::kRetired, std::memory_order_release);
+      spdlog::info("tenant {} removed; kept until its {} processes exit", segment_->tenants[t].name,
+                   processes_.in_tenant(t));
+    } else {
+      free_entry(t);
+    }
+  }
+  return claimed;
+}
+
+void TenantTable::free_entry(uint32_t index) {
+  segment_->tenants[index].state.store(shm::Tenant::kFree, std::memory_order_release);
+  params_[index] = {};
+  regions_.drop(index);
+}
+
+bool TenantTable::release_if_retired(uint32_t t) {
+  if (t >= shm::kMaxTenants || segment_->tenants[t].state.load() != shm::Tenant::kRetired) return false;
+  free_entry(t);
+  return true;
+}
+
+ReloadOutcome TenantTable::reload() {
+  ReloadOutcome outcome;
+  if (source_.ephemeral) {
+    outcome.errors.push_back("started with --ephemeral: tenants come from `cuslice run`, there is no file to reload");
+    spdlog::warn("{}", outcome.errors.back());
+    return outcome;
+  }
+  ConfigResult result = load_config_file(source_.config_path);
+  if (!result.ok()) {
+    for (const ConfigError& e : result.errors) {
+      spdlog::error("{}", e.to_string());
+      outcome.errors.push_back(e.to_string());
+    }
+    spdlog::error("reload of {} refused: keeping the running configuration", source_.config_path);
+    return outcome;
+  }
+  if (result.config.scheduler.metrics_port != config_.scheduler.metrics_port ||
+      result.config.scheduler.metrics_address != config_.scheduler.metrics_address)
+    spdlog::warn("scheduler.metrics_port or metrics_address changed: it takes effect when the scheduler restarts");
+  config_ = std::move(result.config);
+  outcome.ok = true;
+  return outcome;
+}
+
+bool TenantTable::preemptible(uint32_t t) const {
+  if (t >= shm::kMaxTenants) return false;
+  const int c = config_.find_tenant(segment_->tenants[t].name);
+  return c >= 0 && config_.tenants[static_cast<size_t>(c)].preemptible;
+}
+
+}  // namespace cuslice

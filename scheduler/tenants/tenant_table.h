@@ -1,0 +1,82 @@
+// The daemon's tenant table: the configuration (the file's tenants, or those `cuslice run`
+// added) and the device plugin's tenants, applied to the segment's tenant entries with the
+// quotas, shares and limits the hooks read, and kept as the TenantParams the token policies
+// read. A tenant keeps its entry across reloads; an entry given to a new tenant gets a fresh
+// tenant region, and a removed tenant whose processes still run is retired until they exit.
+//
+// Owns the configuration, the plugin tenants and the policies' tenant parameters. Reads how
+// many processes each tenant has (ProcessTable); never touches the sockets, the token or a
+// process's slot: what follows a change (the policies reconfigured, usage counters started
+// afresh) is the daemon's to do with what apply() returns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plugin_tenants.h"
+#include "process_table.h"
+#include "shared_segment.h"
+#include "tenant_config.h"
+#include "tenant_params.h"
+#include "tenant_regions.h"
+
+namespace cuslice {
+
+// Where the tenants come from.
+struct TenantSource {
+  std::string config_path;  // empty with `ephemeral`
+  bool ephemeral = false;   // no file: tenants are added by `cuslice run` and live in memory
+};
+
+struct ReloadOutcome {
+  bool ok = false;
+  std::vector<std::string> errors;  // file:line:column: message
+};
+
+// The configuration the daemon starts with: the file (errors are logged one per line, then
+// std::runtime_error is thrown), or no tenants at all when ephemeral.
+Config load_tenant_config(const TenantSource& source);
+
+class TenantTable {
+ public:
+  // `config`: load_tenant_config(source). Stores the references; touches none of them before
+  // apply().
+  TenantTable(TenantSource source, Config config, SharedSegment& segment, TenantRegions& regions,
+              const ProcessTable& processes);
+
+  // Writes the configuration and the plugin's tenants into the segment's entries. Returns the
+  // entries given to a tenant afresh, whose usage starts from zero.
+  std::vector<uint32_t> apply();
+  // Reads the file again. On success the new configuration is in place, to be applied; on
+  // failure the running one stays and the errors are logged.
+  ReloadOutcome reload();
+  // Tenant entry t's last process left: frees the entry if its tenant was removed. True when
+  // it did (the policies must forget the tenant).
+  bool release_if_retired(uint32_t t);
+
+  const TenantSource& source() const { return source_; }
+  const Config& config() const { return config_; }
+  // For `cuslice run`'s ensure-tenant; apply() afterwards.
+  Config& config() { return config_; }
+  PluginTenants& plugin_tenants() { return plugin_tenants_; }
+  const PluginTenants& plugin_tenants() const { return plugin_tenants_; }
+  // Indexed by tenant entry; `present` is false for free entries.
+  const std::vector<TenantParams>& params() const { return params_; }
+  // Whether entry t's tenant is configured preemptible (docs/preemption.md).
+  bool preemptible(uint32_t t) const;
+
+ private:
+  void claim_entry(uint32_t index, const std::string& name);
+  void free_entry(uint32_t index);
+
+  TenantSource source_;
+  Config config_;
+  PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
+  std::vector<TenantParams> params_;
+  SharedSegment& segment_;
+  TenantRegions& regions_;
+  const ProcessTable& processes_;
+};
+
+}  // namespace cuslice

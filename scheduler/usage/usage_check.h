@@ -1,0 +1,50 @@
+// The daemon's side of the usage watchdog: once a second it takes the driver's per-process
+// memory (read off the daemon's thread by DriverPoller), sets it against the registered
+// processes and the tenants' quotas (UsageWatchdog), publishes the findings in the segment
+// for `cuslice status` and the metrics, logs each violation once when it begins, and kills
+// under `on_violation: kill`.
+//
+// Owns the poller and the watchdog's memory of what it reported. Reads the registered
+// processes, the tenant regions and the configuration; writes only the segment's
+// unhooked/over-quota figures. Never touches the sockets, the token or preemption.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "driver_poller.h"
+#include "process_table.h"
+#include "shared_segment.h"
+#include "tenant_regions.h"
+#include "tenant_table.h"
+#include "usage_watchdog.h"
+
+namespace cuslice {
+
+class UsageCheck {
+ public:
+  static constexpr std::chrono::nanoseconds kPeriod = std::chrono::seconds(1);
+
+  UsageCheck(SharedSegment& segment, TenantRegions& regions, const ProcessTable& processes, const TenantTable& tenants);
+
+  // Starts reading the driver when NVML can be loaded: the descriptor that is readable when a
+  // reading waits (on_reading()), or -1 when the watchdog is off (logged).
+  int start();
+  // Takes the newest reading and acts on it.
+  void on_reading();
+
+ private:
+  // The tenants as the watchdog needs them: names, quotas per GPU, kill or not.
+  std::vector<WatchedTenant> watched_tenants() const;
+  void publish(const std::vector<Violation>& found, const std::vector<WatchedTenant>& tenants);
+
+  SharedSegment& segment_;
+  TenantRegions& regions_;
+  const ProcessTable& processes_;
+  const TenantTable& tenants_;
+  std::unique_ptr<DriverPoller> poller_;
+  UsageWatchdog watchdog_;
+  bool error_logged_ = false;
+};
+
+}  // namespace cuslice

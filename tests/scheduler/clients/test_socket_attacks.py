@@ -1,0 +1,236 @@
+"""Attacks on the scheduler's socket and metrics endpoint by an unprivileged local user who
+is a tenant (uid 65534, tenant `intruder`), against a scheduler run by root with another
+tenant (`victim`, root's processes, `allow_env: false`). Each attack must fail, and
+afterwards the scheduler must still serve and the victim must be as it was: its status
+line, its registered process, and a new process of it registering. (Attacks on the shared
+memory: test_segment_attacks.py.)
+
+The attacker is tests/scheduler/clients/socket_attacker.cpp, run through setpriv. These tests need
+root (to start the scheduler as root and drop to another uid); they skip otherwise.
+"""
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from scheduler_harness import DEADLINE, FakeProcess, Scheduler, answers, built, eventually, free_port
+
+NOBODY = 65534
+CONFIG = """\
+scheduler: {quantum: 10ms, gpu_memory: 16GiB}
+tenants:
+  - name: victim
+    memory: 4GiB
+    allow_env: false
+    match: {uid: 0}
+  - name: intruder
+    memory: 1GiB
+    match: {uid: 65534}
+"""
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                                reason="needs root and setpriv to act as another user")
+
+
+@pytest.fixture
+def world_dir():
+    """A directory the unprivileged user can reach but not write (the socket lives here)."""
+    d = Path(tempfile.mkdtemp(prefix="cuslice-attacks-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(d.parent / f"{d.name}-control", ignore_errors=True)  # the control socket's
+
+
+@pytest.fixture
+def scheduler(world_dir):
+    port = free_port()
+    s = Scheduler(world_dir, args=("--metrics-port", str(port)), config=CONFIG).wait_ready()
+    s.metrics_port = port
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def victim(scheduler):
+    p = FakeProcess(scheduler.socket, None, "--memory-total", str(16 << 30), "--reserve", str(1 << 30))
+    yield p
+    p.close()
+
+
+def as_nobody(*args, **kwargs):
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+            str(built("CUSLICE_SOCKET_ATTACKER")), *map(str, args)]
+
+
+def attack(*args, timeout=DEADLINE * 2):
+    result = subprocess.run(as_nobody(*args), capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def status_json(scheduler):
+    result = subprocess.run([str(built("CUSLICE_BIN")), "status", "--json", "--socket", str(scheduler.socket)],
+                            capture_output=True, text=True, timeout=DEADLINE)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def status(scheduler):
+    return {t["name"]: t for t in status_json(scheduler)["tenants"]}
+
+
+def memory_used(scheduler, tenant):
+    """The tenant's usage on GPU 0, as `cuslice status` shows it."""
+    gpus = status_json(scheduler)["gpus"]
+    return next(row["memory_used_bytes"] for row in gpus[0]["tenants"] if row["name"] == tenant)
+
+
+def assert_unaffected(scheduler, victim):
+    """The scheduler serves, the victim is as configured and registered, and a new process
+    of the victim's joins."""
+    assert scheduler.process.poll() is None, scheduler.stop()
+    v = status(scheduler)["victim"]
+    assert v["memory_quota_bytes"] == 4 << 30
+    assert v["priority"] == "normal"
+    assert victim.pid in v["pids"]
+    another = FakeProcess(scheduler.socket, None)
+    assert another.pid in status(scheduler)["victim"]["pids"]
+    another.close()
+
+
+def test_a_tenant_cannot_join_a_tenant_whose_rules_it_does_not_meet(scheduler, victim):
+    out = attack("register", scheduler.socket, "victim", 0)
+    assert out.startswith("refused 1 ") and "allow_env: false" in out, out
+    assert_unaffected(scheduler, victim)
+
+
+def test_a_declared_charge_that_would_wrap_the_usage_is_refused(scheduler, victim):
+    out = attack("register", scheduler.socket, "intruder", 2**64 - 1)
+    assert out.startswith("refused 3 "), out
+    assert memory_used(scheduler, "intruder") == 0
+    assert memory_used(scheduler, "victim") == 1 << 30
+    assert_unaffected(scheduler, victim)
+
+
+def test_one_user_cannot_take_every_process_slot(scheduler, victim):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, max(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+    hog = subprocess.Popen(["prlimit", "--nofile=4096", *as_nobody("hold", scheduler.socket, "intruder", 300)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert hog.stdout.readline().strip() == "ok 256 refused 44"
+        # Refused outright (a hook then fails CUDA's initialisation), not "full" (a hook would
+        # then run ungated): the processes past the limit do not escape the scheduler.
+        out = attack("register", scheduler.socket, "intruder", 0)
+        assert out.startswith("refused 1 ") and "the most one user may have" in out, out
+        assert_unaffected(scheduler, victim)
+    finally:
+        hog.stdin.close()
+        hog.wait(timeout=DEADLINE)
+
+
+def test_silent_connections_are_closed(scheduler, victim):
+    assert attack("connections", scheduler.socket, 20) == "opened 20 closed 20"
+    assert_unaffected(scheduler, victim)
+
+
+def test_a_connection_flood_is_bounded_and_others_still_register(scheduler, victim):
+    flood = subprocess.Popen(["prlimit", "--nofile=4096", *as_nobody("connections", scheduler.socket, 1000)],
+                             stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert_unaffected(scheduler, victim)  # while the flood's connections are open
+    out, _ = flood.communicate(timeout=DEADLINE * 2)
+    # Past 512 a connection is closed at once; the rest when they have said nothing for 5 s.
+    assert out.strip() == "opened 1000 closed 1000", out
+    assert_unaffected(scheduler, victim)
+
+
+def test_an_oversized_message_closes_that_connection_only(scheduler, victim):
+    assert attack("oversized", scheduler.socket, "intruder") == "closed"
+    assert_unaffected(scheduler, victim)
+
+
+def test_slow_http_clients_do_not_make_metrics_unreachable(scheduler, victim):
+    slow = []
+    for _ in range(40):
+        s = socket.create_connection(("127.0.0.1", scheduler.metrics_port))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and never the end of the headers
+        slow.append(s)
+    try:
+        url = f"http://127.0.0.1:{scheduler.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=3) as response:
+            assert response.status == 200
+            assert b'cuslice_tenant_share_ratio{tenant="victim"}' in response.read()
+        assert_unaffected(scheduler, victim)
+    finally:
+        for s in slow:
+            s.close()
+
+
+def test_a_thousand_idle_http_connections_leave_metrics_answering(scheduler, victim):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1100:
+        pytest.skip("cannot open 1000 connections here")
+    idle = [socket.create_connection(("127.0.0.1", scheduler.metrics_port)) for _ in range(1000)]
+    try:
+        url = f"http://127.0.0.1:{scheduler.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=3) as response:
+            assert response.status == 200
+        assert_unaffected(scheduler, victim)
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_metrics_listen_on_loopback_only_by_default(scheduler):
+    addresses = subprocess.run(["ss", "-ltnH", f"sport = :{scheduler.metrics_port}"], capture_output=True, text=True)
+    if addresses.returncode != 0:
+        pytest.skip("ss is not available")
+    local = [line.split()[3] for line in addresses.stdout.splitlines()]
+    assert local == [f"127.0.0.1:{scheduler.metrics_port}"], addresses.stdout
+
+
+def test_a_second_scheduler_refuses_to_start_and_names_the_first(scheduler, world_dir, tmp_path):
+    first = scheduler.process.pid
+    # The same segment on another socket.
+    other = world_dir / "other"
+    other.mkdir(mode=0o755)
+    second = subprocess.run([str(built("CUSLICE_SCHEDULER_BIN")), "--config", str(scheduler.config), "--socket",
+                             str(other / "s.sock"), "--shm-name", scheduler.shm_name],
+                            capture_output=True, text=True, timeout=DEADLINE)
+    assert second.returncode == 1
+    assert f"another scheduler (pid {first}) serves the shared memory {scheduler.shm_name}" in second.stderr
+    # The same socket with another segment.
+    third = subprocess.run([str(built("CUSLICE_SCHEDULER_BIN")), "--config", str(scheduler.config), "--socket",
+                            str(scheduler.socket), "--shm-name", scheduler.shm_name + "-x"],
+                           capture_output=True, text=True, timeout=DEADLINE)
+    assert third.returncode == 1
+    assert f"another scheduler (pid {first}) is already listening on {scheduler.socket}" in third.stderr
+    assert scheduler.process.poll() is None
+
+
+def test_a_scheduler_killed_with_sigkill_is_replaced_at_once(world_dir):
+    first = Scheduler(world_dir, config=CONFIG).wait_ready()
+    first.process.kill()
+    first.process.wait(timeout=DEADLINE)
+    # Its socket file, lock files and segment are left behind; the locks died with it.
+    again = subprocess.Popen([str(built("CUSLICE_SCHEDULER_BIN")), "--config", str(first.config), "--socket",
+                              str(first.socket), "--shm-name", first.shm_name],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eventually(lambda: answers(first.socket) or again.poll() is not None, "the new scheduler", timeout=5)
+        assert again.poll() is None, again.communicate()[1]
+        p = FakeProcess(first.socket, None)
+        p.close()
+    finally:
+        again.terminate()
+        again.communicate(timeout=DEADLINE)
