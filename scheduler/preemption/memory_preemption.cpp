@@ -151,16 +151,12 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
     return verdict;
   }
 
-  // Memory already on its way: suspensions in flight free theirs; a tenant being resumed may be
-  // suspended again once it runs.
+  // Memory already on its way: suspensions in flight free theirs.
   uint64_t coming = 0, moving_in_flight = 0;
-  bool resuming_candidate = false;
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
-    if (!valid(t)) continue;
-    if (books_[t].state == SuspendState::kSuspending) {
-      coming += bytes_on(t, gpu);
-      moving_in_flight += total_bytes(t) - stopped_bytes(t, kAllGpus);
-    }
+    if (!valid(t) || books_[t].state != SuspendState::kSuspending) continue;
+    coming += bytes_on(t, gpu);
+    moving_in_flight += total_bytes(t) - stopped_bytes(t, kAllGpus);
   }
   if (free + coming >= request.bytes) {
     verdict.kind = Verdict::Kind::kWait;
@@ -169,47 +165,12 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
     return verdict;
   }
 
-  // Rule 1: who may give way; rule 3: who never does, and why.
-  std::vector<uint32_t> candidates;
   std::vector<std::string> skipped;
-  for (uint32_t t = 0; t < tenants_.size(); ++t) {
-    if (!valid(t) || t == request.tenant) continue;
-    const PreemptTenant& tenant = tenants_[t];
-    if (!tenant.preemptible || bytes_on(t, gpu) == 0) continue;
-    if (!asker.guaranteed && tenant.priority >= asker.priority) continue;
-    const SuspendState state = books_[t].state;
-    if (state == SuspendState::kResuming) {
-      resuming_candidate = true;
-      continue;
-    }
-    if (state == SuspendState::kFailed) {
-      skipped.push_back(tenant.name + " (" + books_[t].reason + ")");
-      continue;
-    }
-    if (state != SuspendState::kRunning) continue;
-    if (auto why = unsuspendable(t)) {
-      skipped.push_back(tenant.name + " (" + *why + ")");
-      continue;
-    }
-    candidates.push_back(t);
-  }
-  // Rule 2.
-  std::sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
-    const PreemptTenant& x = tenants_[a];
-    const PreemptTenant& y = tenants_[b];
-    if (x.priority != y.priority) return x.priority < y.priority;
-    const uint64_t sa = start_of(a), sb = start_of(b);
-    if (sa != sb) return sa > sb;
-    return a < b;
-  });
+  bool resuming_candidate = false;  // a tenant being resumed may be suspended again once it runs
+  const std::vector<uint32_t> ordered = candidates(request, skipped, resuming_candidate);
   const uint64_t missing = request.bytes - free - coming;
-  std::vector<uint32_t> chosen;
   uint64_t freed = 0;
-  for (uint32_t t : candidates) {
-    if (freed >= missing) break;
-    chosen.push_back(t);
-    freed += bytes_on(t, gpu);
-  }
+  std::vector<uint32_t> chosen = choose(ordered, gpu, missing, freed);
   auto with_skipped = [&](std::string text) {
     if (!skipped.empty()) {
       text += "; not suspended:";
@@ -229,13 +190,6 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
                                   describe_bytes(freed));
     return verdict;
   }
-  for (size_t i = chosen.size(); i-- > 0;) {
-    const uint64_t own = bytes_on(chosen[i], gpu);
-    if (freed - own >= missing) {
-      freed -= own;
-      chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-  }
   uint64_t moving = 0;
   for (uint32_t t : chosen) moving += total_bytes(t) - stopped_bytes(t, kAllGpus);
   if (moving_in_flight + moving + params_.host_reserve > host_available) {
@@ -245,6 +199,77 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
                                   " available, " + describe_bytes(params_.host_reserve) + " of which stays free");
     return verdict;
   }
+  const std::string names = commit(chosen, gpu, what, verdict);
+  verdict.kind = Verdict::Kind::kSuspend;
+  verdict.suspend = std::move(chosen);
+  verdict.coming_free = coming + freed;
+  verdict.moving = moving;
+  verdict.reason = with_skipped("suspending " + names + " for " + what);
+  return verdict;
+}
+
+std::vector<uint32_t> MemoryPreemption::candidates(const AllocationRequest& request, std::vector<std::string>& skipped,
+                                                   bool& resuming) const {
+  // Rule 1: who may give way; rule 3: who never does, and why.
+  const PreemptTenant& asker = tenants_[request.tenant];
+  const uint32_t gpu = request.gpu;
+  std::vector<uint32_t> out;
+  for (uint32_t t = 0; t < tenants_.size(); ++t) {
+    if (!valid(t) || t == request.tenant) continue;
+    const PreemptTenant& tenant = tenants_[t];
+    if (!tenant.preemptible || bytes_on(t, gpu) == 0) continue;
+    if (!asker.guaranteed && tenant.priority >= asker.priority) continue;
+    const SuspendState state = books_[t].state;
+    if (state == SuspendState::kResuming) {
+      resuming = true;
+      continue;
+    }
+    if (state == SuspendState::kFailed) {
+      skipped.push_back(tenant.name + " (" + books_[t].reason + ")");
+      continue;
+    }
+    if (state != SuspendState::kRunning) continue;
+    if (auto why = unsuspendable(t)) {
+      skipped.push_back(tenant.name + " (" + *why + ")");
+      continue;
+    }
+    out.push_back(t);
+  }
+  // Rule 2.
+  std::sort(out.begin(), out.end(), [&](uint32_t a, uint32_t b) {
+    const PreemptTenant& x = tenants_[a];
+    const PreemptTenant& y = tenants_[b];
+    if (x.priority != y.priority) return x.priority < y.priority;
+    const uint64_t sa = start_of(a), sb = start_of(b);
+    if (sa != sb) return sa > sb;
+    return a < b;
+  });
+  return out;
+}
+
+std::vector<uint32_t> MemoryPreemption::choose(const std::vector<uint32_t>& candidates, uint32_t gpu, uint64_t missing,
+                                               uint64_t& freed) const {
+  std::vector<uint32_t> chosen;
+  freed = 0;
+  for (uint32_t t : candidates) {
+    if (freed >= missing) break;
+    chosen.push_back(t);
+    freed += bytes_on(t, gpu);
+  }
+  if (freed < missing) return chosen;
+  // Those taken early that the later ones made unnecessary give way no more.
+  for (size_t i = chosen.size(); i-- > 0;) {
+    const uint64_t own = bytes_on(chosen[i], gpu);
+    if (freed - own >= missing) {
+      freed -= own;
+      chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  return chosen;
+}
+
+std::string MemoryPreemption::commit(const std::vector<uint32_t>& chosen, uint32_t gpu, const std::string& what,
+                                     Verdict& verdict) {
   std::string names;
   for (uint32_t t : chosen) {
     names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(bytes_on(t, gpu));
@@ -258,12 +283,7 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
     books_[t].reason = "suspended for " + what;
     books_[t].fits_since.reset();
   }
-  verdict.kind = Verdict::Kind::kSuspend;
-  verdict.suspend = std::move(chosen);
-  verdict.coming_free = coming + freed;
-  verdict.moving = moving;
-  verdict.reason = with_skipped("suspending " + names + " for " + what);
-  return verdict;
+  return names;
 }
 
 void MemoryPreemption::suspended(uint32_t tenant, Nanos now) {

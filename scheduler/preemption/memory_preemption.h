@@ -185,6 +185,19 @@ class MemoryPreemption {
   static constexpr uint32_t kAllGpus = UINT32_MAX;
   uint64_t stopped_bytes(uint32_t tenant, uint32_t gpu) const;
 
+  // request()'s steps. Who may give way to `request` on its GPU (rule 1), in the order they
+  // do (rule 2); those that never do are named in `skipped` with why (rule 3), and
+  // `resuming` says whether one would but is being resumed.
+  std::vector<uint32_t> candidates(const AllocationRequest& request, std::vector<std::string>& skipped,
+                                   bool& resuming) const;
+  // The fewest of `candidates`, from the first, that free `missing` bytes on `gpu`; `freed`
+  // is what they hold there.
+  std::vector<uint32_t> choose(const std::vector<uint32_t>& candidates, uint32_t gpu, uint64_t missing,
+                               uint64_t& freed) const;
+  // Marks `chosen` as being suspended for `what`; returns their names with what they free,
+  // and fills the processes to stop in `verdict`.
+  std::string commit(const std::vector<uint32_t>& chosen, uint32_t gpu, const std::string& what, Verdict& verdict);
+
   PreemptionParams params_;
   std::vector<PreemptTenant> tenants_;
   std::vector<Book> books_;
