@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "control_socket.h"
@@ -83,23 +84,18 @@ bool config_is_valid(const std::string& path) {
   return result.ok();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"cuslice-scheduler: shares each GPU among tenants by policy"};
-  app.set_version_flag("--version", version_text());
-  app.footer(
-      "Exit status: 0 stopped cleanly, 1 failure, 2 bad flags, 3 configuration invalid "
-      "(docs/cli.md)");
+// What the command line says, before it becomes DaemonOptions.
+struct CommandLine {
   cuslice::DaemonOptions options;
-  const char* env_socket = std::getenv(cuslice::wire::kSocketEnv);
-  options.socket_path = env_socket && env_socket[0] ? env_socket : cuslice::wire::kDefaultSocketPath;
-  options.shm_name = cuslice::shm::kDefaultName;
   std::string level = "info";
   std::string target = "stderr";
   double idle_seconds = 0;
   uint16_t metrics_port = 0;
+  std::string metrics_address;
+};
 
+void add_options(CLI::App& app, CommandLine& line) {
+  cuslice::DaemonOptions& options = line.options;
   CLI::Option* config = app.add_option("--config", options.config_path, "tenant configuration (YAML)");
   CLI::Option* ephemeral =
       app.add_flag("--ephemeral", options.ephemeral,
@@ -108,7 +104,7 @@ int main(int argc, char** argv) {
   app.add_flag("--watch-config", options.watch_config,
                "reload the configuration when its file changes (a Kubernetes ConfigMap, an edit), as on SIGHUP")
       ->needs(config);
-  app.add_option("--exit-when-idle", idle_seconds,
+  app.add_option("--exit-when-idle", line.idle_seconds,
                  "exit once no process, lease or request has been connected for SECONDS")
       ->type_name("SECONDS")
       ->transform(CLI::Validator(normalise_idle, ""));
@@ -121,19 +117,18 @@ int main(int argc, char** argv) {
                      std::string(cuslice::wire::kDefaultControlSocketPath) + ")")
       ->type_name("PATH");
   app.add_option("--shm-name", options.shm_name, "shared-memory segment name")->capture_default_str();
-  app.add_option("--log-level", level, "trace, debug, info, warn, error")
+  app.add_option("--log-level", line.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
-  app.add_option("--log-target", target, "stderr, or journald (native journal fields and priorities)")
+  app.add_option("--log-target", line.target, "stderr, or journald (native journal fields and priorities)")
       ->check(CLI::IsMember({"stderr", "journald"}))
       ->capture_default_str();
-  app.add_option("--metrics-port", metrics_port,
+  app.add_option("--metrics-port", line.metrics_port,
                  "serve Prometheus metrics at http://ADDRESS:PORT/metrics (overrides scheduler.metrics_port; "
                  "default: no metrics)")
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535));
-  std::string metrics_address;
-  app.add_option("--metrics-address", metrics_address,
+  app.add_option("--metrics-address", line.metrics_address,
                  "address the metrics endpoint listens on: an IPv4 or IPv6 literal (overrides "
                  "scheduler.metrics_address; default 127.0.0.1)")
       ->type_name("ADDRESS");
@@ -143,17 +138,11 @@ int main(int argc, char** argv) {
   app.add_option("--meminfo", options.meminfo_path,
                  "where the host's available memory is read before a suspension (MemAvailable)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);  // the message, on stderr
-    return to_int(ExitCode::kUsage);
-  }
+}
 
-  cuslice::configure_logging(target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
-                             spdlog::level::from_str(level));
+// The options once parsed, checked and completed; an exit status when they cannot be used.
+std::optional<int> finish_options(const CLI::App& app, CommandLine& line) {
+  cuslice::DaemonOptions& options = line.options;
   if (!options.ephemeral && options.config_path.empty()) {
     spdlog::error("give --config FILE, or --ephemeral to take tenants from `cuslice run`");
     return to_int(ExitCode::kUsage);
@@ -168,10 +157,38 @@ int main(int argc, char** argv) {
   }
   // Absolute, so that `cuslice status` and reload messages name the file wherever they run.
   if (!options.config_path.empty()) options.config_path = std::filesystem::absolute(options.config_path).string();
-  if (app.count("--exit-when-idle")) options.exit_when_idle_seconds = idle_seconds;
-  if (app.count("--metrics-port")) options.metrics_port = metrics_port;
-  if (app.count("--metrics-address")) options.metrics_address = metrics_address;
+  if (app.count("--exit-when-idle")) options.exit_when_idle_seconds = line.idle_seconds;
+  if (app.count("--metrics-port")) options.metrics_port = line.metrics_port;
+  if (app.count("--metrics-address")) options.metrics_address = line.metrics_address;
   if (!options.config_path.empty() && !config_is_valid(options.config_path)) return to_int(ExitCode::kConfigInvalid);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cuslice-scheduler: shares each GPU among tenants by policy"};
+  app.set_version_flag("--version", version_text());
+  app.footer(
+      "Exit status: 0 stopped cleanly, 1 failure, 2 bad flags, 3 configuration invalid "
+      "(docs/cli.md)");
+  CommandLine line;
+  const char* env_socket = std::getenv(cuslice::wire::kSocketEnv);
+  line.options.socket_path = env_socket && env_socket[0] ? env_socket : cuslice::wire::kDefaultSocketPath;
+  line.options.shm_name = cuslice::shm::kDefaultName;
+  add_options(app, line);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // the message, on stderr
+    return to_int(ExitCode::kUsage);
+  }
+
+  cuslice::configure_logging(line.target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
+                             spdlog::level::from_str(line.level));
+  if (const std::optional<int> status = finish_options(app, line)) return *status;
 
   // SIGTERM, SIGINT and SIGHUP stay pending until the daemon reads them from its signalfd.
   // Blocked here, before it takes the socket and the segment, a stop that comes while it
@@ -182,7 +199,7 @@ int main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
   try {
-    cuslice::Daemon daemon(options);
+    cuslice::Daemon daemon(line.options);
     return daemon.run();
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
