@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 
 import kubernetes.client
@@ -406,3 +407,55 @@ def test_the_quota_check_catches_a_class_or_namespace_the_quota_does_not_name(de
         else:
             quota["spec"]["hard"] = {"cpu": "1"}
         assert len(uncovered_priority_classes(broken)) == 1, change
+
+
+# ---------------------------------------------------------------------------------------------
+# The device plugin's probes
+
+
+def plugin_sockets(deploy_dir, plugin):
+    """Where the plugin serves: its --plugin-dir and the endpoint names device_plugin.cpp gives."""
+    source = (deploy_dir.parent / "device_plugin" / "device_plugin.cpp").read_text()
+    names = re.findall(r'k(?:Memory|Compute)Endpoint = "([^"]+)"', source)
+    assert len(names) == 2, names
+    return [f"{flag(plugin, '--plugin-dir')}/{n}" for n in names]
+
+
+def test_the_device_plugin_is_probed_on_the_sockets_it_serves(deploy_dir, objects):
+    plugin = containers(objects)["device-plugin"]
+    ready, live = plugin.readiness_probe, plugin.liveness_probe
+    assert ready is not None and live is not None
+    assert ready._exec.command == live._exec.command  # one notion of serving
+    script = ready._exec.command[-1]
+    for path in plugin_sockets(deploy_dir, plugin):
+        directory, name = path.rsplit("/", 1)
+        assert name in script and directory in script, path
+    # A kubelet restart removes the sockets for a moment: no restart for that.
+    assert live.failure_threshold * live.period_seconds >= 30
+    assert live.initial_delay_seconds >= 10
+
+
+def test_the_probe_passes_only_while_both_sockets_are_open(deploy_dir, objects, tmp_path):
+    """The probe, run here against sockets in a folder of our own: none, both listening, and
+    one whose file outlived its socket (a plugin that died)."""
+    plugin = containers(objects)["device-plugin"]
+    command = plugin.readiness_probe._exec.command
+    sockets = plugin_sockets(deploy_dir, plugin)
+    directory = sockets[0].rsplit("/", 1)[0]
+    script = command[-1].replace(directory, str(tmp_path))
+
+    def probe():
+        return subprocess.run([*command[:-1], script], capture_output=True, timeout=10).returncode
+
+    assert probe() != 0
+    opened = []
+    for path in sockets:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(tmp_path / path.rsplit("/", 1)[1]))
+        s.listen()
+        opened.append(s)
+    assert probe() == 0
+    opened[1].close()  # the file stays, as a crashed plugin's does
+    assert (tmp_path / sockets[1].rsplit("/", 1)[1]).exists()
+    assert probe() != 0
+    opened[0].close()
