@@ -459,3 +459,28 @@ def test_the_probe_passes_only_while_both_sockets_are_open(deploy_dir, objects, 
     assert (tmp_path / sockets[1].rsplit("/", 1)[1]).exists()
     assert probe() != 0
     opened[0].close()
+
+
+# The C library of each example's image: the hook, mounted into the container, needs 2.28 or
+# newer (docs/kubernetes.md). An image added to the examples is added here with its glibc.
+EXAMPLE_IMAGE_GLIBC = {
+    "nvcr.io/nvidia/pytorch:24.05-py3": (2, 35),  # Ubuntu 22.04
+}
+
+
+def test_the_examples_images_have_the_glibc_the_hook_needs(objects):
+    for pod in objects["Pod"]:
+        for c in pod.spec.containers:
+            assert c.image in EXAMPLE_IMAGE_GLIBC, f"{c.image}: which glibc? add it above"
+            assert EXAMPLE_IMAGE_GLIBC[c.image] >= (2, 28), c.image
+
+
+def test_the_dockerfile_builds_from_source_in_stages_on_debian(deploy_dir):
+    text = (deploy_dir / "container" / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
+    assert len(stages) >= 2 and all(s.startswith("debian:") for s in stages), stages
+    assert "COPY . /src" in text and "cmake --install" in text
+    final = text[text.rindex("\nFROM "):]
+    assert "COPY --from=build /install/usr/local/ /usr/local/" in final
+    # What the DaemonSet runs comes from the installation into /usr/local.
+    assert "CMAKE_INSTALL_PREFIX=/usr/local" in text
