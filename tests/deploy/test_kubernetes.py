@@ -7,6 +7,8 @@ not come back unchanged has a misspelt or misplaced field.
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 
 import kubernetes.client
@@ -19,6 +21,7 @@ MODELS = {
     ("v1", "ConfigMap"): "V1ConfigMap",
     ("v1", "Pod"): "V1Pod",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
+    ("v1", "ResourceQuota"): "V1ResourceQuota",
 }
 KUSTOMIZATION = "kustomization.yaml"
 
@@ -281,6 +284,195 @@ def test_the_kustomization_installs_every_manifest_but_the_examples(deploy_dir):
     assert set(kustomization["resources"]) == manifests - {"example-pods.yaml"}
     [image] = kustomization["images"]
     assert image["name"] == "registry.example.com/cuslice"
+
+
+def test_the_kustomization_names_the_registry_and_the_tag_of_every_image(deploy_dir, objects):
+    """docs/kubernetes.md says to set the registry in `images:`: newName replaces the
+    repository of every container that names the image, newTag its tag."""
+    [image] = yaml.safe_load((deploy_dir / "kubernetes" / KUSTOMIZATION).read_text())["images"]
+    assert set(image) == {"name", "newName", "newTag"}
+    assert image["newName"] and "/" in image["newName"] and ":" not in image["newName"].rsplit("/", 1)[1]
+    assert re.fullmatch(r"[\w][\w.-]{0,127}", str(image["newTag"]))
+    spec = objects["DaemonSet"].spec.template.spec
+    for c in spec.init_containers + spec.containers:
+        repository, _, tag = c.image.rpartition(":")
+        assert repository == image["name"], f"{c.name}: {c.image} is not {image['name']}: newName misses it"
+        assert tag == str(image["newTag"]), f"{c.name}: {c.image}"
+
+
+def test_kustomize_puts_the_registry_set_in_images_into_every_container(deploy_dir, tmp_path):
+    """What docs/kubernetes.md tells users to do, done with the kustomize in kubectl."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl here")
+    folder = tmp_path / "kubernetes"
+    shutil.copytree(deploy_dir / "kubernetes", folder)
+    kustomization = yaml.safe_load((folder / KUSTOMIZATION).read_text())
+    kustomization["images"][0].update(newName="123456789012.dkr.ecr.us-east-1.amazonaws.com/cuslice",
+                                      newTag="9.9.9")
+    (folder / KUSTOMIZATION).write_text(yaml.safe_dump(kustomization))
+    built = subprocess.run([kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    docs = [d for d in yaml.safe_load_all(built.stdout) if d]
+    assert {d["kind"] for d in docs} >= {"Namespace", "ResourceQuota", "DaemonSet"}
+    [daemonset] = [d for d in docs if d["kind"] == "DaemonSet"]
+    spec = daemonset["spec"]["template"]["spec"]
+    images = {c["image"] for c in spec["initContainers"] + spec["containers"]}
+    assert images == {"123456789012.dkr.ecr.us-east-1.amazonaws.com/cuslice:9.9.9"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Priority classes and the quota that admits them
+
+
+def kustomized(deploy_dir):
+    """The documents `kubectl apply -k` creates, with the kustomization's namespace if it sets one."""
+    folder = deploy_dir / "kubernetes"
+    kustomization = yaml.safe_load((folder / KUSTOMIZATION).read_text())
+    out = []
+    for name in kustomization["resources"]:
+        for doc in yaml.safe_load_all((folder / name).read_text()):
+            if doc:
+                if "namespace" in kustomization:
+                    doc.setdefault("metadata", {})["namespace"] = kustomization["namespace"]
+                out.append(doc)
+    return out
+
+
+def pod_spec_of(doc):
+    if doc["kind"] == "Pod":
+        return doc["spec"]
+    if doc["kind"] in ("DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job"):
+        return doc["spec"]["template"]["spec"]
+    if doc["kind"] == "CronJob":
+        return doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return None
+
+
+def scope_matches(requirement, priority_class):
+    """A ResourceQuota scope selector's requirement against a pod of that priority class."""
+    name, operator = requirement["scopeName"], requirement["operator"]
+    assert name == "PriorityClass", f"a scope {name}: not one this check knows"
+    values = requirement.get("values") or []
+    return {"In": priority_class in values, "NotIn": priority_class not in values,
+            "Exists": True, "DoesNotExist": False}[operator]
+
+
+def uncovered_priority_classes(docs):
+    """(kind/name, class, namespace) of every pod template whose priority class is used outside
+    kube-system without a ResourceQuota in its namespace that counts pods and whose scope
+    selector matches the class, as GKE requires (the quota admission plugin's limitedResources:
+    it admits the pod only if such a quota exists)."""
+    quotas = [d for d in docs if d["kind"] == "ResourceQuota"]
+    problems = []
+    for doc in docs:
+        spec = pod_spec_of(doc)
+        if not spec or not spec.get("priorityClassName"):
+            continue
+        cls, ns = spec["priorityClassName"], doc["metadata"].get("namespace", "default")
+        if ns == "kube-system":
+            continue
+        covered = any(
+            q["metadata"].get("namespace", "default") == ns
+            and ({"pods", "count/pods"} & set((q["spec"].get("hard") or {})))
+            and (q["spec"].get("scopeSelector") or {}).get("matchExpressions")
+            and all(scope_matches(r, cls) for r in q["spec"]["scopeSelector"]["matchExpressions"])
+            for q in quotas)
+        if not covered:
+            problems.append((f"{doc['kind']}/{doc['metadata']['name']}", cls, ns))
+    return problems
+
+
+def test_every_priority_class_outside_kube_system_is_admitted_by_a_quota(deploy_dir):
+    docs = kustomized(deploy_dir)
+    assert any((pod_spec_of(d) or {}).get("priorityClassName") for d in docs)
+    assert uncovered_priority_classes(docs) == []
+    [quota] = [d for d in docs if d["kind"] == "ResourceQuota"]
+    [namespace] = [d for d in docs if d["kind"] == "Namespace"]
+    assert quota["metadata"]["namespace"] == namespace["metadata"]["name"]
+
+
+def test_the_quota_check_catches_a_class_or_namespace_the_quota_does_not_name(deploy_dir):
+    docs = kustomized(deploy_dir)
+    [daemonset] = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert uncovered_priority_classes([d for d in docs if d["kind"] != "ResourceQuota"]) == [
+        ("DaemonSet/cuslice", "system-node-critical", daemonset["metadata"]["namespace"])]
+    for change in ("class", "namespace", "hard"):
+        broken = json.loads(json.dumps(docs))
+        [quota] = [d for d in broken if d["kind"] == "ResourceQuota"]
+        if change == "class":
+            quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] = ["system-cluster-critical"]
+        elif change == "namespace":
+            quota["metadata"]["namespace"] = "default"
+        else:
+            quota["spec"]["hard"] = {"cpu": "1"}
+        assert len(uncovered_priority_classes(broken)) == 1, change
+
+
+# ---------------------------------------------------------------------------------------------
+# The device plugin's probes
+
+
+def plugin_sockets(deploy_dir, plugin):
+    """Where the plugin serves: its --plugin-dir and the endpoint names device_plugin.cpp gives."""
+    source = (deploy_dir.parent / "device_plugin" / "device_plugin.cpp").read_text()
+    names = re.findall(r'k(?:Memory|Compute)Endpoint = "([^"]+)"', source)
+    assert len(names) == 2, names
+    return [f"{flag(plugin, '--plugin-dir')}/{n}" for n in names]
+
+
+def test_the_device_plugin_is_probed_on_the_sockets_it_serves(deploy_dir, objects):
+    plugin = containers(objects)["device-plugin"]
+    ready, live = plugin.readiness_probe, plugin.liveness_probe
+    assert ready is not None and live is not None
+    assert ready._exec.command == live._exec.command  # one notion of serving
+    script = ready._exec.command[-1]
+    for path in plugin_sockets(deploy_dir, plugin):
+        directory, name = path.rsplit("/", 1)
+        assert name in script and directory in script, path
+    # A kubelet restart removes the sockets for a moment: no restart for that.
+    assert live.failure_threshold * live.period_seconds >= 30
+    assert live.initial_delay_seconds >= 10
+
+
+def test_the_probe_passes_only_while_both_sockets_are_open(deploy_dir, objects, tmp_path):
+    """The probe, run here against sockets in a folder of our own: none, both listening, and
+    one whose file outlived its socket (a plugin that died)."""
+    plugin = containers(objects)["device-plugin"]
+    command = plugin.readiness_probe._exec.command
+    sockets = plugin_sockets(deploy_dir, plugin)
+    directory = sockets[0].rsplit("/", 1)[0]
+    script = command[-1].replace(directory, str(tmp_path))
+
+    def probe():
+        return subprocess.run([*command[:-1], script], capture_output=True, timeout=10).returncode
+
+    assert probe() != 0
+    opened = []
+    for path in sockets:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(tmp_path / path.rsplit("/", 1)[1]))
+        s.listen()
+        opened.append(s)
+    assert probe() == 0
+    opened[1].close()  # the file stays, as a crashed plugin's does
+    assert (tmp_path / sockets[1].rsplit("/", 1)[1]).exists()
+    assert probe() != 0
+    opened[0].close()
+
+
+# The C library of each example's image: the hook, mounted into the container, needs 2.28 or
+# newer (docs/kubernetes.md). An image added to the examples is added here with its glibc.
+EXAMPLE_IMAGE_GLIBC = {
+    "nvcr.io/nvidia/pytorch:24.05-py3": (2, 35),  # Ubuntu 22.04
+}
+
+
+def test_the_examples_images_have_the_glibc_the_hook_needs(objects):
+    for pod in objects["Pod"]:
+        for c in pod.spec.containers:
+            assert c.image in EXAMPLE_IMAGE_GLIBC, f"{c.image}: which glibc? add it above"
+            assert EXAMPLE_IMAGE_GLIBC[c.image] >= (2, 28), c.image
 
 
 def test_the_dockerfile_builds_from_source_in_stages_on_debian(deploy_dir):
