@@ -3,7 +3,9 @@
 // Parsed from YAML by the daemon (and the CLI's `check`); never by the hook, which learns
 // everything it needs from the shared segment. Parsing never throws: every problem found is
 // returned as a ConfigError naming file, line and column (1-based), so one run reports all
-// mistakes in a file, not only the first.
+// mistakes in a file, not only the first. Reading the file is config_file.cpp's, parsing
+// config_parser.cpp's (with node_reader.h), the rules across tenants config_validation.h's,
+// the error list config_errors.h's; tenant_config.cpp holds the model's own methods.
 //
 // The file is written by root but read by a daemon that tenants' processes talk to, so the
 // parser fails closed: anything odd (a duplicate key, a number out of range, a percentage

@@ -1,5 +1,7 @@
 #include "device_ids.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
 namespace cuslice::device_plugin {
@@ -33,6 +35,10 @@ std::string compute_id(uint32_t n) { return "c" + std::to_string(n); }
 std::optional<uint32_t> parse_compute_id(std::string_view id) {
   if (id.size() < 2 || id[0] != 'c') return std::nullopt;
   return parse_number(id.substr(1));
+}
+
+std::string gib_text(uint64_t bytes) {
+  return fmt::format("{:g} GiB", static_cast<double>(bytes) / static_cast<double>(kMemoryUnit));
 }
 
 }  // namespace cuslice::device_plugin

@@ -1,4 +1,5 @@
-// The device IDs the plugin advertises, and the resource names they belong to.
+// The device IDs the plugin advertises, the resource names they belong to, and memory
+// written in the unit a memory ID stands for (gib_text).
 //
 //   cuslice.io/gpu-memory   one ID per GiB of one GPU's memory: "<GPU UUID>-m<unit>", unit
 //                           0, 1, ... (e.g. GPU-5e3c...-m7). `cuslice.io/gpu-memory: 8` in a
@@ -35,5 +36,8 @@ std::optional<MemoryId> parse_memory_id(std::string_view id);
 
 std::string compute_id(uint32_t n);
 std::optional<uint32_t> parse_compute_id(std::string_view id);
+
+// "16 GiB", "1.5 GiB": memory as the plugin's messages write it.
+std::string gib_text(uint64_t bytes);
 
 }  // namespace cuslice::device_plugin

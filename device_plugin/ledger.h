@@ -16,70 +16,28 @@
 //      links each allocation to its container (labels namespace/pod/container) and to the
 //      compute IDs the same container holds (its share), and drops the allocations whose
 //      container is gone.
-// A tenant's share: its compute IDs in percent when it has some, else an equal part of what
-// the compute of the other tenants on its GPU leaves (at least 1%), so that a container that
-// asked only for memory still runs, and runs alone at full speed (shares are weights under
-// contention, not caps). Compute IDs exist 100 per GPU but are not tied to one, so the
-// percentages on one GPU may add up to more than 100; the scheduler then divides the GPU in
-// proportion to them.
+// Each part owns its state and decides one thing, and this class wires them (one-way, the
+// lower ones knowing nothing of the higher): gpu_table (the GPUs), allocation_book (what was
+// handed out), advertised_devices (ListAndWatch), preferred_allocation
+// (GetPreferredAllocation), allocate_request (Allocate), reconciliation (PodResources) and
+// compute_shares (each tenant's share and cap).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "advertised_devices.h"
+#include "allocate_request.h"
+#include "allocation_book.h"
+#include "device_ids.h"
+#include "gpu_table.h"
+#include "reconciliation.h"
+
 namespace cuslice::device_plugin {
-
-using Clock = std::chrono::steady_clock;
-
-// One GPU as the plugin knows it.
-struct Gpu {
-  uint32_t index = 0;          // NVML's index on the node: the scheduler's GPU number
-  std::string uuid;            // "GPU-xxxxxxxx-..."
-  uint64_t memory_total = 0;   // bytes, from NVML
-  uint64_t held_back = 0;      // bytes not handed out (--reserve-memory, ConfigMap tenants' quotas)
-  bool present = true;         // NVML still reports it; false: its IDs are unhealthy
-};
-
-struct Workload {
-  std::string pod_namespace, pod_name, container_name;
-  bool operator==(const Workload&) const = default;
-  bool empty() const { return pod_namespace.empty() && pod_name.empty() && container_name.empty(); }
-  std::string text() const { return pod_namespace + "/" + pod_name + "/" + container_name; }
-};
-
-// One memory Allocate call: one tenant in the scheduler.
-struct Allocation {
-  std::string tenant;  // the scheduler's tenant name; empty: adopted (see reconcile), no tenant
-  std::string key;     // the credential the container presents (CUSLICE_TENANT=name:key)
-  uint32_t gpu = 0;    // Gpu::index
-  std::string gpu_uuid;
-  std::set<uint32_t> units;  // the GiB units (memory IDs) on that GPU
-  Workload workload;         // from PodResources, once seen there
-  uint32_t compute_percent = 0;  // compute IDs the same container holds; 0: none (default share)
-  bool seen = false;             // PodResources has shown a container holding it
-  Clock::time_point created{};
-  std::optional<Clock::time_point> absent_since;  // seen before, in no snapshot since then
-
-  uint64_t memory_bytes() const;
-};
-
-struct Device {
-  std::string id;
-  bool healthy = false;
-  bool operator==(const Device&) const = default;
-};
-
-// One container of a PodResources snapshot, with the IDs it holds of each resource.
-struct Holding {
-  Workload workload;
-  std::vector<std::string> memory_ids;
-  std::vector<std::string> compute_ids;
-};
 
 struct LedgerOptions {
   // An allocation no container has been seen holding is dropped after this long: the pod
@@ -96,14 +54,17 @@ struct LedgerOptions {
 
 class Ledger {
  public:
-  explicit Ledger(LedgerOptions options = {}) : options_(options) {}
+  using MemoryOutcome = ::cuslice::device_plugin::MemoryOutcome;
+  using ReconcileResult = ::cuslice::device_plugin::ReconcileResult;
+
+  explicit Ledger(LedgerOptions options = {});
 
   // The GPUs NVML reports now. A GPU known before and missing now stays, not present.
   void set_gpus(const std::vector<Gpu>& gpus);
   void set_held_back(uint32_t gpu, uint64_t bytes);
   void set_scheduler_reachable(bool reachable) { scheduler_reachable_ = reachable; }
   bool scheduler_reachable() const { return scheduler_reachable_; }
-  const std::vector<Gpu>& gpus() const { return gpus_; }
+  const std::vector<Gpu>& gpus() const;
 
   // GiB the GPU can hand out: (memory - held back) / 1 GiB, rounded down.
   uint32_t capacity_units(const Gpu& gpu) const;
@@ -126,11 +87,6 @@ class Ledger {
   std::vector<std::string> preferred_compute(const std::vector<std::string>& available,
                                              const std::vector<std::string>& must_include, size_t size) const;
 
-  struct MemoryOutcome {
-    const Allocation* allocation = nullptr;  // null: refused, `error` says why
-    bool created = false;                    // false: the same IDs were allocated before
-    std::string error;
-  };
   // Allocate for cuslice.io/gpu-memory. `fresh_tenant`/`fresh_key` name the tenant if one is
   // made. Refused: IDs that are not memory IDs of a GPU this node has, or IDs on several GPUs
   // (the message names the request and each GPU's free memory).
@@ -143,36 +99,26 @@ class Ledger {
   // Takes back an allocation the scheduler still holds (after the plugin restarted).
   void restore(Allocation allocation);
 
-  struct ReconcileResult {
-    std::vector<Allocation> removed;    // their tenants go from the scheduler
-    std::vector<std::string> warnings;  // new conditions worth one log line each
-  };
   // Applies a PodResources snapshot (every container holding IDs of either resource).
   // `may_remove` false: links and labels only (the kubelet restarted a moment ago and may
   // not know its pods yet).
   ReconcileResult reconcile(const std::vector<Holding>& holdings, Clock::time_point now, bool may_remove = true);
 
-  // The tenant's share and cap, in millionths of its GPU.
+  // The tenant's share and cap, in millionths of its GPU (compute_shares.h).
   uint32_t share_ppm(const Allocation& allocation) const;
   uint32_t limit_ppm(const Allocation& allocation) const;
 
   // By tenant name (adopted allocations under a name of their own, starting with '~').
-  const std::map<std::string, Allocation>& allocations() const { return allocations_; }
+  const std::map<std::string, Allocation>& allocations() const;
   const Gpu* gpu_by_uuid(const std::string& uuid) const;
   const Gpu* gpu_by_index(uint32_t index) const;
 
  private:
-  std::string memory_refusal(const std::vector<std::string>& ids, const std::string& why) const;
-
   LedgerOptions options_;
-  std::vector<Gpu> gpus_;  // by index
+  GpuTable gpus_;
   bool scheduler_reachable_ = false;
-  std::map<std::string, Allocation> allocations_;
-  std::set<std::string> warned_;  // conditions already logged, by key
-  uint64_t adopted_ = 0;          // names of adopted allocations
+  AllocationBook allocations_;
+  Reconciler reconciler_;
 };
-
-// "16 GiB", "1.5 GiB": memory as the plugin's messages write it.
-std::string gib_text(uint64_t bytes);
 
 }  // namespace cuslice::device_plugin

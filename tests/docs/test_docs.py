@@ -23,7 +23,7 @@ Conventions for the documents (what this test reads):
   configuration: `cuslice config check` must accept it.
 - Every relative link (`[text](file.md#anchor)`) must lead to a file of the repository and,
   with an anchor, to a heading of that file.
-- configuration.md must document every key config/tenant_config.cpp accepts and every
+- configuration.md must document every key config/config_parser.cpp accepts and every
   `CUSLICE_*` variable the programs read; README.md's commands to build and test from source
   must be exactly what CI runs (.ci/run).
 """
@@ -470,7 +470,7 @@ def test_links_lead_to_files_and_headings(doc):
 
 def test_configuration_md_documents_every_key_and_variable(known_variables):
     doc = (SOURCE / "docs/configuration.md").read_text()
-    parser = (SOURCE / "config/tenant_config.cpp").read_text()
+    parser = (SOURCE / "config/config_parser.cpp").read_text()
     keys = set()
     for group in re.findall(r"check_keys\(\w+, \{([^}]*)\}\)", parser):
         keys |= set(re.findall(r'"(\w+)"', group))
@@ -479,7 +479,7 @@ def test_configuration_md_documents_every_key_and_variable(known_variables):
     documented = set(re.findall(r"^\| `(?:\w+\.)?(\w+)`", doc, re.M))
     documented |= set(re.findall(r"^#+ `(\w+)", doc, re.M))
     missing = sorted(k for k in keys if k not in documented)
-    assert not missing, f"keys of config/tenant_config.cpp not in configuration.md: {missing}"
+    assert not missing, f"keys of config/config_parser.cpp not in configuration.md: {missing}"
     undocumented = sorted(v for v in known_variables if v not in doc)
     assert not undocumented, f"variables the programs read, not in configuration.md: {undocumented}"
 

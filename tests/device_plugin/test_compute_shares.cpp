@@ -1,0 +1,36 @@
+// Tenants' shares and caps (device_plugin/compute_shares.h).
+#include <gtest/gtest.h>
+
+#include "ledger_test_support.h"
+
+namespace cuslice::device_plugin {
+namespace {
+
+TEST(Ledger, CapComputeMakesTheShareACap) {
+  LedgerOptions o;
+  o.cap_compute = true;
+  Ledger l = ledger_with(1, 16 * GiB, o);
+  const Allocation* a = l.allocate_memory(ids(0, {0}), Clock::now(), "k8s-a", "k").allocation;
+  l.reconcile({holding("p", "c", ids(0, {0}), 25)}, Clock::now());
+  EXPECT_EQ(l.limit_ppm(*a), 250'000u);
+}
+
+TEST(Ledger, DefaultSharesAreAtLeastOnePercentWhenComputeIsOverbooked) {
+  Ledger l = ledger_with(2);
+  const auto t = Clock::now();
+  l.allocate_memory(ids(0, {0}), t, "a", "k");
+  l.allocate_memory(ids(0, {1}), t, "b", "k");
+  l.allocate_memory(ids(0, {2}), t, "c", "k");
+  l.allocate_memory(ids(1, {0}), t, "d", "k");
+  // Compute IDs are not tied to a GPU: 80% + 70% can land on one.
+  l.reconcile({holding("a", "c", ids(0, {0}), 80, 0), holding("b", "c", ids(0, {1}), 70, 80),
+               holding("c", "c", ids(0, {2})), holding("d", "c", ids(1, {0}))},
+              t);
+  EXPECT_EQ(l.share_ppm(l.allocations().at("a")), 800'000u);
+  EXPECT_EQ(l.share_ppm(l.allocations().at("b")), 700'000u);
+  EXPECT_EQ(l.share_ppm(l.allocations().at("c")), 10'000u);
+  EXPECT_EQ(l.share_ppm(l.allocations().at("d")), 1'000'000u);  // alone on GPU 1
+}
+
+}  // namespace
+}  // namespace cuslice::device_plugin
