@@ -25,6 +25,24 @@ namespace {
 
 constexpr const char* kDefaultTenant = "default";
 
+// --gpus as the GPUs the tenant's share is counted on: bit g for index g. UUIDs name no index
+// here (the CLI does not open NVML), so a list with one counts on every GPU (0).
+uint32_t gpu_mask(const std::optional<std::string>& gpus) {
+  if (!gpus) return 0;
+  uint32_t mask = 0;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = gpus->find(',', start);
+    const std::string item = gpus->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty() || item.size() > 2 || item.find_first_not_of("0123456789") != std::string::npos) return 0;
+    const unsigned long index = std::stoul(item);
+    if (index >= shm::kMaxGpus) return 0;
+    mask |= 1u << index;
+    if (comma == std::string::npos) return mask;
+    start = comma + 1;
+  }
+}
+
 // The tenant an ephemeral scheduler should hold for this command.
 wire::TenantSpec tenant_spec(const RunOptions& options) {
   wire::TenantSpec spec;
@@ -41,6 +59,7 @@ wire::TenantSpec tenant_spec(const RunOptions& options) {
     if (size.kind == SizeSpec::Kind::kPercent) spec.memory_ppm = percent_to_ppm(size.percent);
     else spec.memory_bytes = size.bytes;
   }
+  spec.gpu_mask = gpu_mask(options.gpus);
   return spec;
 }
 

@@ -164,7 +164,7 @@ class ConfigParser {
   // other errors are still reported).
   bool parse_tenant(const YAML::Node& item, TenantConfig& t) {
     if (!read_.expect_map(item, "a tenant")) return false;
-    read_.check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible"});
+    read_.check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible", "gpus"});
     const bool named = parse_name(item, t);
     if (const YAML::Node p = item["priority"]) parse_priority(p, t);
     if (const YAML::Node m = item["memory"]) parse_memory(m, t);
@@ -177,7 +177,28 @@ class ConfigParser {
     if (item["preemptible"]) {
       if (auto b = read_.boolean(item["preemptible"], "preemptible")) t.preemptible = *b;
     }
+    if (const YAML::Node g = item["gpus"]) parse_gpus(g, t);
     return named;
+  }
+
+  // `gpus: [0, 1]`: GPU indices as nvidia-smi numbers them, each once.
+  void parse_gpus(const YAML::Node& g, TenantConfig& t) {
+    if (!g.IsSequence() || g.size() == 0) {
+      errors_.add(g, "`gpus` is a list of GPU indices, e.g. [0, 1]; leave it out for every GPU");
+      return;
+    }
+    uint32_t mask = 0;
+    for (const YAML::Node& item : g) {
+      const auto index = read_.whole_number(item, "gpus", 0, kMaxConfigGpus - 1,
+                                            "a GPU index from 0 to " + std::to_string(kMaxConfigGpus - 1));
+      if (!index) return;
+      if (mask & (1u << *index)) {
+        errors_.add(item, "GPU " + std::to_string(*index) + " is listed twice in `gpus`");
+        return;
+      }
+      mask |= 1u << *index;
+    }
+    t.gpu_mask = mask;
   }
 
   bool parse_name(const YAML::Node& item, TenantConfig& t) {
@@ -224,6 +245,7 @@ class ConfigParser {
       if (t.share_percent && !read_.representable_percent(c["share"], "share", *t.share_percent))
         t.share_percent.reset();
       positions_.shares.push_back(c["share"]);
+      if (!t.name.empty()) positions_.share_marks[t.name] = c["share"].Mark();
     }
     if (c["limit"]) {
       if (auto l = read_.percent(c["limit"], "limit"); l && read_.representable_percent(c["limit"], "limit", *l)) {

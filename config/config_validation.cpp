@@ -17,7 +17,60 @@ const YAML::Mark& position_of(const std::map<std::string, YAML::Mark>& marks, co
   return found != marks.end() ? found->second : kNone;
 }
 
+bool any_gpus(const Config& c) {
+  return std::any_of(c.tenants.begin(), c.tenants.end(), [](const TenantConfig& t) { return t.gpu_mask != 0; });
+}
+
+// With `gpus` in the file, each GPU's tenants (those that may use it) have shares of their
+// own: they must fit in 100% of that GPU, whatever the other GPUs' tenants have.
+void check_share_total_per_gpu(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+  for (uint32_t g = 0; g < kMaxConfigGpus; ++g) {
+    double total = 0;
+    for (const TenantConfig& t : c.tenants)
+      if (t.on_gpu(g)) total += t.share_percent.value_or(0);
+    if (total <= 100.0 + 1e-9) continue;
+    std::ostringstream msg;
+    msg << "the shares of the tenants that may use GPU " << g << " add up to " << total << "%, more than 100%";
+    // Point at the share that first goes over, in file order.
+    double running = 0;
+    for (const TenantConfig& t : c.tenants) {
+      if (!t.on_gpu(g) || !t.share_percent) continue;
+      running += *t.share_percent;
+      if (running > 100.0 + 1e-9) {
+        errors.add(position_of(positions.share_marks, t.name), msg.str());
+        return;
+      }
+    }
+  }
+}
+
+// A tenant without a share gets an equal part of what the explicit shares of its GPU's
+// tenants leave, at least kMinImplicitShare: on every GPU those must fit in 100%.
+void check_implicit_shares_per_gpu(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+  for (uint32_t g = 0; g < kMaxConfigGpus; ++g) {
+    double explicit_total = 0;
+    size_t implicit = 0;
+    for (const TenantConfig& t : c.tenants) {
+      if (!t.on_gpu(g)) continue;
+      if (t.share_percent) explicit_total += *t.share_percent;
+      else ++implicit;
+    }
+    if (implicit == 0 || explicit_total > 100.0 + 1e-9) continue;
+    if (explicit_total + implicit * kMinImplicitShare <= 100.0 + 1e-9) continue;
+    for (const TenantConfig& t : c.tenants) {
+      if (t.share_percent || !t.on_gpu(g)) continue;
+      std::ostringstream msg;
+      msg << "tenant " << quoted(t.name) << " has no `compute.share`, and the explicit shares on GPU " << g << " ("
+          << explicit_total << "%) leave less than " << kMinImplicitShare
+          << "% to each tenant without one: give it a share, or lower the others'";
+      errors.add(position_of(positions.tenant_names, t.name), msg.str());
+      return;
+    }
+  }
+}
+
 void check_share_total(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+  if (any_gpus(c)) return check_share_total_per_gpu(c, positions, errors);
   double total = 0;
   for (const TenantConfig& t : c.tenants) total += t.share_percent.value_or(0);
   if (total <= 100.0 + 1e-9) return;
@@ -39,6 +92,7 @@ void check_share_total(const Config& c, const SourcePositions& positions, Config
 // A tenant without a share gets an equal part of what the explicit shares leave, but at
 // least kMinImplicitShare so that it is never starved; the shares must still fit in 100%.
 void check_implicit_shares(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+  if (any_gpus(c)) return check_implicit_shares_per_gpu(c, positions, errors);
   double explicit_total = 0;
   size_t implicit = 0;
   for (const TenantConfig& t : c.tenants) {

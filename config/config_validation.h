@@ -26,6 +26,7 @@ struct SourcePositions {
   std::vector<YAML::Node> shares;                  // every `compute.share` in file order, even unusable ones
   std::map<std::string, YAML::Mark> tenant_names;  // each tenant's `name`
   std::map<std::string, YAML::Mark> memories;      // each tenant's `memory`
+  std::map<std::string, YAML::Mark> share_marks;   // each named tenant's `compute.share`
 };
 
 void check_across_tenants(const Config& config, const SourcePositions& positions, ConfigErrors& errors);

@@ -15,16 +15,17 @@ int Config::find_tenant(std::string_view name) const {
   return -1;
 }
 
-std::vector<double> Config::effective_shares() const {
+std::vector<double> Config::effective_shares(uint32_t gpu) const {
   double explicit_total = 0;
   size_t implicit = 0;
   for (const TenantConfig& t : tenants) {
+    if (!t.on_gpu(gpu)) continue;
     if (t.share_percent) explicit_total += *t.share_percent;
     else ++implicit;
   }
   const double each = implicit ? std::max(kMinImplicitShare, (100.0 - explicit_total) / implicit) : 0.0;
   std::vector<double> shares;
-  for (const TenantConfig& t : tenants) shares.push_back(t.share_percent.value_or(each));
+  for (const TenantConfig& t : tenants) shares.push_back(t.on_gpu(gpu) ? t.share_percent.value_or(each) : kMinImplicitShare);
   return shares;
 }
 

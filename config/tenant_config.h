@@ -82,6 +82,12 @@ struct TenantConfig {
   bool kill_on_violation = false;
   TenantMatch match;
   bool preemptible = false;
+  // The GPUs (NVML indices, as nvidia-smi numbers them) the tenant may use: bit g for GPU g.
+  // 0: every GPU of the node. Its share, limit and priority hold on each of them
+  // independently, and its memory quota on each (docs/configuration.md).
+  uint32_t gpu_mask = 0;
+
+  bool on_gpu(uint32_t gpu) const { return gpu_mask == 0 || (gpu < 32 && ((gpu_mask >> gpu) & 1u)); }
 };
 
 // Memory preemption's settings (docs/preemption.md).
@@ -120,10 +126,13 @@ struct Config {
 
   // Index into `tenants`, or -1.
   int find_tenant(std::string_view name) const;
-  // Every tenant's share in percent: explicit shares as written; tenants without one split
-  // what the explicit shares leave equally (at least kMinImplicitShare each, so they are
-  // never starved). A valid file's effective shares add up to at most 100%.
-  std::vector<double> effective_shares() const;
+  // Every tenant's share of GPU `gpu` in percent. A tenant that may use the GPU: its explicit
+  // share as written, or without one an equal part of what the explicit shares of the
+  // tenants on that GPU leave (at least kMinImplicitShare, so that it is never starved). A
+  // tenant that may not use the GPU: kMinImplicitShare, which is what it gets there should
+  // one of its processes use the GPU anyway. In a valid file the shares of the tenants that
+  // may use a GPU add up to at most 100%.
+  std::vector<double> effective_shares(uint32_t gpu) const;
 };
 
 inline constexpr double kMinImplicitShare = 1.0;  // percent
@@ -131,6 +140,8 @@ inline constexpr double kMinImplicitShare = 1.0;  // percent
 // The limits the shared segment can hold; checked here so that a valid file always fits.
 inline constexpr size_t kMaxConfigTenants = 64;
 inline constexpr size_t kMaxTenantNameLength = 63;
+// GPUs per node (shm::kMaxGpus): a tenant's `gpus` are indices below this.
+inline constexpr uint32_t kMaxConfigGpus = 16;
 
 // A larger file is refused before it is parsed: a reload runs on the scheduler's thread, and
 // a file of a few megabytes keeps it (and every tenant waiting for a token) busy for seconds.

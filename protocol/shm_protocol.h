@@ -83,7 +83,7 @@ inline constexpr uint64_t kTenantMagic = 0x315445'43494C53ull;  // "SLICET1"
 // ProcessUse::young_gpus / young_until_ns (read and written by hooks only). Minor 2:
 // Segment::lower_timeslice_us (0 from an older daemon: hooks leave the driver's slices).
 inline constexpr uint16_t kAbiMajor = 2;
-inline constexpr uint16_t kAbiMinor = 2;
+inline constexpr uint16_t kAbiMinor = 3;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -198,7 +198,12 @@ struct alignas(64) TenantGpu {
   // reported GPU time in the window / the window's length, in millionths, at most 1e6.
   // Stored (relaxed) a few times a second.
   std::atomic<uint32_t> achieved_share_ppm;
-  uint32_t reserved0;
+  // The tenant's share of this GPU under contention, in millionths, as Tenant::share_ppm is
+  // for the whole node: the configured share, or the part a tenant without one gets of what
+  // the explicit shares of this GPU's tenants leave. 0: the configuration does not let the
+  // tenant use this GPU. Written by the daemon with the tenant's other parameters (minor 3;
+  // zero, "every GPU, Tenant::share_ppm", from an older daemon).
+  std::atomic<uint32_t> share_ppm;
   // What the driver says the tenant's processes hold on this GPU beyond its quota and the
   // watchdog's allowance (0: within), as the usage watchdog last found it; and how many of
   // its processes the watchdog killed for it (`on_violation: kill`), monotonic while the
@@ -440,7 +445,8 @@ static_assert(sizeof(Tenant) == 64 + 64 + kMaxGpus * 64);
 static_assert(sizeof(ProcessSlot) == 128);
 static_assert(offsetof(Segment, gpus) == 64);
 static_assert(offsetof(GpuState, memory_total) == 24 && offsetof(GpuState, uuid) == 32);
-static_assert(offsetof(TenantGpu, achieved_share_ppm) == 40 && offsetof(TenantGpu, over_quota_bytes) == 48);
+static_assert(offsetof(TenantGpu, achieved_share_ppm) == 40 && offsetof(TenantGpu, share_ppm) == 44 &&
+              offsetof(TenantGpu, over_quota_bytes) == 48);
 static_assert(offsetof(GpuState, unhooked_processes) == 48 && offsetof(GpuState, unhooked_bytes) == 56);
 static_assert(offsetof(Tenant, name) == 24 && offsetof(Tenant, share_ppm) == 88 && offsetof(Tenant, gpu) == 128);
 static_assert(offsetof(ProcessSlot, gpu_flags) == 64 && offsetof(ProcessSlot, memory_decision) == 32);

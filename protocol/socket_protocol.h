@@ -165,7 +165,7 @@ struct RegisterReply {
 };
 
 inline constexpr uint32_t kControlMagic = 0x54434C43;  // "CLCT"
-inline constexpr uint16_t kControlVersion = 1;
+inline constexpr uint16_t kControlVersion = 2;
 
 enum class ControlCommand : uint32_t {
   kDescribe = 1,
@@ -185,6 +185,8 @@ struct TenantSpec {
   uint32_t limit_ppm = 1'000'000;  // 1'000'000: uncapped
   uint32_t memory_ppm = 0;         // per-GPU quota as millionths of the card, or 0
   uint64_t memory_bytes = 0;       // per-GPU quota in bytes, or 0 (both 0: no quota)
+  uint32_t gpu_mask = 0;           // bit g: the tenant uses GPU g (NVML index); 0: every GPU
+  uint32_t reserved0 = 0;
 };
 
 struct ControlRequest {
@@ -304,7 +306,7 @@ static_assert(sizeof(RegisterRequest) == 8 + 64 + 8 * shm::kMaxGpus);
 static_assert(sizeof(RegisterReply) == 8 + 16 + 16 + 64 + 256);
 static_assert(std::is_trivially_copyable_v<ControlRequest>);
 static_assert(std::is_trivially_copyable_v<ControlReply>);
-static_assert(sizeof(TenantSpec) == 64 + 16 + 8 && sizeof(ControlRequest) == 16 + sizeof(TenantSpec));
+static_assert(sizeof(TenantSpec) == 64 + 16 + 8 + 8 && sizeof(ControlRequest) == 16 + sizeof(TenantSpec));
 // The daemon reads a connection's first message into one buffer and dispatches on magic.
 static_assert(offsetof(RegisterRequest, magic) == 0 && offsetof(ControlRequest, magic) == 0);
 

@@ -69,9 +69,13 @@ class Families {
   void per_tenant_gpu(const char* name, MetricType type, const char* help,
                       const std::function<std::optional<double>(const TenantGpuSnapshot&)>& value) {
     MetricFamily& f = family(name, type, help);
-    for (const TenantSnapshot& t : s_.tenants)
-      for (const TenantGpuSnapshot& use : t.gpus)
+    // A tenant is shown on the GPUs it may use or holds something on, not on every GPU.
+    for (const TenantSnapshot& t : s_.tenants) {
+      for (const TenantGpuSnapshot& use : t.gpus) {
+        if (!use.shown()) continue;
         if (const auto v = value(use)) add_sample(f, tenant_gpu_labels(t, s_.gpus[use.gpu], workloads_), *v);
+      }
+    }
   }
   void per_tenant(const char* name, MetricType type, const char* help,
                   const std::function<double(const TenantSnapshot&)>& value) {
@@ -112,6 +116,10 @@ void tenant_gpu_families(Families& f) {
   f.per_tenant_gpu("cuslice_tenant_oom_refusals_total", kCounter,
                    "Allocations refused with out-of-memory because of the tenant's quota.",
                    [](const TenantGpuSnapshot& u) { return static_cast<double>(u.oom_refusals); });
+  f.per_tenant_gpu("cuslice_tenant_gpu_share_ratio", kGauge,
+                   "The tenant's configured share of the GPU under contention (0: the configuration does not let it "
+                   "use the GPU).",
+                   [](const TenantGpuSnapshot& u) { return u.share_ppm / kPpm; });
   f.per_tenant_gpu("cuslice_tenant_achieved_share_ratio", kGauge,
                    "Share of the GPU's time the tenant used over the daemon's share window.",
                    [](const TenantGpuSnapshot& u) { return u.achieved_share_ppm / kPpm; });

@@ -76,13 +76,12 @@ void Preemptor::configure() {
 
 std::vector<PreemptTenant> Preemptor::preempt_tenants() const {
   std::vector<PreemptTenant> out(shm::kMaxTenants);
-  const std::vector<TenantParams>& params = tenants_.params();
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
-    if (!params[t].present && segment_->tenants[t].state.load() != shm::Tenant::kRetired) continue;
+    if (!tenants_.present(t) && segment_->tenants[t].state.load() != shm::Tenant::kRetired) continue;
     PreemptTenant& pt = out[t];
     pt.present = true;
     pt.name = segment_->tenants[t].name;
-    pt.priority = params[t].priority;
+    pt.priority = tenants_.priority(t);
     pt.preemptible = preemptible(t);
     // A quota that is not preemptible is a guarantee, the file's or one the device plugin sold.
     const shm::Tenant& st = segment_->tenants[t];

@@ -26,12 +26,12 @@ PolicyParams policy_params(const Config& config) {
 TokenScheduler::TokenScheduler(SharedSegment& segment, TenantRegions& regions, const ProcessTable& processes,
                                const TenantTable& tenants)
     : segment_(segment), regions_(regions), processes_(processes), tenants_(tenants) {
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params(tenants_.config()), tenants_.params());
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params(tenants_.config()), tenants_.params(g));
 }
 
 void TokenScheduler::reconfigure() {
   const PolicyParams params = policy_params(tenants_.config());
-  for (TokenPolicy& p : policies_) p.reconfigure(params, tenants_.params());
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_[g].reconfigure(params, tenants_.params(g));
 }
 
 void TokenScheduler::reset_tenant(uint32_t t, Nanos now) {
@@ -127,7 +127,7 @@ void TokenScheduler::log_long_hold(uint32_t g, uint32_t holder, uint64_t waiting
 
 uint32_t TokenScheduler::preempting_waiter(uint32_t g, uint64_t waiting) const {
   const TokenPolicy& policy = policies_[g];
-  const std::vector<TenantParams>& params = tenants_.params();
+  const std::vector<TenantParams>& params = tenants_.params(g);
   // Nobody has work on the GPU: the policy's own choice among the waiting tenants stands.
   const uint32_t owner = policy.holder() != kNoHolder ? policy.holder() : policy.draining();
   if (owner >= params.size() || !params[owner].present) return kNoHolder;
@@ -146,7 +146,7 @@ uint32_t TokenScheduler::preempting_waiter(uint32_t g, uint64_t waiting) const {
 
 void TokenScheduler::publish_shares(Nanos now) {
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
-    if (!tenants_.params()[t].present) continue;
+    if (!tenants_.present(t)) continue;
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
       shm::TenantGpu& tg = segment_->tenants[t].gpu[g];
       const uint32_t ppm = share_windows_[t][g].sample(now, tg.gpu_time_ns.load(std::memory_order_relaxed));

@@ -43,7 +43,7 @@ void UsageLedger::charge_gpu_time(Nanos now) {
   const uint64_t bound = span_ns(now, gpu_time_read_at_) * kGpuTimePerNs;
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     const shm::TenantRegion* region = regions_.get(t);
-    if (region == nullptr || !tenants_.params()[t].present) continue;
+    if (region == nullptr || !tenants_.present(t)) continue;
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
       uint64_t& seen = seen_[t][g].gpu_time_ns;
       const uint64_t delta = advance(seen, region->gpu[g].gpu_time_ns.load(std::memory_order_relaxed), bound);

@@ -93,7 +93,18 @@ TenantGpuSnapshot tenant_gpu_snapshot(const TenantSnapshot& tenant, const shm::T
   return use;
 }
 
-TenantSnapshot tenant_snapshot(const shm::Tenant& t, uint32_t i, uint32_t state, const std::vector<GpuSnapshot>& gpus) {
+// Minor 3 says which GPUs a tenant may use, and its share of each; older daemons did not.
+void per_gpu_share(TenantGpuSnapshot& use, const shm::TenantGpu& tg, uint32_t tenant_share_ppm, uint16_t abi_minor) {
+  if (abi_minor < 3) {
+    use.share_ppm = tenant_share_ppm;
+    return;
+  }
+  use.share_ppm = tg.share_ppm.load(kRelaxed);
+  use.allowed = use.share_ppm != 0;
+}
+
+TenantSnapshot tenant_snapshot(const shm::Tenant& t, uint32_t i, uint32_t state, const std::vector<GpuSnapshot>& gpus,
+                               uint16_t abi_minor) {
   TenantSnapshot tenant;
   tenant.index = i;
   // The daemon writes only tenant names, but `cuslice status` maps whatever segment it is
@@ -119,8 +130,10 @@ TenantSnapshot tenant_snapshot(const shm::Tenant& t, uint32_t i, uint32_t state,
   tenant.suspended_ns = t.suspended_ns.load(kRelaxed);
   tenant.suspend_ns = t.suspend_ns.load(kRelaxed);
   tenant.resume_ns = t.resume_ns.load(kRelaxed);
-  for (size_t k = 0; k < gpus.size(); ++k)
+  for (size_t k = 0; k < gpus.size(); ++k) {
     tenant.gpus.push_back(tenant_gpu_snapshot(tenant, t.gpu[gpus[k].index], gpus[k], i, k));
+    per_gpu_share(tenant.gpus.back(), t.gpu[gpus[k].index], tenant.share_ppm, abi_minor);
+  }
   return tenant;
 }
 
@@ -145,7 +158,7 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
   for (uint32_t i = 0; i < shm::kMaxTenants; ++i) {
     const shm::Tenant& t = segment.tenants[i];
     const uint32_t state = t.state.load(std::memory_order_acquire);
-    if (state != shm::Tenant::kFree) s.tenants.push_back(tenant_snapshot(t, i, state, s.gpus));
+    if (state != shm::Tenant::kFree) s.tenants.push_back(tenant_snapshot(t, i, state, s.gpus, s.abi_minor));
   }
 
   for (const shm::ProcessSlot& slot : segment.processes) {

@@ -23,7 +23,7 @@
 namespace cuslice {
 
 struct GpuSnapshot {
-  uint32_t index = 0;                 // the GPU's index in the segment (CUDA ordinal)
+  uint32_t index = 0;                 // the GPU's index in the segment (its NVML index on the node)
   uint64_t memory_total = 0;          // bytes; 0: no hook has reported it yet
   std::optional<std::string> uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" when known
   std::optional<uint32_t> holder;     // tenant index holding the token, if any
@@ -46,6 +46,14 @@ struct TenantGpuSnapshot {
   uint64_t over_quota_bytes = 0;  // the driver's count beyond quota and allowance (watchdog)
   uint32_t watchdog_kills = 0;
   uint64_t bytes_moved = 0;  // by suspensions and resumptions, both ways (memory preemption), to the MiB
+  // The tenant's share of this GPU; from a daemon older than minor 3, the tenant's one share.
+  uint32_t share_ppm = 0;
+  // The configuration lets the tenant use this GPU (always, from a daemon older than minor 3).
+  bool allowed = true;
+
+  // Whether `cuslice status` and the metrics show the tenant on this GPU: it may use it, or it
+  // holds memory, time or the token there all the same.
+  bool shown() const { return allowed || memory_used != 0 || gpu_time_ns != 0 || holds_token || over_quota_bytes != 0; }
 };
 
 struct TenantSnapshot {

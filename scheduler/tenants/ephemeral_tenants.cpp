@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -17,6 +18,32 @@ std::string memory_text(const std::optional<SizeSpec>& memory) {
   if (!memory) return "none";
   if (memory->kind == SizeSpec::Kind::kPercent) return percent_text(memory->percent);
   return fmt::format("{} bytes", memory->bytes);
+}
+
+std::string gpus_text(uint32_t mask) {
+  if (mask == 0) return "all";
+  std::string out;
+  for (uint32_t g = 0; g < 32; ++g)
+    if ((mask >> g) & 1u) out += (out.empty() ? "" : ",") + std::to_string(g);
+  return out;
+}
+
+// Why `want` does not fit beside `config`'s tenants: on some GPU both use, their shares
+// would add up to more than 100%. Empty when it fits.
+std::string over_a_gpu(const Config& config, const TenantConfig& want) {
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    if (!want.on_gpu(g)) continue;
+    double shares = want.share_percent.value_or(0);
+    for (const TenantConfig& t : config.tenants)
+      if (t.on_gpu(g)) shares += t.share_percent.value_or(0);
+    if (shares <= 100.0 + 1e-9) continue;
+    const bool everywhere = want.gpu_mask == 0 &&
+                            std::all_of(config.tenants.begin(), config.tenants.end(),
+                                        [](const TenantConfig& t) { return t.gpu_mask == 0; });
+    if (everywhere) return fmt::format("the tenants' shares would add up to {:g}%, more than 100%", shares);
+    return fmt::format("the shares of the tenants on GPU {} would add up to {:g}%, more than 100%", g, shares);
+  }
+  return {};
 }
 
 const char* priority_text(Priority p) {
@@ -57,6 +84,11 @@ std::optional<TenantConfig> to_tenant(const wire::TenantSpec& spec, std::string&
     why = "memory is given both in bytes and as a percentage";
     return std::nullopt;
   }
+  if (spec.gpu_mask >> shm::kMaxGpus) {
+    why = fmt::format("a GPU index is beyond the {} the scheduler holds", shm::kMaxGpus);
+    return std::nullopt;
+  }
+  t.gpu_mask = spec.gpu_mask;
   if (spec.memory_bytes != 0) t.memory = SizeSpec{SizeSpec::Kind::kBytes, spec.memory_bytes, 0.0};
   if (spec.memory_ppm != 0) t.memory = SizeSpec{SizeSpec::Kind::kPercent, 0, ppm_to_percent(spec.memory_ppm)};
   return t;
@@ -73,6 +105,8 @@ std::string difference(const TenantConfig& have, const TenantConfig& want) {
     return fmt::format("limit {} (asked: {})", percent_text(have.limit_percent), percent_text(want.limit_percent));
   if (!same_memory(have.memory, want.memory))
     return fmt::format("memory {} (asked: {})", memory_text(have.memory), memory_text(want.memory));
+  if (have.gpu_mask != want.gpu_mask)
+    return fmt::format("GPUs {} (asked: {})", gpus_text(have.gpu_mask), gpus_text(want.gpu_mask));
   return {};
 }
 
@@ -101,10 +135,8 @@ EnsureOutcome ensure_tenant(Config& config, const wire::TenantSpec& spec) {
     out.message = fmt::format("already {} tenants, the most the scheduler holds", kMaxConfigTenants);
     return out;
   }
-  double shares = want->share_percent.value_or(0);
-  for (const TenantConfig& t : config.tenants) shares += t.share_percent.value_or(0);
-  if (shares > 100.0 + 1e-9) {
-    out.message = fmt::format("the tenants' shares would add up to {:g}%, more than 100%", shares);
+  if (std::string over = over_a_gpu(config, *want); !over.empty()) {
+    out.message = over;
     return out;
   }
   out.message = fmt::format("added tenant `{}`", want->name);

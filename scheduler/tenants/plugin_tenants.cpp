@@ -109,6 +109,7 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
                               name, spec.share_ppm, spec.limit_ppm);
   }
   if (!out.message.empty()) return out;
+  if (out.message = over_gpu(spec, name, file); !out.message.empty()) return out;
 
   auto it = tenants_.find(name);
   if (it == tenants_.end()) {
@@ -183,7 +184,25 @@ std::vector<wire::PluginTenant> PluginTenants::list() const {
   return out;
 }
 
-void PluginTenants::append_to(Config& config, std::vector<double>& shares) const {
+std::string PluginTenants::over_gpu(const wire::PluginTenant& spec, const std::string& name, const Config& file) const {
+  double given = 0;     // explicit shares of the GPU's other tenants, percent
+  size_t implicit = 0;  // the file's tenants there without a share: kMinImplicitShare each, at least
+  for (const TenantConfig& t : file.tenants) {
+    if (!t.on_gpu(spec.gpu)) continue;
+    if (t.share_percent) given += *t.share_percent;
+    else ++implicit;
+  }
+  for (const auto& [other, r] : tenants_)
+    if (other != name && r.spec.gpu == spec.gpu) given += ppm_to_percent(r.spec.share_ppm);
+  const double asked = ppm_to_percent(spec.share_ppm);
+  const double reserved = given + static_cast<double>(implicit) * kMinImplicitShare;
+  if (reserved + asked <= 100.0 + 1e-9) return {};
+  return fmt::format("tenant `{}`: GPU {} has {:g}% of its time given to other tenants, so {:g}% more would be over "
+                     "100%",
+                     name, spec.gpu, reserved, asked);
+}
+
+void PluginTenants::append_to(Config& config) const {
   for (const auto& [name, r] : tenants_) {
     if (config.find_tenant(name) >= 0) continue;
     TenantConfig t;
@@ -193,8 +212,8 @@ void PluginTenants::append_to(Config& config, std::vector<double>& shares) const
     t.share_percent = ppm_to_percent(r.spec.share_ppm);
     t.limit_percent = ppm_to_percent(r.spec.limit_ppm);
     t.allow_env = false;  // joined through check_join only
+    t.gpu_mask = 1u << r.spec.gpu;
     config.tenants.push_back(std::move(t));
-    shares.push_back(ppm_to_percent(r.spec.share_ppm));
   }
 }
 

@@ -58,10 +58,10 @@ class PluginTenants {
   bool contains(std::string_view name) const { return tenants_.count(std::string(name)) > 0; }
   size_t size() const { return tenants_.size(); }
   std::vector<wire::PluginTenant> list() const;
-  // Adds the plugin's tenants to `config` (the file's), as tenants with no match rule that
-  // only check_join lets anyone join, and their shares in percent to `shares` (the file's
-  // effective shares): the table the daemon applies. A name the file took since is left out.
-  void append_to(Config& config, std::vector<double>& shares) const;
+  // Adds the plugin's tenants to `config` (the file's), as tenants of their one GPU with no
+  // match rule, that only check_join lets anyone join: the table the daemon applies. A name
+  // the file took since is left out.
+  void append_to(Config& config) const;
   // The labels the plugin gave, by tenant name.
   TenantWorkloads workloads() const;
 
@@ -70,6 +70,10 @@ class PluginTenants {
     wire::PluginTenant spec;
     std::optional<std::string> bound_cgroup;
   };
+  // Why `spec` does not fit its GPU's time beside the file's tenants there and the plugin's
+  // other tenants there, or empty: a GPU's shares add up to at most 100%.
+  std::string over_gpu(const wire::PluginTenant& spec, const std::string& name, const Config& file) const;
+
   std::map<std::string, Record> tenants_;
 };
 

@@ -30,10 +30,12 @@ TenantTable::TenantTable(TenantSource source, Config config, SharedSegment& segm
                          const ProcessTable& processes)
     : source_(std::move(source)),
       config_(std::move(config)),
-      params_(shm::kMaxTenants),
       segment_(segment),
       regions_(regions),
-      processes_(processes) {}
+      processes_(processes) {
+  static_assert(kMaxConfigGpus == shm::kMaxGpus, "a tenant's `gpus` name the segment's GPUs");
+  params_.fill(std::vector<TenantParams>(shm::kMaxTenants));
+}
 
 // A free entry given to a new tenant starts from zero: counters left by the tenant that
 // had the entry before must not be billed to this one, and the processes that had its
@@ -57,6 +59,7 @@ void TenantTable::claim_entry(uint32_t index, const std::string& name) {
          {&tg.memory_used, &tg.gpu_time_ns, &tg.wait_ns, &tg.oom_refusals, &tg.token_grants})
       counter->store(0, std::memory_order_relaxed);
     tg.achieved_share_ppm.store(0, std::memory_order_relaxed);
+    tg.share_ppm.store(0, std::memory_order_relaxed);
     tg.moved_mib.store(0, std::memory_order_relaxed);
   }
 }
@@ -68,10 +71,11 @@ std::vector<uint32_t> TenantTable::apply() {
   segment_->quantum_ns = static_cast<uint64_t>(file.scheduler.quantum.count());
   std::vector<uint32_t> claimed;
   std::array<bool, shm::kMaxTenants> kept{};
-  // The device plugin's tenants beside the file's, with the shares it gave them.
+  // The device plugin's tenants beside the file's, each on its GPU with the share it gave.
   Config config = file;
-  std::vector<double> shares = file.effective_shares();
-  plugin_tenants_.append_to(config, shares);
+  plugin_tenants_.append_to(config);
+  std::array<std::vector<double>, shm::kMaxGpus> shares;
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) shares[g] = config.effective_shares(g);
   for (size_t i = 0; i < config.tenants.size(); ++i) {
     const TenantConfig& tc = config.tenants[i];
     // Same name, same index: processes already registered keep their tenant.
@@ -85,19 +89,11 @@ std::vector<uint32_t> TenantTable::apply() {
       spdlog::error("no room for tenant {}: removed tenants still have processes", tc.name);
       continue;
     }
-    shm::Tenant& t = segment_->tenants[index];
-    if (t.state.load() == shm::Tenant::kFree) {
+    if (segment_->tenants[index].state.load() == shm::Tenant::kFree) {
       claim_entry(static_cast<uint32_t>(index), tc.name);
       claimed.push_back(static_cast<uint32_t>(index));
     }
-    const MemoryQuota quota = memory_quota(tc.memory, config.scheduler.gpu_memory);
-    t.memory_quota.store(quota.bytes, std::memory_order_relaxed);
-    t.memory_quota_ppm.store(quota.ppm, std::memory_order_relaxed);
-    t.priority.store(static_cast<uint32_t>(tc.priority), std::memory_order_relaxed);
-    t.share_ppm.store(percent_to_ppm(shares[i]), std::memory_order_relaxed);
-    t.limit_ppm.store(percent_to_ppm(tc.limit_percent), std::memory_order_relaxed);
-    t.state.store(shm::Tenant::kActive, std::memory_order_release);
-    params_[index] = {true, static_cast<int>(tc.priority), shares[i] / 100.0, tc.limit_percent / 100.0};
+    write_entry(static_cast<uint32_t>(index), tc, config, shares, i);
     kept[index] = true;
   }
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
@@ -114,9 +110,29 @@ std::vector<uint32_t> TenantTable::apply() {
   return claimed;
 }
 
+void TenantTable::write_entry(uint32_t index, const TenantConfig& tc, const Config& config,
+                              const std::array<std::vector<double>, shm::kMaxGpus>& shares, size_t i) {
+  shm::Tenant& t = segment_->tenants[index];
+  const MemoryQuota quota = memory_quota(tc.memory, config.scheduler.gpu_memory);
+  t.memory_quota.store(quota.bytes, std::memory_order_relaxed);
+  t.memory_quota_ppm.store(quota.ppm, std::memory_order_relaxed);
+  t.priority.store(static_cast<uint32_t>(tc.priority), std::memory_order_relaxed);
+  // The tenant-wide figure (for readers of an older layout): its share on its first GPU.
+  uint32_t first = 0;
+  while (first + 1 < shm::kMaxGpus && !tc.on_gpu(first)) ++first;
+  t.share_ppm.store(percent_to_ppm(shares[first][i]), std::memory_order_relaxed);
+  t.limit_ppm.store(percent_to_ppm(tc.limit_percent), std::memory_order_relaxed);
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    // 0 where the tenant may not use the GPU: `cuslice status` shows it on its GPUs only.
+    t.gpu[g].share_ppm.store(tc.on_gpu(g) ? percent_to_ppm(shares[g][i]) : 0, std::memory_order_relaxed);
+    params_[g][index] = {true, static_cast<int>(tc.priority), shares[g][i] / 100.0, tc.limit_percent / 100.0};
+  }
+  t.state.store(shm::Tenant::kActive, std::memory_order_release);
+}
+
 void TenantTable::free_entry(uint32_t index) {
   segment_->tenants[index].state.store(shm::Tenant::kFree, std::memory_order_release);
-  params_[index] = {};
+  for (std::vector<TenantParams>& per_gpu : params_) per_gpu[index] = {};
   regions_.drop(index);
 }
 

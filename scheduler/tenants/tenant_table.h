@@ -10,6 +10,7 @@
 // afresh) is the daemon's to do with what apply() returns.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,19 +62,26 @@ class TenantTable {
   Config& config() { return config_; }
   PluginTenants& plugin_tenants() { return plugin_tenants_; }
   const PluginTenants& plugin_tenants() const { return plugin_tenants_; }
-  // Indexed by tenant entry; `present` is false for free entries.
-  const std::vector<TenantParams>& params() const { return params_; }
+  // GPU g's token policy's view of the tenants, indexed by tenant entry: `present` is false
+  // for free entries; the share is the tenant's share of that GPU (Config::effective_shares).
+  const std::vector<TenantParams>& params(uint32_t gpu) const { return params_[gpu]; }
+  bool present(uint32_t t) const { return t < shm::kMaxTenants && params_[0][t].present; }
+  int priority(uint32_t t) const { return params_[0][t].priority; }
   // Whether entry t's tenant is configured preemptible (docs/preemption.md).
   bool preemptible(uint32_t t) const;
 
  private:
   void claim_entry(uint32_t index, const std::string& name);
+  // Writes tenant `tc`'s parameters into entry `index` and the policies' view of it;
+  // `shares[g]` is every tenant's share of GPU g, `i` this one's place there.
+  void write_entry(uint32_t index, const TenantConfig& tc, const Config& config,
+                   const std::array<std::vector<double>, shm::kMaxGpus>& shares, size_t i);
   void free_entry(uint32_t index);
 
   TenantSource source_;
   Config config_;
   PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
-  std::vector<TenantParams> params_;
+  std::array<std::vector<TenantParams>, shm::kMaxGpus> params_;
   SharedSegment& segment_;
   TenantRegions& regions_;
   const ProcessTable& processes_;

@@ -197,7 +197,7 @@ TEST(Accepted, TheEdgesOfEachRange) {
   EXPECT_EQ(r.config.tenants[0].match.uid, 4294967294u);
   EXPECT_EQ(r.config.tenants[1].memory->bytes, 1u);
   // b takes what a leaves: exactly the minimum.
-  EXPECT_EQ(r.config.effective_shares(), (std::vector<double>{99, 1}));
+  EXPECT_EQ(r.config.effective_shares(0), (std::vector<double>{99, 1}));
 }
 
 TEST(FileLimits, ADirectoryIsRefusedByName) {

@@ -91,7 +91,7 @@ TEST_F(TenantConfigTest, ParsesEveryField) {
   EXPECT_FALSE(batch.memory);
   EXPECT_TRUE(batch.match.empty());
   // batch has no share: it gets what the others leave.
-  EXPECT_EQ(c.effective_shares(), (std::vector<double>{60, 30, 10}));
+  EXPECT_EQ(c.effective_shares(0), (std::vector<double>{60, 30, 10}));
   EXPECT_EQ(c.find_tenant("training"), 1);
   EXPECT_EQ(c.find_tenant("nobody"), -1);
 }
@@ -102,7 +102,7 @@ TEST_F(TenantConfigTest, DefaultsWhenSchedulerSectionIsAbsent) {
   EXPECT_EQ(r.config.scheduler.quantum, std::chrono::milliseconds(100));
   EXPECT_EQ(r.config.scheduler.lower_priority_timeslice, std::chrono::microseconds(200));
   EXPECT_FALSE(r.config.scheduler.default_tenant);
-  EXPECT_EQ(r.config.effective_shares(), std::vector<double>{100});
+  EXPECT_EQ(r.config.effective_shares(0), std::vector<double>{100});
 }
 
 TEST_F(TenantConfigTest, UnknownKeyAtTopLevel) {
@@ -115,7 +115,7 @@ TEST_F(TenantConfigTest, UnknownKeyInTenantAndCompute) {
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_EQ(r.errors[0].to_string(),
             path_ + ":3:5: unknown key `memroy` (expected one of: name, priority, memory, compute, "
-                    "match, allow_env, on_violation, preemptible)");
+                    "match, allow_env, on_violation, preemptible, gpus)");
   EXPECT_EQ(r.errors[1].to_string(),
             path_ + ":4:15: unknown key `shar` (expected one of: share, limit)");
 }
@@ -256,6 +256,56 @@ TEST_F(TenantConfigTest, ReportsEveryErrorInFileOrder) {
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_EQ(r.errors[0].line, 3);
   EXPECT_EQ(r.errors[1].line, 4);
+}
+
+}  // namespace
+}  // namespace cuslice
+
+namespace cuslice {
+namespace {
+
+class GpusConfigTest : public TenantConfigTest {};
+
+TEST_F(GpusConfigTest, ATenantMayNameItsGpus) {
+  const ConfigResult r = load(
+      "tenants:\n"
+      "  - {name: a, gpus: [1], compute: {share: 70%}}\n"
+      "  - {name: c, gpus: [0, 3], compute: {share: 50%}}\n"
+      "  - {name: d}\n");
+  ASSERT_TRUE(r.ok()) << r.errors[0].to_string();
+  EXPECT_EQ(r.config.tenants[0].gpu_mask, 0b10u);
+  EXPECT_EQ(r.config.tenants[1].gpu_mask, 0b1001u);
+  EXPECT_EQ(r.config.tenants[2].gpu_mask, 0u);
+  EXPECT_TRUE(r.config.tenants[2].on_gpu(15));
+  EXPECT_FALSE(r.config.tenants[0].on_gpu(0));
+  // Each GPU's tenants split it: d, of every GPU, takes what is left on each.
+  EXPECT_EQ(r.config.effective_shares(0), (std::vector<double>{kMinImplicitShare, 50, 50}));
+  EXPECT_EQ(r.config.effective_shares(1), (std::vector<double>{70, kMinImplicitShare, 30}));
+  EXPECT_EQ(r.config.effective_shares(2), (std::vector<double>{kMinImplicitShare, kMinImplicitShare, 100}));
+}
+
+TEST_F(GpusConfigTest, TheHundredPercentRuleHoldsPerGpu) {
+  EXPECT_EQ(only_error(load("tenants:\n"
+                            "  - {name: a, gpus: [1], compute: {share: 70%}}\n"
+                            "  - {name: b, compute: {share: 20%}}\n"
+                            "  - {name: c, gpus: [0, 1], compute: {share: 50%}}\n")),
+            "4:46: the shares of the tenants that may use GPU 1 add up to 140%, more than 100%");
+  EXPECT_EQ(only_error(load("tenants:\n"
+                            "  - {name: a, gpus: [2], compute: {share: 100%}}\n"
+                            "  - {name: b, gpus: [2]}\n")),
+            "3:12: tenant `b` has no `compute.share`, and the explicit shares on GPU 2 (100%) leave less than 1% "
+            "to each tenant without one: give it a share, or lower the others'");
+}
+
+TEST_F(GpusConfigTest, BadGpuListsSayWhy) {
+  EXPECT_EQ(only_error(load("tenants:\n  - {name: a, gpus: []}\n")),
+            "2:21: `gpus` is a list of GPU indices, e.g. [0, 1]; leave it out for every GPU");
+  EXPECT_EQ(only_error(load("tenants:\n  - {name: a, gpus: 1}\n")),
+            "2:21: `gpus` is a list of GPU indices, e.g. [0, 1]; leave it out for every GPU");
+  EXPECT_EQ(only_error(load("tenants:\n  - {name: a, gpus: [16]}\n")),
+            "2:22: bad `gpus` `16`: expected a GPU index from 0 to 15");
+  EXPECT_EQ(only_error(load("tenants:\n  - {name: a, gpus: [1, 1]}\n")),
+            "2:25: GPU 1 is listed twice in `gpus`");
 }
 
 }  // namespace

@@ -29,9 +29,14 @@ void check_accepted(const cuslice::Config& c) {
     if (t.share_percent) require(*t.share_percent >= kMinPercent && *t.share_percent <= t.limit_percent);
     require(t.limit_percent >= kMinPercent && t.limit_percent <= 100.0);
   }
-  double total = 0;
-  for (double share : c.effective_shares()) total += share;
-  require(total <= 100.0 + 1e-6);
+  // Each GPU's tenants' shares fit in it.
+  for (uint32_t g = 0; g < kMaxConfigGpus; ++g) {
+    const std::vector<double> shares = c.effective_shares(g);
+    double total = 0;
+    for (size_t i = 0; i < c.tenants.size(); ++i)
+      if (c.tenants[i].on_gpu(g)) total += shares[i];
+    require(total <= 100.0 + 1e-6);
+  }
   if (c.scheduler.default_tenant) require(c.find_tenant(*c.scheduler.default_tenant) >= 0);
 }
 

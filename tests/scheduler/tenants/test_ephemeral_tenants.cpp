@@ -80,3 +80,42 @@ TEST(EphemeralTenantsTest, RefusesWhatAFileCouldNotSay) {
 
 }  // namespace
 }  // namespace cuslice
+
+namespace cuslice {
+namespace {
+
+wire::TenantSpec on_gpus(const char* name, uint32_t share_ppm, uint32_t mask) {
+  wire::TenantSpec s{};
+  std::strncpy(s.name, name, sizeof s.name - 1);
+  s.share_ppm = share_ppm;
+  s.gpu_mask = mask;
+  return s;
+}
+
+TEST(EphemeralTenantsTest, SharesAreCountedOnEachGpuATenantUses) {
+  Config config;
+  // 70% of GPU 1 and 50% of GPU 0: each GPU has room.
+  ASSERT_TRUE(ensure_tenant(config, on_gpus("a", 700'000, 1u << 1)).ok);
+  ASSERT_TRUE(ensure_tenant(config, on_gpus("c", 500'000, 1u << 0)).ok);
+  ASSERT_TRUE(ensure_tenant(config, on_gpus("b", 300'000, 1u << 1)).ok);
+  EXPECT_EQ(config.tenants[0].gpu_mask, 1u << 1);
+  // GPU 1 is full; a tenant of every GPU is over there, one of GPU 0 only is not.
+  const EnsureOutcome over = ensure_tenant(config, on_gpus("d", 100'000, 0));
+  EXPECT_FALSE(over.ok);
+  EXPECT_EQ(over.message, "the shares of the tenants on GPU 1 would add up to 110%, more than 100%");
+  EXPECT_TRUE(ensure_tenant(config, on_gpus("e", 500'000, 1u << 0)).ok);
+  EXPECT_FALSE(ensure_tenant(config, on_gpus("f", 100'000, 1u << 0)).ok);
+}
+
+TEST(EphemeralTenantsTest, TheSameNameOnOtherGpusIsRefusedAndSaysWhich) {
+  Config config;
+  ASSERT_TRUE(ensure_tenant(config, on_gpus("a", 300'000, 0b11)).ok);
+  EXPECT_TRUE(ensure_tenant(config, on_gpus("a", 300'000, 0b11)).ok);
+  const EnsureOutcome out = ensure_tenant(config, on_gpus("a", 300'000, 0b10));
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.message.find("GPUs 0,1 (asked: 1)"), std::string::npos) << out.message;
+  EXPECT_FALSE(ensure_tenant(config, on_gpus("z", 0, 1u << 16)).ok);  // beyond the segment's GPUs
+}
+
+}  // namespace
+}  // namespace cuslice

@@ -109,15 +109,47 @@ TEST(PluginTenants, AppendedBesideTheFilesTenantsWithTheirShares) {
   p.apply(spec("k8s-a", 8 * GiB, 300'000), {});
   p.apply(spec("batch", 8 * GiB, 500'000), {});
   Config c = file_with("batch");  // the file took the name since: the file's wins
-  std::vector<double> shares = c.effective_shares();
-  p.append_to(c, shares);
+  p.append_to(c);
   ASSERT_EQ(c.tenants.size(), 2u);
   EXPECT_EQ(c.tenants[1].name, "k8s-a");
   EXPECT_EQ(c.tenants[1].memory->bytes, 8 * GiB);
   EXPECT_FALSE(c.tenants[1].allow_env);
   EXPECT_TRUE(c.tenants[1].match.empty());
-  ASSERT_EQ(shares.size(), 2u);
-  EXPECT_DOUBLE_EQ(shares[1], 30.0);
+  // On its own GPU only, with the share the plugin gave; the file's tenant splits the rest.
+  EXPECT_EQ(c.tenants[1].gpu_mask, 1u << 2);
+  const std::vector<double> on_its_gpu = c.effective_shares(2);
+  EXPECT_DOUBLE_EQ(on_its_gpu[1], 30.0);
+  EXPECT_DOUBLE_EQ(on_its_gpu[0], 70.0);
+  const std::vector<double> elsewhere = c.effective_shares(0);
+  EXPECT_DOUBLE_EQ(elsewhere[0], 100.0);
+  EXPECT_DOUBLE_EQ(elsewhere[1], kMinImplicitShare);
+}
+
+TEST(PluginTenants, EachGpusSharesFitInItsTime) {
+  PluginTenants p;
+  EXPECT_TRUE(p.apply(spec("k8s-a", 4 * GiB, 600'000), {}).ok);
+  // Another 60% on the same GPU is over; on another GPU it fits.
+  const PluginOutcome over = p.apply(spec("k8s-b", 4 * GiB, 600'000), {});
+  EXPECT_FALSE(over.ok);
+  EXPECT_NE(over.message.find("GPU 2 has 60% of its time given to other tenants"), std::string::npos) << over.message;
+  wire::PluginTenant b = spec("k8s-b", 4 * GiB, 600'000);
+  b.gpu = 3;
+  EXPECT_TRUE(p.apply(b, {}).ok);
+  // The file's tenants count on their GPUs: a 50% tenant of every GPU leaves 50% on GPU 5.
+  Config file = file_with("batch");
+  file.tenants[0].share_percent = 50.0;
+  wire::PluginTenant c = spec("k8s-c", 4 * GiB, 600'000);
+  c.gpu = 5;
+  EXPECT_FALSE(p.apply(c, file).ok);
+  c.share_ppm = 500'000;
+  EXPECT_TRUE(p.apply(c, file).ok);
+  // A file tenant of GPU 0 only leaves GPU 5's time to the plugin's tenants there.
+  file.tenants[0].gpu_mask = 1u;
+  wire::PluginTenant d = spec("k8s-d", 4 * GiB, 600'000);
+  d.gpu = 5;
+  EXPECT_FALSE(p.apply(d, file).ok);  // k8s-c's 50% is there
+  d.share_ppm = 500'000;
+  EXPECT_TRUE(p.apply(d, file).ok);
 }
 
 TEST(PodCgroup, ThePodsOwnCgroupUnderEitherDriver) {
