@@ -261,7 +261,8 @@ struct PluginTenant {
   char key[64] = {};               // credential: 16 to 63 characters, never in the segment
   uint32_t gpu = 0;                // the GPU its memory is on (NVML index on the node)
   uint32_t priority = 1;           // 0 low, 1 normal, 2 high
-  uint32_t share_ppm = 0;          // share of its GPU under contention, (0, 1e6]
+  uint32_t share_ppm = 0;          // share of its GPU under contention, [0, 1e6]; 0: what the GPU's
+                                   // explicit shares leave, split (a container of memory only)
   uint32_t limit_ppm = 1'000'000;  // cap; 1e6: uncapped
   uint64_t memory_bytes = 0;       // memory quota on its GPU, > 0
   char gpu_uuid[48] = {};          // for people (status, logs)

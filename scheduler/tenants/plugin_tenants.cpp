@@ -103,9 +103,9 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
     out.message = fmt::format("tenant `{}`: no memory quota", name);
   } else if (spec.priority > 2) {
     out.message = fmt::format("tenant `{}`: bad priority {}", name, spec.priority);
-  } else if (spec.share_ppm == 0 || spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole ||
+  } else if (spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole ||
              spec.limit_ppm < spec.share_ppm) {
-    out.message = fmt::format("tenant `{}`: share {} and limit {} (millionths) are not 0 < share <= limit <= 1000000",
+    out.message = fmt::format("tenant `{}`: share {} and limit {} (millionths) are not 0 <= share <= limit <= 1000000",
                               name, spec.share_ppm, spec.limit_ppm);
   }
   if (!out.message.empty()) return out;
@@ -119,8 +119,11 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
     }
     tenants_.emplace(name, Record{spec, std::nullopt});
     out.ok = out.changed = true;
-    out.message = fmt::format("added tenant `{}`: {} bytes on GPU {}, share {:g}%", name, spec.memory_bytes, spec.gpu,
-                              ppm_to_percent(spec.share_ppm));
+    out.message = spec.share_ppm != 0
+                      ? fmt::format("added tenant `{}`: {} bytes on GPU {}, share {:g}%", name, spec.memory_bytes,
+                                    spec.gpu, ppm_to_percent(spec.share_ppm))
+                      : fmt::format("added tenant `{}`: {} bytes on GPU {}, a part of what the GPU's shares leave",
+                                    name, spec.memory_bytes, spec.gpu);
     return out;
   }
   wire::PluginTenant& have = it->second.spec;
@@ -186,15 +189,18 @@ std::vector<wire::PluginTenant> PluginTenants::list() const {
 
 std::string PluginTenants::over_gpu(const wire::PluginTenant& spec, const std::string& name, const Config& file) const {
   double given = 0;     // explicit shares of the GPU's other tenants, percent
-  size_t implicit = 0;  // the file's tenants there without a share: kMinImplicitShare each, at least
+  size_t implicit = 0;  // its tenants without a share: kMinImplicitShare each, at least
   for (const TenantConfig& t : file.tenants) {
     if (!t.on_gpu(spec.gpu)) continue;
     if (t.share_percent) given += *t.share_percent;
     else ++implicit;
   }
-  for (const auto& [other, r] : tenants_)
-    if (other != name && r.spec.gpu == spec.gpu) given += ppm_to_percent(r.spec.share_ppm);
-  const double asked = ppm_to_percent(spec.share_ppm);
+  for (const auto& [other, r] : tenants_) {
+    if (other == name || r.spec.gpu != spec.gpu) continue;
+    if (r.spec.share_ppm != 0) given += ppm_to_percent(r.spec.share_ppm);
+    else ++implicit;
+  }
+  const double asked = spec.share_ppm != 0 ? ppm_to_percent(spec.share_ppm) : kMinImplicitShare;
   const double reserved = given + static_cast<double>(implicit) * kMinImplicitShare;
   if (reserved + asked <= 100.0 + 1e-9) return {};
   return fmt::format("tenant `{}`: GPU {} has {:g}% of its time given to other tenants, so {:g}% more would be over "
@@ -209,7 +215,9 @@ void PluginTenants::append_to(Config& config) const {
     t.name = name;
     t.priority = static_cast<Priority>(r.spec.priority);
     t.memory = SizeSpec{SizeSpec::Kind::kBytes, r.spec.memory_bytes, 0.0};
-    t.share_percent = ppm_to_percent(r.spec.share_ppm);
+    // Without a share (a container that asked for memory only): a part of what its GPU's
+    // explicit shares leave, as a file tenant without one gets.
+    if (r.spec.share_ppm != 0) t.share_percent = ppm_to_percent(r.spec.share_ppm);
     t.limit_percent = ppm_to_percent(r.spec.limit_ppm);
     t.allow_env = false;  // joined through check_join only
     t.gpu_mask = 1u << r.spec.gpu;

@@ -15,21 +15,18 @@ TEST(Ledger, CapComputeMakesTheShareACap) {
   EXPECT_EQ(l.limit_ppm(*a), 250'000u);
 }
 
-TEST(Ledger, DefaultSharesAreAtLeastOnePercentWhenComputeIsOverbooked) {
+TEST(Ledger, AContainerOfMemoryOnlyLeavesItsShareToTheScheduler) {
   Ledger l = ledger_with(2);
   const auto t = Clock::now();
   l.allocate_memory(ids(0, {0}), t, "a", "k");
-  l.allocate_memory(ids(0, {1}), t, "b", "k");
-  l.allocate_memory(ids(0, {2}), t, "c", "k");
+  l.allocate_memory(ids(0, {1}), t, "c", "k");
   l.allocate_memory(ids(1, {0}), t, "d", "k");
-  // Compute IDs are not tied to a GPU: 80% + 70% can land on one.
-  l.reconcile({holding("a", "c", ids(0, {0}), 80, 0), holding("b", "c", ids(0, {1}), 70, 80),
-               holding("c", "c", ids(0, {2})), holding("d", "c", ids(1, {0}))},
+  l.reconcile({holding("a", "c", ids(0, {0}), 80, 0), holding("c", "c", ids(0, {1})), holding("d", "c", ids(1, {0}))},
               t);
   EXPECT_EQ(l.share_ppm(l.allocations().at("a")), 800'000u);
-  EXPECT_EQ(l.share_ppm(l.allocations().at("b")), 700'000u);
-  EXPECT_EQ(l.share_ppm(l.allocations().at("c")), 10'000u);
-  EXPECT_EQ(l.share_ppm(l.allocations().at("d")), 1'000'000u);  // alone on GPU 1
+  // 0: the scheduler splits what GPU 0's explicit shares leave (at least 1% each).
+  EXPECT_EQ(l.share_ppm(l.allocations().at("c")), 0u);
+  EXPECT_EQ(l.share_ppm(l.allocations().at("d")), 0u);
 }
 
 }  // namespace

@@ -12,15 +12,15 @@ TEST(Ledger, PodResourcesLinksMemoryToItsContainerAndCompute) {
   const auto t0 = Clock::now();
   const Allocation* a = l.allocate_memory(ids(0, {0, 1, 2, 3, 4, 5, 6, 7}), t0, "k8s-a", "k").allocation;
   const Allocation* b = l.allocate_memory(ids(0, {8, 9}), t0, "k8s-b", "k").allocation;
-  // Before PodResources says anything: both get an equal part of the GPU.
-  EXPECT_EQ(l.share_ppm(*a), 500'000u);
+  // Before PodResources says anything: no share of their own (the scheduler splits the GPU).
+  EXPECT_EQ(l.share_ppm(*a), 0u);
   auto r = l.reconcile({holding("p1", "c", ids(0, {0, 1, 2, 3, 4, 5, 6, 7}), 30), holding("p2", "c", ids(0, {8, 9}))},
                        t0);
   EXPECT_TRUE(r.removed.empty());
   EXPECT_EQ(a->workload, (Workload{"ns", "p1", "c"}));
   EXPECT_EQ(a->compute_percent, 30u);
   EXPECT_EQ(l.share_ppm(*a), 300'000u);
-  EXPECT_EQ(l.share_ppm(*b), 700'000u);  // what compute leaves
+  EXPECT_EQ(l.share_ppm(*b), 0u);  // what compute leaves, as the scheduler splits it
   EXPECT_EQ(l.limit_ppm(*a), 1'000'000u);  // shares, not caps, by default
 }
 

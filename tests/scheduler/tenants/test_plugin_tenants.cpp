@@ -54,7 +54,7 @@ TEST(PluginTenants, ApplyRefusesWhatCouldNotBeATenant) {
   EXPECT_FALSE(p.apply(spec("batch"), file_with("batch")).ok);  // the file's name
   EXPECT_FALSE(p.apply(spec("bad name"), {}).ok);
   EXPECT_FALSE(p.apply(spec("k8s-a", 0), {}).ok);
-  EXPECT_FALSE(p.apply(spec("k8s-a", GiB, 0), {}).ok);
+  EXPECT_FALSE(p.apply(spec("k8s-a", GiB, 1'000'001), {}).ok);
   EXPECT_FALSE(p.apply(spec("k8s-a", GiB, 300'000, "short"), {}).ok);
   EXPECT_FALSE(p.apply(spec("k8s-a", GiB, 300'000, "has:colon-0123456789"), {}).ok);
   wire::PluginTenant capped_below_share = spec("k8s-a");
@@ -157,6 +157,26 @@ TEST(PodCgroup, ThePodsOwnCgroupUnderEitherDriver) {
   EXPECT_EQ(pod_cgroup("/kubepods/burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123abcd"),
             "/kubepods/burstable/pod1b2c3d4e-0000-1111-2222-333344445555");
   EXPECT_EQ(pod_cgroup("/user.slice/user-1000.slice/session-3.scope"), "/user.slice/user-1000.slice/session-3.scope");
+}
+
+}  // namespace
+}  // namespace cuslice
+
+namespace cuslice {
+namespace {
+
+TEST(PluginTenants, AContainerOfMemoryOnlyGetsWhatItsGpusSharesLeave) {
+  PluginTenants p;
+  ASSERT_TRUE(p.apply(spec("k8s-a", 4 * GiB, 600'000), {}).ok);
+  ASSERT_TRUE(p.apply(spec("k8s-b", 4 * GiB, 0), {}).ok);
+  ASSERT_TRUE(p.apply(spec("k8s-c", 4 * GiB, 0), {}).ok);
+  Config c;
+  p.append_to(c);
+  ASSERT_EQ(c.tenants.size(), 3u);
+  EXPECT_EQ(c.effective_shares(2), (std::vector<double>{60, 20, 20}));
+  // Their 1% each still counts: 99% more does not fit GPU 2.
+  EXPECT_FALSE(p.apply(spec("k8s-d", 4 * GiB, 390'000), {}).ok);
+  EXPECT_TRUE(p.apply(spec("k8s-d", 4 * GiB, 380'000), {}).ok);
 }
 
 }  // namespace
