@@ -56,6 +56,99 @@ std::string pids_text(const std::vector<pid_t>& pids) {
   return text;
 }
 
+// status_table's parts, each appending its lines to `out`.
+void add_line(std::string& out, const std::string& text) { out += text + "\n"; }
+
+void daemon_line(std::string& out, const SegmentSnapshot& s, const DaemonView& d) {
+  std::string source = s.ephemeral ? "tenants from cuslice run"
+                       : d.config_path ? "config " + *d.config_path
+                                       : "config file";
+  add_line(out, fmt::format(
+                    "cuslice-scheduler {}  pid {}  {}  socket {}{}  shm {}  quantum {:g}ms  lower-priority slice {}",
+                    state_name(s.state), s.daemon_pid, source, d.socket_path, d.reachable ? "" : " (not answering)",
+                    d.shm_name, static_cast<double>(s.quantum_ns) / 1e6,
+                    s.lower_timeslice_us != 0 ? fmt::format("{}us", s.lower_timeslice_us) : std::string("off")));
+}
+
+// What the usage watchdog found needs no tenant: a process without the hook is in none.
+void unhooked_without_tenants(std::string& out, const SegmentSnapshot& s) {
+  for (const GpuSnapshot& g : s.gpus)
+    if (g.unhooked_processes != 0)
+      add_line(out, fmt::format("! GPU {}: {} process(es) without the hook hold {} (in no tenant)", g.index,
+                                g.unhooked_processes, format_bytes(g.unhooked_bytes)));
+}
+
+void tenant_rows(std::string& out, const SegmentSnapshot& s, const DaemonView& d) {
+  constexpr const char* kTenantRow = "  {:<16} {:<7} {:>6} {:>6} {:>5} {:>8}  {}";
+  add_line(out, "");
+  add_line(out, fmt::format(kTenantRow, "TENANT", "PRIO", "SHARE", "LIMIT", "PROCS", "QUOTA", "PIDS"));
+  for (const TenantSnapshot& t : s.tenants) {
+    const std::string quota = t.memory_quota_bytes ? format_bytes(*t.memory_quota_bytes)
+                              : t.memory_quota_ppm ? percent(*t.memory_quota_ppm)
+                                                   : "none";
+    add_line(out, fmt::format(kTenantRow, t.name + (t.retired ? " (retired)" : ""), priority_name(t.priority),
+                              percent(t.share_ppm), percent(t.limit_ppm), t.pids.size(), quota, pids_text(t.pids)));
+    if (auto w = d.workloads.find(t.name); w != d.workloads.end())
+      add_line(out, fmt::format("    pod {}/{}, container {}", w->second.pod_namespace, w->second.pod_name,
+                                w->second.container_name.empty() ? "?" : w->second.container_name));
+  }
+}
+
+// Memory preemption: the preemptible tenants, and any tenant the daemon has something to say
+// about (a request of its refused, a failure).
+void preemption_rows(std::string& out, const SegmentSnapshot& s, const DaemonView& d) {
+  std::vector<const TenantSnapshot*> preempt;
+  for (const TenantSnapshot& t : s.tenants)
+    if (t.preemptible || t.suspension != shm::Tenant::kRunning || d.preemption_reasons.count(t.name)) preempt.push_back(&t);
+  if (preempt.empty()) return;
+  add_line(out, "");
+  add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", "PREEMPTION", "STATE", "SUSPENSIONS",
+                            "SUSPENDED", "MOVED", "WHY"));
+  for (const TenantSnapshot* t : preempt) {
+    uint64_t moved = 0;
+    for (const TenantGpuSnapshot& use : t->gpus) moved += use.bytes_moved;
+    const auto why = d.preemption_reasons.find(t->name);
+    add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", t->name, suspension_name(t->suspension),
+                              t->suspensions, format_seconds(static_cast<double>(t->suspended_ns) / kNanosPerSecond),
+                              format_bytes(moved), why != d.preemption_reasons.end() ? why->second : "-"));
+  }
+}
+
+// GPU `k`: its token, each tenant's use of it, and what the usage watchdog found on it.
+void gpu_rows(std::string& out, const SegmentSnapshot& s, size_t k) {
+  constexpr const char* kGpuRow = "  {:<16} {:>21} {:>9} {:>9} {:>9} {:>8} {:>5} {}";
+  const GpuSnapshot& g = s.gpus[k];
+  const std::string holder = tenant_name(s, g.holder);
+  add_line(out, "");
+  add_line(out, fmt::format("GPU {}{}{}  token: {}  handoffs: {}", g.index, g.uuid ? "  " + *g.uuid : "",
+                            g.memory_total ? "  " + format_bytes(g.memory_total) : "", holder.empty() ? "-" : holder,
+                            g.handoffs));
+  add_line(out, fmt::format(kGpuRow, "TENANT", "MEMORY USED / QUOTA", "SHARE", "ACHIEVED", "GPU TIME", "WAITED", "OOM",
+                            "GRANTS"));
+  for (const TenantSnapshot& t : s.tenants) {
+    const TenantGpuSnapshot& use = t.gpus[k];
+    add_line(out, fmt::format(kGpuRow, (use.holds_token ? "* " : "  ") + t.name,
+                              format_bytes(use.memory_used) + " / " + quota_text(t, use), percent(t.share_ppm),
+                              percent(use.achieved_share_ppm),
+                              format_seconds(static_cast<double>(use.gpu_time_ns) / kNanosPerSecond),
+                              format_seconds(static_cast<double>(use.wait_ns) / kNanosPerSecond), use.oom_refusals,
+                              use.token_grants));
+  }
+  // What the usage watchdog found: the driver's count, which a process without the hook
+  // cannot hide from.
+  if (g.unhooked_processes != 0)
+    add_line(out, fmt::format("  ! {} process(es) without the hook hold {} on this GPU (in no tenant)",
+                              g.unhooked_processes, format_bytes(g.unhooked_bytes)));
+  for (const TenantSnapshot& t : s.tenants) {
+    const TenantGpuSnapshot& use = t.gpus[k];
+    if (use.over_quota_bytes != 0)
+      add_line(out, fmt::format("  ! {} holds {} beyond its quota by the driver's count", t.name,
+                                format_bytes(use.over_quota_bytes)));
+    if (use.watchdog_kills != 0)
+      add_line(out, fmt::format("  ! {}: {} process(es) killed for exceeding the quota", t.name, use.watchdog_kills));
+  }
+}
+
 }  // namespace
 
 std::string format_bytes(uint64_t bytes) {
@@ -161,100 +254,24 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
 
 std::string status_table(const SegmentSnapshot& s, const DaemonView& d) {
   std::string out;
-  auto line = [&out](const std::string& text) { out += text + "\n"; };
-
-  std::string source = s.ephemeral ? "tenants from cuslice run"
-                       : d.config_path ? "config " + *d.config_path
-                                       : "config file";
-  line(fmt::format("cuslice-scheduler {}  pid {}  {}  socket {}{}  shm {}  quantum {:g}ms  lower-priority slice {}",
-                   state_name(s.state), s.daemon_pid, source, d.socket_path, d.reachable ? "" : " (not answering)",
-                   d.shm_name, static_cast<double>(s.quantum_ns) / 1e6,
-                   s.lower_timeslice_us != 0 ? fmt::format("{}us", s.lower_timeslice_us) : std::string("off")));
+  daemon_line(out, s, d);
   if (s.tenants.empty()) {
-    line("no tenants yet");
-    // What the usage watchdog found needs no tenant: a process without the hook is in none.
-    for (const GpuSnapshot& g : s.gpus)
-      if (g.unhooked_processes != 0)
-        line(fmt::format("! GPU {}: {} process(es) without the hook hold {} (in no tenant)", g.index,
-                         g.unhooked_processes, format_bytes(g.unhooked_bytes)));
+    add_line(out, "no tenants yet");
+    unhooked_without_tenants(out, s);
     return out;
   }
-
-  constexpr const char* kTenantRow = "  {:<16} {:<7} {:>6} {:>6} {:>5} {:>8}  {}";
-  line("");
-  line(fmt::format(kTenantRow, "TENANT", "PRIO", "SHARE", "LIMIT", "PROCS", "QUOTA", "PIDS"));
-  for (const TenantSnapshot& t : s.tenants) {
-    const std::string quota = t.memory_quota_bytes ? format_bytes(*t.memory_quota_bytes)
-                              : t.memory_quota_ppm ? percent(*t.memory_quota_ppm)
-                                                   : "none";
-    line(fmt::format(kTenantRow, t.name + (t.retired ? " (retired)" : ""), priority_name(t.priority),
-                     percent(t.share_ppm), percent(t.limit_ppm), t.pids.size(), quota, pids_text(t.pids)));
-    if (auto w = d.workloads.find(t.name); w != d.workloads.end())
-      line(fmt::format("    pod {}/{}, container {}", w->second.pod_namespace, w->second.pod_name,
-                       w->second.container_name.empty() ? "?" : w->second.container_name));
-  }
-
-  // Memory preemption: the preemptible tenants, and any tenant the daemon has something to say
-  // about (a request of its refused, a failure).
-  std::vector<const TenantSnapshot*> preempt;
-  for (const TenantSnapshot& t : s.tenants)
-    if (t.preemptible || t.suspension != shm::Tenant::kRunning || d.preemption_reasons.count(t.name)) preempt.push_back(&t);
-  if (!preempt.empty()) {
-    line("");
-    line(fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", "PREEMPTION", "STATE", "SUSPENSIONS", "SUSPENDED",
-                     "MOVED", "WHY"));
-    for (const TenantSnapshot* t : preempt) {
-      uint64_t moved = 0;
-      for (const TenantGpuSnapshot& use : t->gpus) moved += use.bytes_moved;
-      const auto why = d.preemption_reasons.find(t->name);
-      line(fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", t->name, suspension_name(t->suspension),
-                       t->suspensions, format_seconds(static_cast<double>(t->suspended_ns) / kNanosPerSecond),
-                       format_bytes(moved), why != d.preemption_reasons.end() ? why->second : "-"));
-    }
-  }
-
+  tenant_rows(out, s, d);
+  preemption_rows(out, s, d);
   if (s.gpus.empty()) {
-    line("");
-    line("no GPU in use yet");
+    add_line(out, "");
+    add_line(out, "no GPU in use yet");
     return out;
   }
+  for (size_t k = 0; k < s.gpus.size(); ++k) gpu_rows(out, s, k);
   const std::string window =
       s.share_window_ns != 0 ? fmt::format("last {:g}s", static_cast<double>(s.share_window_ns) / 1e9) : "window";
-  constexpr const char* kGpuRow = "  {:<16} {:>21} {:>9} {:>9} {:>9} {:>8} {:>5} {}";
-  for (size_t k = 0; k < s.gpus.size(); ++k) {
-    const GpuSnapshot& g = s.gpus[k];
-    const std::string holder = tenant_name(s, g.holder);
-    line("");
-    line(fmt::format("GPU {}{}{}  token: {}  handoffs: {}", g.index, g.uuid ? "  " + *g.uuid : "",
-                     g.memory_total ? "  " + format_bytes(g.memory_total) : "", holder.empty() ? "-" : holder,
-                     g.handoffs));
-    line(fmt::format(kGpuRow, "TENANT", "MEMORY USED / QUOTA", "SHARE", "ACHIEVED", "GPU TIME", "WAITED", "OOM",
-                     "GRANTS"));
-    for (const TenantSnapshot& t : s.tenants) {
-      const TenantGpuSnapshot& use = t.gpus[k];
-      line(fmt::format(kGpuRow, (use.holds_token ? "* " : "  ") + t.name,
-                       format_bytes(use.memory_used) + " / " + quota_text(t, use), percent(t.share_ppm),
-                       percent(use.achieved_share_ppm),
-                       format_seconds(static_cast<double>(use.gpu_time_ns) / kNanosPerSecond),
-                       format_seconds(static_cast<double>(use.wait_ns) / kNanosPerSecond), use.oom_refusals,
-                       use.token_grants));
-    }
-    // What the usage watchdog found: the driver's count, which a process without the hook
-    // cannot hide from.
-    if (g.unhooked_processes != 0)
-      line(fmt::format("  ! {} process(es) without the hook hold {} on this GPU (in no tenant)", g.unhooked_processes,
-                       format_bytes(g.unhooked_bytes)));
-    for (const TenantSnapshot& t : s.tenants) {
-      const TenantGpuSnapshot& use = t.gpus[k];
-      if (use.over_quota_bytes != 0)
-        line(fmt::format("  ! {} holds {} beyond its quota by the driver's count", t.name,
-                         format_bytes(use.over_quota_bytes)));
-      if (use.watchdog_kills != 0)
-        line(fmt::format("  ! {}: {} process(es) killed for exceeding the quota", t.name, use.watchdog_kills));
-    }
-  }
-  line("");
-  line(fmt::format("* holds the token.  ACHIEVED: share of the GPU's time used over the {}.", window));
+  add_line(out, "");
+  add_line(out, fmt::format("* holds the token.  ACHIEVED: share of the GPU's time used over the {}.", window));
   return out;
 }
 

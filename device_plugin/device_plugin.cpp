@@ -205,7 +205,14 @@ void DevicePlugin::sync_scheduler_and_pods() {
   std::lock_guard lock(mutex_);
   const bool first = !scheduler_checked_;
   scheduler_checked_ = true;
-  // 2. The scheduler.
+  follow_scheduler(state, why, first, now);
+  follow_pods(holdings, pods_why, pod_socket, now);
+  tell_scheduler(asked);
+}
+
+// 2. The scheduler.
+void DevicePlugin::follow_scheduler(const std::optional<SchedulerState>& state, const std::string& why, bool first,
+                                    Clock::time_point now) {
   if (!state) {
     if (ledger_.scheduler_reachable() || first) {
       spdlog::warn("cuslice-scheduler: {}; every device is unhealthy until it answers", why);
@@ -213,67 +220,84 @@ void DevicePlugin::sync_scheduler_and_pods() {
       changed();
     }
     in_scheduler_.clear();
-  } else {
-    if (!ledger_.scheduler_reachable()) {
-      spdlog::info("cuslice-scheduler answers on {} (pid {})", scheduler_.socket_path(), state->pid);
-      ledger_.set_scheduler_reachable(true);
+    return;
+  }
+  if (!ledger_.scheduler_reachable()) {
+    spdlog::info("cuslice-scheduler answers on {} (pid {})", scheduler_.socket_path(), state->pid);
+    ledger_.set_scheduler_reachable(true);
+    changed();
+  }
+  hold_back_for_other_tenants(*state);
+  take_back_plugin_tenants(*state, now);
+}
+
+// The memory of the scheduler's other tenants (and --reserve-memory) is not handed out.
+void DevicePlugin::hold_back_for_other_tenants(const SchedulerState& state) {
+  const auto before = ledger_.memory_devices();
+  for (const Gpu& g : ledger_.gpus()) {
+    uint64_t held = options_.reserve_memory;
+    for (const OtherTenant& t : state.other_tenants) {
+      if (t.memory_bytes) held += *t.memory_bytes;
+      else if (t.memory_ppm) held += ppm_of_bytes(g.memory_total, *t.memory_ppm);
+    }
+    ledger_.set_held_back(g.index, held);
+  }
+  for (const OtherTenant& t : state.other_tenants)
+    if (t.unlimited() && warned_unlimited_.insert(t.name).second)
+      spdlog::warn("the scheduler's tenant {} has no memory quota: the plugin cannot count its memory; give it one "
+                   "(or keep it back with --reserve-memory)",
+                   t.name);
+  if (ledger_.memory_devices() != before) changed();
+}
+
+// The scheduler's plugin tenants, as it lists them; those the ledger does not know (the plugin
+// restarted) are taken back.
+void DevicePlugin::take_back_plugin_tenants(const SchedulerState& state, Clock::time_point now) {
+  in_scheduler_.clear();
+  for (const wire::PluginTenant& t : state.plugin_tenants) {
+    const std::string name = text(t.name);
+    in_scheduler_[name] = t;
+    if (!ledger_.allocations().count(name)) {
+      Allocation a = from_wire(t, now);
+      spdlog::info("tenant {}: taken back from the scheduler ({} on GPU {}{})", name, gib_text(a.memory_bytes()),
+                   a.gpu, a.workload.empty() ? "" : ", " + a.workload.text());
+      ledger_.restore(std::move(a));
       changed();
     }
-    const auto before = ledger_.memory_devices();
-    for (const Gpu& g : ledger_.gpus()) {
-      uint64_t held = options_.reserve_memory;
-      for (const OtherTenant& t : state->other_tenants) {
-        if (t.memory_bytes) held += *t.memory_bytes;
-        else if (t.memory_ppm) held += ppm_of_bytes(g.memory_total, *t.memory_ppm);
-      }
-      ledger_.set_held_back(g.index, held);
-    }
-    for (const OtherTenant& t : state->other_tenants)
-      if (t.unlimited() && warned_unlimited_.insert(t.name).second)
-        spdlog::warn("the scheduler's tenant {} has no memory quota: the plugin cannot count its memory; give it one "
-                     "(or keep it back with --reserve-memory)",
-                     t.name);
-    if (ledger_.memory_devices() != before) changed();
-    in_scheduler_.clear();
-    for (const wire::PluginTenant& t : state->plugin_tenants) {
-      const std::string name = text(t.name);
-      in_scheduler_[name] = t;
-      if (!ledger_.allocations().count(name)) {
-        Allocation a = from_wire(t, now);
-        spdlog::info("tenant {}: taken back from the scheduler ({} on GPU {}{})", name, gib_text(a.memory_bytes()),
-                     a.gpu, a.workload.empty() ? "" : ", " + a.workload.text());
-        ledger_.restore(std::move(a));
-        changed();
-      }
-    }
   }
+}
 
-  // 3. The pods.
+// 3. The pods.
+void DevicePlugin::follow_pods(const std::optional<std::vector<Holding>>& holdings, const std::string& why,
+                               const std::optional<FileIdentity>& pod_socket, Clock::time_point now) {
   if (!holdings) {
-    if (pods_why != last_pods_problem_) spdlog::warn("{}; tenants are kept until it answers", pods_why);
-    last_pods_problem_ = pods_why;
-  } else {
-    if (!last_pods_problem_.empty()) spdlog::info("the kubelet's PodResources API answers again");
-    last_pods_problem_.clear();
-    if (pod_socket != pod_resources_identity_) {
-      // A kubelet that just started lists pods only once it has synced them.
-      if (pod_resources_identity_) removals_allowed_from_ = now + options_.kubelet_settle;
-      pod_resources_identity_ = pod_socket;
-    }
-    spdlog::debug("PodResources: {} containers hold our devices", holdings->size());
-    Ledger::ReconcileResult result = ledger_.reconcile(*holdings, now, now >= removals_allowed_from_);
-    for (const std::string& w : result.warnings) spdlog::warn("{}", w);
-    for (const Allocation& a : result.removed) {
-      if (a.tenant.empty()) continue;
-      spdlog::info("tenant {}: {} gone, {} back on GPU {}", a.tenant,
-                   a.workload.empty() ? "its pod never started, so" : a.workload.text(), gib_text(a.memory_bytes()),
-                   a.gpu);
-      pending_removals_.push_back(a.tenant);
-    }
-    if (!result.removed.empty()) changed();
+    if (why != last_pods_problem_) spdlog::warn("{}; tenants are kept until it answers", why);
+    last_pods_problem_ = why;
+    return;
   }
+  if (!last_pods_problem_.empty()) spdlog::info("the kubelet's PodResources API answers again");
+  last_pods_problem_.clear();
+  if (pod_socket != pod_resources_identity_) {
+    // A kubelet that just started lists pods only once it has synced them.
+    if (pod_resources_identity_) removals_allowed_from_ = now + options_.kubelet_settle;
+    pod_resources_identity_ = pod_socket;
+  }
+  spdlog::debug("PodResources: {} containers hold our devices", holdings->size());
+  Ledger::ReconcileResult result = ledger_.reconcile(*holdings, now, now >= removals_allowed_from_);
+  for (const std::string& w : result.warnings) spdlog::warn("{}", w);
+  for (const Allocation& a : result.removed) {
+    if (a.tenant.empty()) continue;
+    spdlog::info("tenant {}: {} gone, {} back on GPU {}", a.tenant,
+                 a.workload.empty() ? "its pod never started, so" : a.workload.text(), gib_text(a.memory_bytes()),
+                 a.gpu);
+    pending_removals_.push_back(a.tenant);
+  }
+  if (!result.removed.empty()) changed();
+}
 
-  // 4. What the scheduler must learn.
+// 4. What the scheduler must learn: the tenants removed, and those it lost or never got
+// (`asked`: when its list was asked for; tenants made since may be missing from it).
+void DevicePlugin::tell_scheduler(Clock::time_point asked) {
   if (!ledger_.scheduler_reachable()) return;
   std::vector<std::string> still;
   for (const std::string& name : pending_removals_) {

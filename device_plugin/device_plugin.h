@@ -76,6 +76,14 @@ class DevicePlugin {
  private:
   void refresh_gpus();
   void sync_scheduler_and_pods();
+  // Its steps, with mutex_ held (steps 2 to 4 above).
+  void follow_scheduler(const std::optional<SchedulerState>& state, const std::string& why, bool first,
+                        Clock::time_point now);
+  void hold_back_for_other_tenants(const SchedulerState& state);
+  void take_back_plugin_tenants(const SchedulerState& state, Clock::time_point now);
+  void follow_pods(const std::optional<std::vector<Holding>>& holdings, const std::string& why,
+                   const std::optional<FileIdentity>& pod_socket, Clock::time_point now);
+  void tell_scheduler(Clock::time_point asked);
   void ensure_registered();
   void changed();  // with mutex_ held: a new version for ListAndWatch
   wire::PluginTenant to_wire(const Allocation& allocation) const;

@@ -19,6 +19,8 @@
 
 namespace {
 
+namespace dp = cuslice::device_plugin;
+
 std::atomic<bool> g_stop{false};
 
 void on_signal(int) { g_stop.store(true); }
@@ -41,12 +43,9 @@ bool write_if_changed(const std::string& path, const std::string& text, std::str
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  namespace dp = cuslice::device_plugin;
-  CLI::App app{"cuslice-device-plugin: pods ask for cuslice.io/gpu-memory (GiB) and cuslice.io/gpu-compute "
-               "(% of a GPU); each container becomes a cuslice-scheduler tenant with exactly that"};
+// The command line: the plugin's options, and what is given in other units or read before
+// the plugin starts (logging, the file naming the hook).
+struct CommandLine {
   dp::PluginOptions options;
   std::string reserve = "0B";
   std::string level = "info";
@@ -56,7 +55,11 @@ int main(int argc, char** argv) {
   double removal_delay = 2.0;
   double kubelet_settle = 30.0;
   std::string preload_file = "/var/lib/cuslice/ld.so.preload";
+};
 
+// Where the kubelet, the scheduler, the hook and the devices are, and what is handed out.
+void add_node_options(CLI::App& app, CommandLine& c) {
+  dp::PluginOptions& options = c.options;
   app.add_option("--plugin-dir", options.plugin_dir, "the kubelet's device plugin directory")->capture_default_str();
   app.add_option("--pod-resources-socket", options.pod_resources_socket, "the kubelet's PodResources API socket")
       ->capture_default_str();
@@ -70,13 +73,13 @@ int main(int argc, char** argv) {
       ->type_name("PATH");
   app.add_option("--hook", options.response.hook_host_path, "libcuslice.so on the node, mounted into containers")
       ->required();
-  app.add_option("--preload-file", preload_file,
+  app.add_option("--preload-file", c.preload_file,
                  "file the plugin writes, naming the hook, mounted as containers' /etc/ld.so.preload (empty: no "
                  "mount; then the image or pod must preload the hook)")
       ->capture_default_str();
   app.add_option("--shm-name", options.response.shm_name, "the scheduler's shared-memory segment")
       ->capture_default_str();
-  app.add_option("--reserve-memory", reserve,
+  app.add_option("--reserve-memory", c.reserve,
                  "memory per GPU never handed out (e.g. 2GiB): for tenants the plugin cannot count and for work "
                  "outside Kubernetes")
       ->capture_default_str();
@@ -86,46 +89,61 @@ int main(int argc, char** argv) {
   app.add_option("--nvidia-cdi-kind", options.response.cdi_kind,
                  "also name the GPU as a CDI device of this kind (e.g. nvidia.com/gpu, from nvidia-ctk cdi generate)");
   app.add_option("--dev-root", options.response.dev_root, "where the NVIDIA device nodes are")->capture_default_str();
-  app.add_option("--poll-interval", poll_seconds, "seconds between looks at NVML, the scheduler and PodResources")
+}
+
+// How often the plugin looks, how long it waits before it removes a tenant, and its log.
+void add_timing_options(CLI::App& app, CommandLine& c) {
+  app.add_option("--poll-interval", c.poll_seconds, "seconds between looks at NVML, the scheduler and PodResources")
       ->check(CLI::Range(0.05, 60.0))
       ->capture_default_str();
-  app.add_option("--unseen-grace", unseen_grace,
+  app.add_option("--unseen-grace", c.unseen_grace,
                  "seconds a tenant no pod was ever seen holding is kept (a pod that failed admission)")
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
-  app.add_option("--removal-delay", removal_delay, "seconds a pod must be gone from PodResources before its tenant goes")
+  app.add_option("--removal-delay", c.removal_delay,
+                 "seconds a pod must be gone from PodResources before its tenant goes")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
-  app.add_option("--kubelet-settle", kubelet_settle, "seconds after a kubelet restart during which no tenant is removed")
+  app.add_option("--kubelet-settle", c.kubelet_settle,
+                 "seconds after a kubelet restart during which no tenant is removed")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
-  app.add_option("--log-level", level, "trace, debug, info, warn, error")
+  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
-  app.add_option("--log-target", target, "stderr, or journald")
+  app.add_option("--log-target", c.target, "stderr, or journald")
       ->check(CLI::IsMember({"stderr", "journald"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+}
 
-  cuslice::configure_logging(target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
-                             spdlog::level::from_str(level));
-  std::string why;
+std::chrono::milliseconds milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// --reserve-memory in bytes, and the durations given in seconds, into the plugin's options.
+bool take_amounts(CommandLine& c) {
   cuslice::SizeSpec size;
   const char* size_why = "";
-  if (!cuslice::parse_size(reserve, size, &size_why) || size.kind != cuslice::SizeSpec::Kind::kBytes) {
-    spdlog::error("--reserve-memory {}: {}", reserve,
+  if (!cuslice::parse_size(c.reserve, size, &size_why) || size.kind != cuslice::SizeSpec::Kind::kBytes) {
+    spdlog::error("--reserve-memory {}: {}", c.reserve,
                   size.kind == cuslice::SizeSpec::Kind::kPercent ? "give a size in bytes (e.g. 2GiB)" : size_why);
-    return 2;
+    return false;
   }
-  options.reserve_memory = size.bytes;
-  options.poll = std::chrono::milliseconds(static_cast<int64_t>(poll_seconds * 1000));
-  options.ledger.unseen_grace = std::chrono::milliseconds(static_cast<int64_t>(unseen_grace * 1000));
-  options.ledger.removal_delay = std::chrono::milliseconds(static_cast<int64_t>(removal_delay * 1000));
-  options.kubelet_settle = std::chrono::milliseconds(static_cast<int64_t>(kubelet_settle * 1000));
+  c.options.reserve_memory = size.bytes;
+  c.options.poll = milliseconds(c.poll_seconds);
+  c.options.ledger.unseen_grace = milliseconds(c.unseen_grace);
+  c.options.ledger.removal_delay = milliseconds(c.removal_delay);
+  c.options.kubelet_settle = milliseconds(c.kubelet_settle);
+  return true;
+}
+
+// The scheduler's names as containers see them (the segment, the socket's directory), and its
+// control socket, which must stay out of their sight.
+bool take_scheduler_names(const CLI::App& app, dp::PluginOptions& options) {
   if (options.response.shm_name.empty() || options.response.shm_name[0] != '/' ||
       options.response.shm_name.find('/', 1) != std::string::npos) {
     spdlog::error("--shm-name must be one '/' followed by a name, e.g. /cuslice");
-    return 2;
+    return false;
   }
   options.response.socket_host_path = options.scheduler_socket;
   if (app.count("--scheduler-control-socket") == 0)
@@ -135,33 +153,54 @@ int main(int argc, char** argv) {
     spdlog::error("--scheduler-socket {} has no directory beside which the control socket could be; give "
                   "--scheduler-control-socket",
                   options.scheduler_socket);
-    return 2;
+    return false;
   }
   // Allocate mounts the socket's directory into every container.
   if (cuslice::wire::control_socket_exposed(options.scheduler_socket, options.scheduler_control_socket)) {
     spdlog::error("--scheduler-control-socket {} is in the directory of --scheduler-socket {} (or below it), which "
                   "every container is given",
                   options.scheduler_control_socket, options.scheduler_socket);
-    return 2;
+    return false;
   }
+  return true;
+}
+
+// The hook containers are given: it must exist, and the preload file naming it is written
+// now. 0, or the exit status.
+int provide_hook(CommandLine& c) {
+  dp::PluginOptions& options = c.options;
   if (!std::filesystem::is_regular_file(options.response.hook_host_path)) {
     spdlog::error("--hook {}: no such file; containers would get no hook", options.response.hook_host_path);
     return 2;
   }
-  if (!preload_file.empty()) {
+  if (!c.preload_file.empty()) {
+    std::string why;
     std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(preload_file).parent_path(), ec);
-    if (!write_if_changed(preload_file, dp::preload_file_text(options.response), why)) {
+    std::filesystem::create_directories(std::filesystem::path(c.preload_file).parent_path(), ec);
+    if (!write_if_changed(c.preload_file, dp::preload_file_text(options.response), why)) {
       spdlog::error("--preload-file: {}", why);
       return 1;
     }
-    options.response.preload_host_path = preload_file;
+    options.response.preload_host_path = c.preload_file;
   }
-  if (!std::filesystem::is_directory(options.plugin_dir)) {
-    spdlog::error("--plugin-dir {}: no such directory (is this a Kubernetes node?)", options.plugin_dir);
+  return 0;
+}
+
+// Checks the options and completes them (bytes, durations, default paths, the preload file).
+// 0, or the exit status.
+int finish_options(const CLI::App& app, CommandLine& c) {
+  if (!take_amounts(c) || !take_scheduler_names(app, c.options)) return 2;
+  if (const int status = provide_hook(c); status != 0) return status;
+  if (!std::filesystem::is_directory(c.options.plugin_dir)) {
+    spdlog::error("--plugin-dir {}: no such directory (is this a Kubernetes node?)", c.options.plugin_dir);
     return 2;
   }
+  return 0;
+}
 
+// Serves until SIGTERM or SIGINT. The exit status.
+int serve(const dp::PluginOptions& options) {
+  std::string why;
   std::unique_ptr<dp::GpuInventory> inventory = dp::GpuInventory::open(why);
   if (!inventory) {
     spdlog::error("{}", why);
@@ -179,4 +218,20 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cuslice-device-plugin: pods ask for cuslice.io/gpu-memory (GiB) and cuslice.io/gpu-compute "
+               "(% of a GPU); each container becomes a cuslice-scheduler tenant with exactly that"};
+  CommandLine c;
+  add_node_options(app, c);
+  add_timing_options(app, c);
+  CLI11_PARSE(app, argc, argv);
+
+  cuslice::configure_logging(c.target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
+                             spdlog::level::from_str(c.level));
+  if (const int status = finish_options(app, c); status != 0) return status;
+  return serve(c.options);
 }

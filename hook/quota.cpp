@@ -1,46 +1,34 @@
-// The per-device ledgers and their slow paths, and the tenant's reconciliation (quota.h).
-// May call driver, allocation_table, process_usage, scheduler_link, settings, log and the
-// client; the pools' reserves only through the functions registered with set_pool_reserves()
-// (pool_accounting.cpp sits above this file: it charges the ledger).
+// The per-device ledgers and their charges (quota.h): limits resolved, the check and the
+// reservation in one step, small allocations and contexts charged, the views, fork. Defines
+// the ledgers' state (quota_ledger.h); quota_measurement.cpp corrects it from readings and
+// quota_tenant.cpp reconciles the tenant, and this file reaches those two only through their
+// slow paths. May call driver, allocation_table, scheduler_link, settings, log and the client.
 #include "quota.h"
-
-#include <time.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
 
 #include "allocation_table.h"
 #include "client.h"
-#include "clock.h"
 #include "driver.h"
 #include "fork_child.h"
 #include "log.h"
-#include "process_usage.h"
+#include "quota_ledger.h"
 #include "scheduler_link.h"
 #include "saturating.h"
 #include "settings.h"
-#include "shm_protocol.h"
 
 namespace cuslice::quota {
-namespace {
+namespace internal {
 
-// One device's ledger. `used` is what the process holds by the hook's account; under a
-// scheduler every change to it is mirrored to the tenant's counter in the shared segment
-// (grow / shrink / reserve below are the only writers).
-struct alignas(64) Ledger {
-  std::atomic<uint64_t> used{0};
-  std::atomic<uint64_t> limit{kUnlimited};       // CUSLICE_MEMORY_LIMIT, resolved
-  std::atomic<unsigned> checkpoint_shift{64};    // log2 of the checkpoint step; 64: none
-  std::atomic<uint64_t> context_charge{0};
-  std::atomic<uint64_t> small_bytes{0};          // live allocations under kGranule, summed
-  std::atomic<int64_t> last_measure_ns{0};
-  std::atomic<uint64_t> measured_checkpoint{0};  // highest checkpoint a reading was taken at
-  std::atomic<uint64_t> unexplained{0};          // measured memory no hooked call accounts for
-  std::atomic<uint64_t> ops_started{0};          // Operations begun / ended: equal when none runs
-  std::atomic<uint64_t> ops_finished{0};
-  std::atomic<int64_t> last_reconcile_ns{0};     // the tenant's, at a sixteenth of its quota
-};
+Ledger g_ledger[kMaxDevices];
+std::mutex g_slow;
+
+}  // namespace internal
+
+using namespace internal;
+
+namespace {
 
 // Memory the driver takes without an allocation call (code of kernels loaded at their first
 // launch) is found by reading the process's usage. Besides the slow path, that reading is
@@ -49,39 +37,12 @@ struct alignas(64) Ledger {
 // one checkpoint must not read NVML every time), so such memory is charged long before the
 // limit is reached.
 constexpr uint64_t kCheckpoints = 16;
-constexpr int64_t kMeasureIntervalNs = 50'000'000;
 
-Ledger g_ledger[kMaxDevices];
 std::atomic<int> g_device_count{0};  // 0 until cuInit succeeded through the hook
 std::atomic<bool> g_limits_resolved{false};
-std::mutex g_slow;  // slow paths only: limit resolution, refresh
 
 using CtxGetDevice = CUresult (*)(CUdevice*);
 std::atomic<CtxGetDevice> g_ctx_get_device{nullptr};
-
-// The pools' part of the ledger (set_pool_reserves(); none registered: no pools to settle).
-std::atomic<uint64_t (*)(int)> g_settle_pools{nullptr};
-std::atomic<bool (*)(int)> g_trim_pools{nullptr};
-
-uint64_t settle_pool_reserves(int device) {
-  auto settle = g_settle_pools.load(std::memory_order_acquire);
-  return settle != nullptr ? settle(device) : 0;
-}
-
-bool trim_pool_reserves(int device) {
-  auto trim = g_trim_pools.load(std::memory_order_acquire);
-  return trim != nullptr && trim(device);
-}
-
-Ledger* ledger(int device) {
-  return device >= 0 && device < kMaxDevices ? &g_ledger[device] : nullptr;
-}
-
-// The ledger of a device whose memory is counted (a local limit, or a scheduler), else null.
-Ledger* counted(int device) {
-  Ledger* l = ledger(device);
-  return l != nullptr && (settings().has_limit[device] || scheduler_link::enabled()) ? l : nullptr;
-}
 
 void grow(Ledger& l, int device, uint64_t bytes) {
   l.used.fetch_add(bytes, std::memory_order_acq_rel);
@@ -160,83 +121,6 @@ Outcome try_reserve(Ledger& l, int device, uint64_t bytes, uint64_t* checkpoint,
 Outcome try_reserve(Ledger& l, int device, uint64_t bytes) {
   uint64_t checkpoint;
   return try_reserve(l, device, bytes, &checkpoint, nullptr);
-}
-
-void measure_if_due(int device, Ledger& l, uint64_t checkpoint) {
-  uint64_t highest = l.measured_checkpoint.load(std::memory_order_relaxed);
-  bool due = false;
-  while (checkpoint > highest && !due)
-    due = l.measured_checkpoint.compare_exchange_weak(highest, checkpoint, std::memory_order_relaxed);
-  if (!due) {
-    const int64_t now = coarse_now_ns();
-    int64_t last = l.last_measure_ns.load(std::memory_order_relaxed);
-    if (now - last < kMeasureIntervalNs ||
-        !l.last_measure_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
-      return;
-  }
-  refresh(device);
-}
-
-// The tenant's reconciliation: what every process of the tenant must leave free of its quota
-// besides the headroom (client.h, shm::TenantGpuUse::kept_free), computed again from the
-// driver's figures: for each of the tenant's processes, what NVML says it holds beyond what
-// it charged (memory its own hook has not measured yet), or its warm-up allowance while it is
-// young if that is more. Buffers for the slow path, under g_slow.
-constexpr unsigned kMaxListed = 256;
-client::TenantProcess g_tenant_processes[shm::kMaxProcesses];
-process_usage::Usage g_listed[kMaxListed];
-
-uint64_t tenant_keep_locked(int device, int gpu) {
-  unsigned listed = 0;
-  if (!process_usage::device_processes(device, g_listed, kMaxListed, &listed)) listed = 0;
-  const size_t n = client::tenant_processes(gpu, now_ns(), g_tenant_processes, shm::kMaxProcesses);
-  const uint64_t allowance = settings().context_headroom;
-  const uint32_t self = static_cast<uint32_t>(getpid());
-  uint64_t keep = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const client::TenantProcess& p = g_tenant_processes[i];
-    // This process by its own pid: the daemon's namespace may differ from NVML's.
-    const uint32_t pid = p.self ? self : static_cast<uint32_t>(p.pid);
-    uint64_t held = 0;
-    for (unsigned j = 0; j < listed; ++j)
-      if (g_listed[j].pid == pid) {
-        held = g_listed[j].bytes;
-        break;
-      }
-    uint64_t beyond = held > p.charged ? held - p.charged : 0;
-    if (p.young && beyond < allowance) beyond = allowance;
-    keep = saturating_add(keep, beyond);
-  }
-  return keep;
-}
-
-// Computes the tenant's kept_free again and stores it, unless another process changed it
-// meanwhile (then again, a few times; after that the other's value stands). `give_up`: this
-// process needs the room itself, so its own warm-up allowance ends first.
-void reconcile(int device, bool give_up) {
-  if (!scheduler_link::enabled()) return;
-  const int gpu = scheduler_link::gpu(device);
-  std::lock_guard<std::mutex> lock(g_slow);
-  if (give_up) client::memory_end_warmup(gpu);
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    const uint64_t before = client::tenant_memory_kept(gpu);
-    const uint64_t keep = tenant_keep_locked(device, gpu);
-    if (client::tenant_memory_replace_kept(gpu, before, keep)) {
-      if (keep != before)
-        CUSLICE_LOG(kDebug, "device %d: the tenant keeps %llu bytes free (was %llu)", device,
-                    static_cast<unsigned long long>(keep), static_cast<unsigned long long>(before));
-      return;
-    }
-  }
-}
-
-void reconcile_if_due(int device, Ledger& l) {
-  const int64_t now = coarse_now_ns();
-  int64_t last = l.last_reconcile_ns.load(std::memory_order_relaxed);
-  if (now - last < kMeasureIntervalNs ||
-      !l.last_reconcile_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
-    return;
-  reconcile(device, /*give_up=*/false);
 }
 
 }  // namespace
@@ -381,36 +265,6 @@ void adjust(int device, int64_t delta) {
     shrink(*l, device, static_cast<uint64_t>(-delta));
 }
 
-void refresh(int device) {
-  Ledger* l = counted(device);
-  if (l == nullptr) return;
-  std::lock_guard<std::mutex> lock(g_slow);
-  // A reading is exact only if nothing changed while it was taken: no hooked allocation or
-  // free under way or begun, and the pools' reserve the same before and after.
-  const uint64_t started = l->ops_started.load(std::memory_order_acquire);
-  const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
-  const uint64_t pools = settle_pool_reserves(device);
-  uint64_t actual = 0;
-  if (!process_usage::device_bytes(device, &actual)) return;
-  const bool quiet = started == finished && settle_pool_reserves(device) == pools &&
-                     l->ops_started.load(std::memory_order_acquire) == started &&
-                     l->ops_finished.load(std::memory_order_acquire) == finished;
-  l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
-  // What the process holds beyond what the ledger can explain is charged as unexplained
-  // (the headroom stays free beside it: charges keep it free of the limit). Such a charge is
-  // raised by any reading, but lowered (memory given back, e.g. pages small allocations no
-  // longer share) only by a quiet one: an allocation in flight is in the ledger and not yet
-  // in the reading, and would otherwise pass for memory given back.
-  const uint64_t old = l->unexplained.load(std::memory_order_acquire);
-  const uint64_t known = l->used.load(std::memory_order_acquire) - old;
-  const uint64_t want = actual > known ? actual - known : 0;
-  if (want == old || (want < old && !quiet)) return;
-  l->unexplained.store(want, std::memory_order_release);
-  adjust(device, static_cast<int64_t>(want) - static_cast<int64_t>(old));
-  CUSLICE_LOG(kDebug, "device %d: %llu bytes held outside hooked calls are charged", device,
-              static_cast<unsigned long long>(want));
-}
-
 bool charge_context(int device, uint64_t bytes) {
   Ledger* l = counted(device);
   if (l == nullptr) return true;
@@ -427,67 +281,6 @@ void release_context(int device, uint64_t bytes) {
     take = bytes < cur ? bytes : cur;
   } while (!l->context_charge.compare_exchange_weak(cur, cur - take, std::memory_order_acq_rel));
   shrink(*l, device, take);
-}
-
-void calibrate_context(int device) {
-  Ledger* l = counted(device);
-  if (l == nullptr) return;
-  std::lock_guard<std::mutex> lock(g_slow);
-  const uint64_t started = l->ops_started.load(std::memory_order_acquire);
-  const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
-  uint64_t actual = 0;
-  if (!process_usage::device_bytes(device, &actual)) return;  // keep the estimate
-  // Right after a context is created the process holds little else; what the driver
-  // reports beyond the ledger's other charges is the contexts' own memory. Other threads'
-  // allocations in flight would pass for context memory given back: then only raise.
-  const uint64_t ctx = l->context_charge.load(std::memory_order_acquire);
-  const uint64_t others = l->used.load(std::memory_order_acquire) - ctx;
-  uint64_t target = actual > others ? actual - others : 0;
-  const bool quiet = started == finished && l->ops_started.load(std::memory_order_acquire) == started;
-  if (target < ctx && !quiet) target = ctx;
-  l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
-  l->context_charge.store(target, std::memory_order_release);
-  adjust(device, static_cast<int64_t>(target) - static_cast<int64_t>(ctx));
-  CUSLICE_LOG(kDebug, "device %d: contexts hold %llu bytes (estimate was %llu)", device,
-              static_cast<unsigned long long>(target), static_cast<unsigned long long>(ctx));
-}
-
-void begin_warmup(int device) {
-  const uint64_t warmup = settings().context_warmup_ns;
-  if (counted(device) == nullptr || !scheduler_link::enabled() || warmup == 0) return;
-  const int64_t now = now_ns();
-  const uint64_t left = static_cast<uint64_t>(INT64_MAX - now);
-  const int64_t until = now + static_cast<int64_t>(warmup < left ? warmup : left);
-  client::memory_begin_warmup(scheduler_link::gpu(device), now, until, settings().context_headroom);
-}
-
-void refresh_view(int device) {
-  Ledger* l = counted(device);
-  if (l == nullptr) return;
-  // Pools settle cheaply. Memory measured outside hooked calls is measured again (an NVML
-  // reading, microseconds) so that what was given back shows; so is what the tenant keeps
-  // free (warm-ups end, peers measure what they hold).
-  if (l->unexplained.load(std::memory_order_relaxed) > 0)
-    refresh(device);
-  else
-    settle_pools(device);
-  // At most once a measuring interval: a reconciliation reads NVML for the tenant's
-  // processes (about 17 µs on an H100), and some applications ask for free memory often.
-  if (scheduler_link::enabled() && client::tenant_memory_kept(scheduler_link::gpu(device)) > 0)
-    reconcile_if_due(device, *l);
-}
-
-void settle_pools(int device) {
-  if (counted(device) == nullptr) return;
-  std::lock_guard<std::mutex> lock(g_slow);
-  settle_pool_reserves(device);
-}
-
-void forget_allocations(int device) {
-  if (counted(device) == nullptr) return;
-  const uint64_t freed = device_pointers().forget_device(device) + arrays().forget_device(device);
-  uncharge(device, freed);
-  refresh(device);
 }
 
 Operation::Operation(int device) : device_(device) {
@@ -526,11 +319,6 @@ void reset_after_fork() {
   contexts().reset();
   // The parent may have held the slow-path mutex at fork: the child gets a fresh one.
   renew_in_child(g_slow);
-}
-
-void set_pool_reserves(PoolReserves reserves) {
-  g_settle_pools.store(reserves.settle, std::memory_order_release);
-  g_trim_pools.store(reserves.trim, std::memory_order_release);
 }
 
 }  // namespace cuslice::quota

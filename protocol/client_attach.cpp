@@ -182,57 +182,80 @@ void send_workload(int fd) {
   send(fd, &msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL);  // lost: only labels are missing
 }
 
-// One registration attempt; the caller holds g.attaching.
-AttachStatus register_now() {
+// Connects to the scheduler's socket (CUSLICE_SOCKET, else the default path). The socket, or
+// -1 with `failure` saying why.
+int connect_to_daemon(AttachStatus& failure) {
   const char* path = getenv(wire::kSocketEnv);
   if (path == nullptr || path[0] == '\0') path = wire::kDefaultSocketPath;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (strlen(path) >= sizeof addr.sun_path) {
     set_error("socket path too long", path);
-    return AttachStatus::kFailed;
+    failure = AttachStatus::kFailed;
+    return -1;
   }
   strcpy(addr.sun_path, path);
 
   const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0) {
     set_error("socket", strerror(errno));
-    return AttachStatus::kFailed;
+    failure = AttachStatus::kFailed;
+    return -1;
   }
   // A Unix-socket connect completes or fails at once; EAGAIN (backlog full) counts as absent.
   if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     set_error("no scheduler listening", strerror(errno));
     close(s);
-    return AttachStatus::kNoDaemon;
+    failure = AttachStatus::kNoDaemon;
+    return -1;
   }
+  return s;
+}
+
+// Sends the registration over `s` and receives the daemon's acceptance, with the tenant
+// region's descriptor in `region_fd`. false: no acceptance (`failure` says why), and both the
+// descriptor and `s` are closed.
+bool exchange_registration(int s, wire::RegisterReply& reply, int& region_fd, AttachStatus& failure) {
   wire::RegisterRequest req;
   if (const char* tenant = getenv(wire::kTenantEnv)) strncpy(req.tenant, tenant, sizeof req.tenant - 1);
   for (uint32_t i = 0; i < kMaxGpus; ++i) req.charged[i] = g.local_charged[i].load(std::memory_order_relaxed);
 
-  wire::RegisterReply reply;
   pollfd p{s, POLLIN, 0};
   if (send(s, &req, sizeof req, MSG_NOSIGNAL) != sizeof req) {
     set_error("cannot send the registration", strerror(errno));
     close(s);
-    return AttachStatus::kNoDaemon;
+    failure = AttachStatus::kNoDaemon;
+    return false;
   }
-  int region_fd = -1;
+  region_fd = -1;
   if (poll(&p, 1, kReplyTimeoutMs) != 1 || !receive_reply(s, reply, region_fd) || reply.magic != wire::kMagic ||
       reply.version != wire::kVersion) {
     set_error("no valid reply from the scheduler", "");
     if (region_fd >= 0) close(region_fd);
     close(s);
-    return AttachStatus::kFailed;
+    failure = AttachStatus::kFailed;
+    return false;
   }
   reply.message[sizeof reply.message - 1] = '\0';
   if (reply.status != wire::RegisterStatus::kOk) {
     set_error("the scheduler refused this process", reply.message);
     if (region_fd >= 0) close(region_fd);
     close(s);
-    if (reply.status != wire::RegisterStatus::kRefused) return AttachStatus::kFailed;
+    if (reply.status != wire::RegisterStatus::kRefused) {
+      failure = AttachStatus::kFailed;
+      return false;
+    }
     g.refused.store(true, std::memory_order_relaxed);
-    return AttachStatus::kRefused;
+    failure = AttachStatus::kRefused;
+    return false;
   }
+  return true;
+}
+
+// Maps what the accepted registration names (`region_fd`, closed here) into a new Attachment:
+// the segment, checked to be made by the daemon at the other end of `s`, and the tenant region.
+// Null on failure, with `s` closed.
+Attachment* map_attachment(int s, const wire::RegisterReply& reply, int region_fd) {
   // Who the daemon is, from the kernel: the segment must be its user's (or root's).
   ucred daemon{};
   socklen_t cred_len = sizeof daemon;
@@ -240,7 +263,7 @@ AttachStatus register_now() {
     set_error("cannot learn the scheduler's user", strerror(errno));
     if (region_fd >= 0) close(region_fd);
     close(s);
-    return AttachStatus::kFailed;
+    return nullptr;
   }
   const shm::Segment* seg = map_segment(reply, daemon.uid);
   shm::TenantRegion* region = nullptr;
@@ -260,9 +283,15 @@ AttachStatus register_now() {
       munmap(const_cast<shm::Segment*>(seg), sizeof(shm::Segment));
     }
     close(s);
-    return AttachStatus::kFailed;
+    return nullptr;
   }
-  auto* att = new (page) Attachment{seg, region, reply.slot, reply.tenant};
+  return new (page) Attachment{seg, region, reply.slot, reply.tenant};
+}
+
+// Makes `att` the current attachment and `s` the connection (under the number of the one
+// before, if any: State::fd says why), and tells the daemon what this process knows of its
+// cards and workload.
+void publish_attachment(int s, Attachment* att) {
   // A new slot counts no waiter of ours: a parked demand is published again by token_try.
   for (auto& p : g.parked) p.store(false, std::memory_order_relaxed);
   const int old = g.fd.load(std::memory_order_relaxed);
@@ -280,6 +309,19 @@ AttachStatus register_now() {
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
   send_workload(g.fd.load(std::memory_order_relaxed));
+}
+
+// One registration attempt; the caller holds g.attaching.
+AttachStatus register_now() {
+  AttachStatus failure = AttachStatus::kFailed;
+  const int s = connect_to_daemon(failure);
+  if (s < 0) return failure;
+  wire::RegisterReply reply;
+  int region_fd = -1;
+  if (!exchange_registration(s, reply, region_fd, failure)) return failure;
+  Attachment* att = map_attachment(s, reply, region_fd);
+  if (att == nullptr) return AttachStatus::kFailed;
+  publish_attachment(s, att);
   return AttachStatus::kAttached;
 }
 
