@@ -125,10 +125,12 @@ void gpu_rows(std::string& out, const SegmentSnapshot& s, size_t k) {
                             g.handoffs));
   add_line(out, fmt::format(kGpuRow, "TENANT", "MEMORY USED / QUOTA", "SHARE", "ACHIEVED", "GPU TIME", "WAITED", "OOM",
                             "GRANTS"));
+  // Each tenant on the GPUs it may use, or holds something on all the same.
   for (const TenantSnapshot& t : s.tenants) {
     const TenantGpuSnapshot& use = t.gpus[k];
+    if (!use.shown()) continue;
     add_line(out, fmt::format(kGpuRow, (use.holds_token ? "* " : "  ") + t.name,
-                              format_bytes(use.memory_used) + " / " + quota_text(t, use), percent(t.share_ppm),
+                              format_bytes(use.memory_used) + " / " + quota_text(t, use), percent(use.share_ppm),
                               percent(use.achieved_share_ppm),
                               format_seconds(static_cast<double>(use.gpu_time_ns) / kNanosPerSecond),
                               format_seconds(static_cast<double>(use.wait_ns) / kNanosPerSecond), use.oom_refusals,
@@ -219,10 +221,13 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
     json rows = json::array();
     for (const TenantSnapshot& t : s.tenants) {
       const TenantGpuSnapshot& use = t.gpus[k];
+      if (!use.shown()) continue;
       rows.push_back({
           {"name", t.name},
           {"memory_used_bytes", use.memory_used},
           {"memory_quota_bytes", or_null(use.memory_quota)},
+          {"share", use.share_ppm / kPpm},
+          {"allowed", use.allowed},
           {"achieved_share", use.achieved_share_ppm / kPpm},
           {"gpu_seconds", static_cast<double>(use.gpu_time_ns) / kNanosPerSecond},
           {"token_wait_seconds", static_cast<double>(use.wait_ns) / kNanosPerSecond},
