@@ -56,14 +56,15 @@ void set_error(const char* what, const char* detail) {
   snprintf(g.error, sizeof g.error, "%s%s%s", what, detail[0] ? ": " : "", detail);
 }
 
-// Maps the segment the reply names, read-only, and checks that the daemon made it: owned by
-// the daemon's user (`daemon_uid`, from SO_PEERCRED) or root, writable by nobody else, and
-// the one the daemon registered us in.
-const shm::Segment* map_segment(const wire::RegisterReply& reply, uid_t daemon_uid) {
+// Maps the segment the reply brought (`segment_fd`, closed here) or, from a daemon that
+// sends none, the one it names, read-only, and checks that the daemon made it: owned by the
+// daemon's user (`daemon_uid`, from SO_PEERCRED) or root, writable by nobody else, and the one
+// the daemon registered us in.
+const shm::Segment* map_segment(const wire::RegisterReply& reply, uid_t daemon_uid, int segment_fd) {
   char name[shm::kNameSize];
   memcpy(name, reply.shm_name, sizeof name);
   name[sizeof name - 1] = '\0';
-  const int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+  const int fd = segment_fd >= 0 ? segment_fd : shm_open(name, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) {
     set_error("cannot open the scheduler's shared memory", strerror(errno));
     return nullptr;
@@ -126,10 +127,10 @@ shm::TenantRegion* map_region(int fd, const wire::RegisterReply& reply) {
   return region;
 }
 
-// Receives the registration reply and, with it, the descriptors it carries: the first one
-// in `fd` (-1 when none came), any other closed.
-bool receive_reply(int s, wire::RegisterReply& reply, int& fd) {
-  fd = -1;
+// Receives the registration reply and, with it, the descriptors it carries: the first two in
+// `fds` (-1 where none came), any other closed.
+bool receive_reply(int s, wire::RegisterReply& reply, int (&fds)[2]) {
+  fds[0] = fds[1] = -1;
   iovec iov{&reply, sizeof reply};
   alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
   msghdr msg{};
@@ -145,7 +146,8 @@ bool receive_reply(int s, wire::RegisterReply& reply, int& fd) {
     for (size_t i = 0; i < count; ++i) {
       int received;
       memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof received);
-      if (fd < 0) fd = received;
+      if (fds[0] < 0) fds[0] = received;
+      else if (fds[1] < 0) fds[1] = received;
       else close(received);
     }
   }
@@ -212,10 +214,15 @@ int connect_to_daemon(AttachStatus& failure) {
   return s;
 }
 
-// Sends the registration over `s` and receives the daemon's acceptance, with the tenant
-// region's descriptor in `region_fd`. false: no acceptance (`failure` says why), and both the
-// descriptor and `s` are closed.
-bool exchange_registration(int s, wire::RegisterReply& reply, int& region_fd, AttachStatus& failure) {
+void close_both(const int (&fds)[2]) {
+  for (const int fd : fds)
+    if (fd >= 0) close(fd);
+}
+
+// Sends the registration over `s` and receives the daemon's acceptance, with the descriptors
+// of the tenant region and the segment in `fds`. false: no acceptance (`failure` says why),
+// and the descriptors and `s` are closed.
+bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], AttachStatus& failure) {
   wire::RegisterRequest req;
   if (const char* tenant = getenv(wire::kTenantEnv)) strncpy(req.tenant, tenant, sizeof req.tenant - 1);
   for (uint32_t i = 0; i < kMaxGpus; ++i) req.charged[i] = g.local_charged[i].load(std::memory_order_relaxed);
@@ -227,11 +234,11 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int& region_fd, At
     failure = AttachStatus::kNoDaemon;
     return false;
   }
-  region_fd = -1;
-  if (poll(&p, 1, kReplyTimeoutMs) != 1 || !receive_reply(s, reply, region_fd) || reply.magic != wire::kMagic ||
+  fds[0] = fds[1] = -1;
+  if (poll(&p, 1, kReplyTimeoutMs) != 1 || !receive_reply(s, reply, fds) || reply.magic != wire::kMagic ||
       reply.version != wire::kVersion) {
     set_error("no valid reply from the scheduler", "");
-    if (region_fd >= 0) close(region_fd);
+    close_both(fds);
     close(s);
     failure = AttachStatus::kFailed;
     return false;
@@ -239,7 +246,7 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int& region_fd, At
   reply.message[sizeof reply.message - 1] = '\0';
   if (reply.status != wire::RegisterStatus::kOk) {
     set_error("the scheduler refused this process", reply.message);
-    if (region_fd >= 0) close(region_fd);
+    close_both(fds);
     close(s);
     if (reply.status != wire::RegisterStatus::kRefused) {
       failure = AttachStatus::kFailed;
@@ -252,20 +259,21 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int& region_fd, At
   return true;
 }
 
-// Maps what the accepted registration names (`region_fd`, closed here) into a new Attachment:
-// the segment, checked to be made by the daemon at the other end of `s`, and the tenant region.
-// Null on failure, with `s` closed.
-Attachment* map_attachment(int s, const wire::RegisterReply& reply, int region_fd) {
+// Maps what the accepted registration brought (`fds`: the tenant region and the segment,
+// closed here) into a new Attachment: the segment, checked to be made by the daemon at the
+// other end of `s`, and the tenant region. Null on failure, with `s` closed.
+Attachment* map_attachment(int s, const wire::RegisterReply& reply, const int (&fds)[2]) {
+  const int region_fd = fds[0];
   // Who the daemon is, from the kernel: the segment must be its user's (or root's).
   ucred daemon{};
   socklen_t cred_len = sizeof daemon;
   if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &daemon, &cred_len) != 0) {
     set_error("cannot learn the scheduler's user", strerror(errno));
-    if (region_fd >= 0) close(region_fd);
+    close_both(fds);
     close(s);
     return nullptr;
   }
-  const shm::Segment* seg = map_segment(reply, daemon.uid);
+  const shm::Segment* seg = map_segment(reply, daemon.uid, fds[1]);
   shm::TenantRegion* region = nullptr;
   if (seg != nullptr) {
     region = map_region(region_fd, reply);
@@ -317,9 +325,9 @@ AttachStatus register_now() {
   const int s = connect_to_daemon(failure);
   if (s < 0) return failure;
   wire::RegisterReply reply;
-  int region_fd = -1;
-  if (!exchange_registration(s, reply, region_fd, failure)) return failure;
-  Attachment* att = map_attachment(s, reply, region_fd);
+  int fds[2] = {-1, -1};
+  if (!exchange_registration(s, reply, fds, failure)) return failure;
+  Attachment* att = map_attachment(s, reply, fds);
   if (att == nullptr) return AttachStatus::kFailed;
   publish_attachment(s, att);
   return AttachStatus::kAttached;

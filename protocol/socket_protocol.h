@@ -3,12 +3,15 @@
 // The socket is SOCK_SEQPACKET, so every message arrives whole or not at all:
 //   1. hook -> daemon: one RegisterRequest.
 //   2. daemon -> hook: one RegisterReply. The daemon learns pid, uid and gid from the kernel
-//      (SO_PEERCRED), never from the message. A reply with kOk carries exactly one file
-//      descriptor (SCM_RIGHTS): the tenant's region (shm_protocol.h, TenantRegion), a sealed
+//      (SO_PEERCRED), never from the message. A reply with kOk carries file descriptors
+//      (SCM_RIGHTS): first the tenant's region (shm_protocol.h, TenantRegion), a sealed
 //      memfd the hook maps read-write. Only this reply ever carries it, so a process holds a
-//      tenant's region only once the daemon accepted it into that tenant. The hook maps the
-//      segment the reply names read-only, after checking with SO_PEERCRED that the daemon's
-//      user (or root) owns it.
+//      tenant's region only once the daemon accepted it into that tenant. Then the segment,
+//      opened read-only: the hook maps the segment of the daemon it talks to, even where the
+//      name shows an older one (a container's bind mount of the file of a scheduler since
+//      restarted). From a daemon that sends no second descriptor, the hook opens the segment
+//      the reply names. Either way it maps it read-only, after checking with SO_PEERCRED that
+//      the daemon's user (or root) owns it.
 //   3. From then on the hook sends only kicks (one byte, any value): "look at my GPUs now",
 //      sent when it starts waiting for a token or goes idle while holding one; its workload
 //      (WorkloadMessage), once; and MemoryRequests, when an allocation did not fit the card.

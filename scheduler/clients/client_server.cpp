@@ -290,7 +290,7 @@ void ClientServer::register_client(int fd, Client& client, const wire::RegisterR
   reply.slot_generation = a.slot_generation;
   reply.segment_generation = a.segment_generation;
   std::strncpy(reply.shm_name, a.shm_name.c_str(), sizeof reply.shm_name - 1);
-  send_register_reply(fd, reply, "", a.region_fd);
+  send_register_reply(fd, reply, "", a.region_fd, a.segment_fd);
 }
 
 void ClientServer::drop_client(int fd) {

@@ -59,6 +59,7 @@ Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& reques
   out.slot = slot;
   out.tenant = tenant;
   out.region_fd = regions_.fd(tenant);
+  out.segment_fd = segment_.readonly_fd();
   out.segment_generation = segment_->generation;
   out.shm_name = segment_.name();
   spdlog::info("pid {} (uid {}) joined tenant {} in slot {}", peer.pid, peer.uid, name, slot);

@@ -35,6 +35,7 @@ struct Admission {
   uint64_t slot_generation = 0, segment_generation = 0;
   std::string shm_name;  // the segment's
   int region_fd = -1;    // the tenant's region, for the reply
+  int segment_fd = -1;   // the segment, read-only, for the reply
 };
 
 class Registrar {

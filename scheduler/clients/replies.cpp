@@ -10,21 +10,23 @@
 
 namespace cuslice {
 
-void send_register_reply(int fd, wire::RegisterReply reply, const std::string& message, int region) {
+void send_register_reply(int fd, wire::RegisterReply reply, const std::string& message, int region, int segment) {
   std::strncpy(reply.message, message.c_str(), sizeof reply.message - 1);
   iovec iov{&reply, sizeof reply};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  const int fds[2] = {region, segment};
+  const size_t count = region < 0 ? 0 : segment < 0 ? 1 : 2;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  if (region >= 0) {
+  if (count > 0) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &region, sizeof region);
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
   }
   if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof reply))
     spdlog::warn("could not send a registration reply: {}", std::strerror(errno));

@@ -10,8 +10,10 @@
 
 namespace cuslice {
 
-// With `region` >= 0, the reply carries that descriptor (SCM_RIGHTS): the tenant region.
-void send_register_reply(int fd, wire::RegisterReply reply, const std::string& message, int region = -1);
+// With `region` >= 0, the reply carries the descriptors (SCM_RIGHTS) of the tenant region and,
+// after it, of the segment (socket_protocol.h, RegisterReply).
+void send_register_reply(int fd, wire::RegisterReply reply, const std::string& message, int region = -1,
+                         int segment = -1);
 void send_control_reply(int fd, const wire::ControlReply& reply);
 // Any other fixed-size answer (PluginList, WorkloadList); `what` names it in the warning.
 void send_whole(int fd, const void* data, size_t size, const char* what);

@@ -1,3 +1,5 @@
+// SharedSegment (shared_segment.h): the segment created fresh under its lock, and the
+// read-only descriptor of it that registered processes are handed.
 #include "shared_segment.h"
 
 #include <fcntl.h>
@@ -45,12 +47,16 @@ SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std:
     shm_unlink(name_.c_str());
     throw std::system_error(err, std::generic_category(), "locking and sizing " + name_);
   }
-  void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  // The same file read-only, through this process's own descriptor rather than the name:
+  // what tenants are given must not let them write it.
+  readonly_fd_ = open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_CLOEXEC);
+  void* p = readonly_fd_ < 0 ? MAP_FAILED : mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   const int err = errno;
   if (p == MAP_FAILED) {
+    if (readonly_fd_ >= 0) close(readonly_fd_);
     close(fd_);
     shm_unlink(name_.c_str());
-    throw std::system_error(err, std::generic_category(), "mmap " + name_);
+    throw std::system_error(err, std::generic_category(), "opening and mapping " + name_);
   }
   segment_ = new (p) shm::Segment{};
   segment_->magic = shm::kMagic;
@@ -65,6 +71,7 @@ SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std:
 SharedSegment::~SharedSegment() {
   munmap(segment_, sizeof(shm::Segment));
   shm_unlink(name_.c_str());
+  close(readonly_fd_);
   close(fd_);
 }
 

@@ -27,10 +27,17 @@ class SharedSegment {
   shm::Segment& operator*() const { return *segment_; }
   shm::Segment* operator->() const { return segment_; }
   const std::string& name() const { return name_; }
+  // A read-only descriptor of the segment, handed to each registered process with its reply
+  // (SCM_RIGHTS): a hook maps the segment of the daemon it talks to, even where the name shows
+  // an older one (a container's bind mount of the file of a scheduler since restarted).
+  int readonly_fd() const { return readonly_fd_; }
 
  private:
   std::string name_;
   int fd_ = -1;  // kept open: closing it would drop the lock
+  // Opened once and kept for the daemon's life: closing a descriptor of the locked file would
+  // drop the lock too.
+  int readonly_fd_ = -1;
   shm::Segment* segment_ = nullptr;
 };
 

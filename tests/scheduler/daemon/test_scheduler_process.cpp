@@ -4,7 +4,9 @@
 // the shared segment. Tolerances are wide: these run on loaded CI machines.
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -395,6 +397,49 @@ TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
   std::this_thread::sleep_for(500ms);
   start_daemon();
   // The new daemon learns the process's memory from its re-registration.
+  EXPECT_TRUE(eventually([&] { return segment_->tenants[tenant_index("a")].gpu[0].memory_used.load() == (100u << 20); },
+                         3000ms));
+  EXPECT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 3000ms));
+  EXPECT_EQ(wait_exit(c), 0);
+}
+
+// A container is given the segment's file by a bind mount onto its own /dev/shm (the device
+// plugin's mounts): a restarted scheduler makes a new file, and the name in the container
+// still shows the old one. The hook must follow the new daemon all the same, through the
+// socket it has, and stay gated.
+TEST_F(SchedulerProcessTest, AProcessWhoseSegmentIsBindMountedReattachesAfterARestart) {
+  // A private mount namespace with a /dev/shm of its own, where <name> is a bind mount of
+  // the first daemon's segment (through a pin outside /dev/shm), as a container runtime
+  // makes it.
+  const auto pin_segment = [this] {
+    const std::string path = "/dev/shm" + shm_name_, pin = dir_ + "/segment-pin";
+    const auto file = [](const std::string& p) { return close(open(p.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644)) == 0; };
+    return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+           file(pin) && mount(path.c_str(), pin.c_str(), nullptr, MS_BIND, nullptr) == 0 &&
+           mount("tmpfs", "/dev/shm", "tmpfs", 0, nullptr) == 0 && file(path) &&
+           mount(pin.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) == 0;
+  };
+  write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
+  start_daemon();
+  const pid_t probe = fork();
+  if (probe == 0) _exit(pin_segment() ? 0 : 1);
+  if (wait_exit(probe) != 0) GTEST_SKIP() << "no mount namespace here (needs CAP_SYS_ADMIN)";
+  // Exit code: 0 attached again and gated; 5 no namespace; 6 still attached to the old one at the end.
+  const pid_t c = spawn("a", [&] {
+    if (!pin_segment()) return 5;
+    if (client::memory_try_reserve(0, 100 << 20) != client::Reserve::kOk) return 4;
+    const auto end = Clock::now() + 4s;
+    while (Clock::now() < end) {
+      run_kernel();
+      client::maintain();
+    }
+    return client::attached() ? 0 : 6;
+  });
+  ASSERT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 2000ms));
+  stop_daemon(SIGKILL);
+  std::this_thread::sleep_for(500ms);
+  start_daemon();
+  // Registered in the new daemon: its memory and its GPU time are there.
   EXPECT_TRUE(eventually([&] { return segment_->tenants[tenant_index("a")].gpu[0].memory_used.load() == (100u << 20); },
                          3000ms));
   EXPECT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 3000ms));

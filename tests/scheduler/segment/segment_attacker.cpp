@@ -62,7 +62,8 @@ void verdict(bool refused, const std::string& what) {
 struct Registration {
   int sock = -1;
   wire::RegisterReply reply;
-  int region_fd = -1;  // -1: the reply brought none
+  int region_fd = -1;   // -1: the reply brought none
+  int segment_fd = -1;  // the segment, as the reply brings it after the region
 };
 
 Registration register_as(const char* socket_path, const std::string& tenant) {
@@ -76,16 +77,33 @@ Registration register_as(const char* socket_path, const std::string& tenant) {
   std::strncpy(req.tenant, tenant.c_str(), sizeof req.tenant - 1);
   if (send(r.sock, &req, sizeof req, MSG_NOSIGNAL) != sizeof req) setup_error("send");
   iovec iov{&r.reply, sizeof r.reply};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   if (recvmsg(r.sock, &msg, MSG_CMSG_CLOEXEC) != sizeof r.reply) setup_error("recvmsg");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&r.region_fd, CMSG_DATA(c), sizeof(int));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    if (count >= 1) std::memcpy(&r.region_fd, CMSG_DATA(c), sizeof(int));
+    if (count >= 2) std::memcpy(&r.segment_fd, CMSG_DATA(c) + sizeof(int), sizeof(int));
+  }
   return r;
+}
+
+// The segment's descriptor the daemon handed over with the reply: read-only, whatever is
+// tried through it.
+void attack_segment_fd(int fd) {
+  if (fd < 0) setup_error("the reply brought no segment descriptor");
+  verdict(mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED,
+          "mapping the handed segment writable");
+  const uint64_t huge = shm::kUnlimited;
+  verdict(pwrite(fd, &huge, sizeof huge, offsetof(shm::Segment, tenants)) < 0, "writing the handed segment");
+  verdict(fchmod(fd, 0666) != 0, "making the handed segment writable for all");
+  verdict(open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR) < 0,
+          "reopening the handed segment read-write");
 }
 
 void attack_segment(const std::string& name) {
@@ -236,7 +254,10 @@ int main(int argc, char** argv) {
   std::printf("registered tenant %u slot %u\n", me.reply.tenant, me.reply.slot);
   for (int i = 4; i < argc; ++i) {
     const std::string attack = argv[i];
-    if (attack == "segment") attack_segment(shm_name);
+    if (attack == "segment") {
+      attack_segment(shm_name);
+      attack_segment_fd(me.segment_fd);
+    }
     else if (attack == "resize") attack_resize(me.region_fd);
     else if (attack == "poison") attack_poison(me.region_fd, me.sock);
     else if (attack.rfind("steal=", 0) == 0) attack_steal(socket_path, shm_name, attack.substr(6));
