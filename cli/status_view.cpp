@@ -173,6 +173,47 @@ std::string format_seconds(double seconds) {
   return fmt::format("{}h{:02}m", whole / 3600, whole / 60 % 60);
 }
 
+namespace {
+
+// GPU `k` and the tenants on it (those that may use it or hold something on it), for --json.
+json gpu_json(const SegmentSnapshot& s, size_t k) {
+  const GpuSnapshot& g = s.gpus[k];
+  json rows = json::array();
+  for (const TenantSnapshot& t : s.tenants) {
+    const TenantGpuSnapshot& use = t.gpus[k];
+    if (!use.shown()) continue;
+    rows.push_back({
+        {"name", t.name},
+        {"memory_used_bytes", use.memory_used},
+        {"memory_quota_bytes", or_null(use.memory_quota)},
+        {"share", use.share_ppm / kPpm},
+        {"allowed", use.allowed},
+        {"achieved_share", use.achieved_share_ppm / kPpm},
+        {"gpu_seconds", static_cast<double>(use.gpu_time_ns) / kNanosPerSecond},
+        {"token_wait_seconds", static_cast<double>(use.wait_ns) / kNanosPerSecond},
+        {"token_grants", use.token_grants},
+        {"oom_refusals", use.oom_refusals},
+        {"holds_token", use.holds_token},
+        {"over_quota_bytes", use.over_quota_bytes},
+        {"watchdog_kills", use.watchdog_kills},
+        {"preemption_moved_bytes", use.bytes_moved},
+    });
+  }
+  const std::string holder = tenant_name(s, g.holder);
+  return {
+      {"index", g.index},
+      {"uuid", or_null(g.uuid)},
+      {"memory_total_bytes", g.memory_total != 0 ? json(g.memory_total) : json(nullptr)},
+      {"token_holder", holder.empty() ? json(nullptr) : json(holder)},
+      {"token_handoffs", g.handoffs},
+      {"unhooked_processes", g.unhooked_processes},
+      {"unhooked_memory_bytes", g.unhooked_bytes},
+      {"tenants", std::move(rows)},
+  };
+}
+
+}  // namespace
+
 json status_json(const SegmentSnapshot& s, const DaemonView& d) {
   json daemon = {
       {"reachable", d.reachable},
@@ -216,41 +257,7 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
   }
 
   json gpus = json::array();
-  for (size_t k = 0; k < s.gpus.size(); ++k) {
-    const GpuSnapshot& g = s.gpus[k];
-    json rows = json::array();
-    for (const TenantSnapshot& t : s.tenants) {
-      const TenantGpuSnapshot& use = t.gpus[k];
-      if (!use.shown()) continue;
-      rows.push_back({
-          {"name", t.name},
-          {"memory_used_bytes", use.memory_used},
-          {"memory_quota_bytes", or_null(use.memory_quota)},
-          {"share", use.share_ppm / kPpm},
-          {"allowed", use.allowed},
-          {"achieved_share", use.achieved_share_ppm / kPpm},
-          {"gpu_seconds", static_cast<double>(use.gpu_time_ns) / kNanosPerSecond},
-          {"token_wait_seconds", static_cast<double>(use.wait_ns) / kNanosPerSecond},
-          {"token_grants", use.token_grants},
-          {"oom_refusals", use.oom_refusals},
-          {"holds_token", use.holds_token},
-          {"over_quota_bytes", use.over_quota_bytes},
-          {"watchdog_kills", use.watchdog_kills},
-          {"preemption_moved_bytes", use.bytes_moved},
-      });
-    }
-    const std::string holder = tenant_name(s, g.holder);
-    gpus.push_back({
-        {"index", g.index},
-        {"uuid", or_null(g.uuid)},
-        {"memory_total_bytes", g.memory_total != 0 ? json(g.memory_total) : json(nullptr)},
-        {"token_holder", holder.empty() ? json(nullptr) : json(holder)},
-        {"token_handoffs", g.handoffs},
-        {"unhooked_processes", g.unhooked_processes},
-        {"unhooked_memory_bytes", g.unhooked_bytes},
-        {"tenants", std::move(rows)},
-    });
-  }
+  for (size_t k = 0; k < s.gpus.size(); ++k) gpus.push_back(gpu_json(s, k));
   return {{"schema_version", kStatusSchemaVersion},
           {"daemon", std::move(daemon)},
           {"tenants", std::move(tenants)},
