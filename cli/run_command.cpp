@@ -83,8 +83,10 @@ void add_run_command(CLI::App& root, Action& chosen) {
       ->type_name("SIZE")
       ->check(CLI::Validator(check_memory, ""));
   cmd->add_option("--tenant", options->tenant,
-                  "Tenant to run as (sets CUSLICE_TENANT): one of a configured scheduler's, or, with "
-                  "an auto-started scheduler, a new one (default: \"default\")")
+                  "Tenant to run as (sets CUSLICE_TENANT): with an auto-started scheduler, one shared "
+                  "by every run that names it; with a configured scheduler, one of its file's. Default: "
+                  "a new tenant of the command's own, named after it and its pid (python3-4242); with a "
+                  "configured scheduler, the file's match rules and default_tenant")
       ->type_name("NAME")
       ->check(CLI::Validator(check_tenant, ""));
   cmd->add_option("--gpus", options->gpus,

@@ -2,6 +2,7 @@
 #include "scheduler_join.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "command_exec.h"
 #include "control_socket.h"
 #include "error.h"
+#include "own_tenant.h"
 #include "ppm.h"
 #include "run_flags.h"
 #include "scheduler_autostart.h"
@@ -22,8 +24,6 @@
 
 namespace cuslice::cli {
 namespace {
-
-constexpr const char* kDefaultTenant = "default";
 
 // --gpus as the GPUs the tenant's share is counted on: bit g for index g. UUIDs name no index
 // here (the CLI does not open NVML), so a list with one counts on every GPU (0).
@@ -43,10 +43,11 @@ uint32_t gpu_mask(const std::optional<std::string>& gpus) {
   }
 }
 
-// The tenant an ephemeral scheduler should hold for this command.
+// The tenant an ephemeral scheduler should hold for this command: --tenant, else one of
+// the command's own.
 wire::TenantSpec tenant_spec(const RunOptions& options) {
   wire::TenantSpec spec;
-  const std::string name = options.tenant.value_or(kDefaultTenant);
+  const std::string name = options.tenant.value_or(own_tenant_name(options.command.front(), ::getpid()));
   std::strncpy(spec.name, name.c_str(), sizeof spec.name - 1);
   if (name.size() >= sizeof spec.name)
     throw Error(ExitCode::kUsage, fmt::format("tenant name \"{}\" is longer than {} characters", name, sizeof spec.name - 1));

@@ -6,7 +6,11 @@ import stat
 
 import pytest
 
-from scheduler_harness import DEADLINE, FakeProcess, Scheduler, default_control_socket, eventually, shm_exists
+from scheduler_harness import (DEADLINE, FakeProcess, Scheduler, built, default_control_socket, eventually,
+                               shm_exists)
+
+# A command that prints its pid, then its environment: its own tenant is `sh-<pid>`.
+REPORT = ("sh", "-c", 'echo "pid=$$"; exec env')
 
 
 @pytest.fixture
@@ -24,6 +28,22 @@ def status(run_cuslice, socket_path):
     result = run_cuslice("status", "--json", "--socket", socket_path)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def tenants_of(run_cuslice, socket_path):
+    return {t["name"]: t for t in status(run_cuslice, socket_path)["tenants"]}
+
+
+def reported(result):
+    """The pid and the environment that REPORT printed."""
+    assert result.returncode == 0, result.stderr
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    return int(env.pop("pid")), env
+
+
+def own_tenant(pid):
+    """The tenant `run` makes for a fake process it runs without --tenant."""
+    return f"{built('CUSLICE_FAKE_PROCESS').name}-{pid}"
 
 
 def gone(pid):
@@ -85,27 +105,90 @@ def test_a_scheduler_whose_control_socket_is_elsewhere_is_told_where(run_cuslice
         assert (f"the scheduler at {s.socket} takes tenants on its control socket, and no scheduler answers on "
                 f"{default_control_socket(s.socket)}") in lost.stderr
         assert "--control-socket PATH" in lost.stderr
+        added = set()
         for how in ({"flags": ("--control-socket", control), "env": {}},
                     {"flags": (), "env": {"CUSLICE_CONTROL_SOCKET": str(control)}}):
-            result = run_cuslice("run", "--hook", hook, "--socket", s.socket, *how["flags"], "--", "env",
+            result = run_cuslice("run", "--hook", hook, "--socket", s.socket, *how["flags"], "--", *REPORT,
                                  env=how["env"])
-            assert result.returncode == 0, result.stderr
-            env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-            assert env["CUSLICE_TENANT"] == "default" and env["CUSLICE_SOCKET"] == str(s.socket)
+            pid, env = reported(result)
+            assert env["CUSLICE_TENANT"] == f"sh-{pid}" and env["CUSLICE_SOCKET"] == str(s.socket)
             assert env["CUSLICE_CONTROL_SOCKET"] == str(control)
-        assert [t["name"] for t in status(run_cuslice, s.socket)["tenants"]] == ["default"]
+            added.add(env["CUSLICE_TENANT"])
+        assert set(tenants_of(run_cuslice, s.socket)) <= added
     finally:
         s.stop()
 
 
 def test_a_run_whose_command_ends_at_once_still_leaves_no_scheduler(run_cuslice, hook, socket_path):
-    result = run_cuslice("run", "--hook", hook, "--socket", socket_path, "--", "env",
+    result = run_cuslice("run", "--hook", hook, "--socket", socket_path, "--", *REPORT,
                          env={"CUSLICE_AUTO_START": "1"})
-    assert result.returncode == 0, result.stderr
-    env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-    assert env["CUSLICE_TENANT"] == "default"
+    pid, env = reported(result)
+    assert env["CUSLICE_TENANT"] == f"sh-{pid}"
     assert env["CUSLICE_SOCKET"] == str(socket_path)
     eventually(lambda: not socket_path.exists(), "the scheduler to exit")
+
+
+def test_overlapping_runs_without_a_tenant_each_get_their_own(run_cuslice, cuslice_bin, hook, socket_path):
+    """Two commands with other quotas, neither naming a tenant, run side by side."""
+    first = FakeProcess(socket_path, None, "--reserve", 1 << 20, env={"CUSLICE_TENANT": ""},
+                        command_prefix=run_prefix(cuslice_bin, hook, socket_path, "--memory", "4GiB"))
+    try:
+        second = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
+                             command_prefix=run_prefix(cuslice_bin, hook, socket_path, "--memory", "8GiB",
+                                                       "--share", "50%", "--priority", "high"))
+        try:
+            tenants = tenants_of(run_cuslice, socket_path)
+            mine, theirs = tenants[own_tenant(first.pid)], tenants[own_tenant(second.pid)]
+            assert mine["pids"] == [first.pid] and theirs["pids"] == [second.pid]
+            assert mine["memory_quota_bytes"] == 4 << 30 and theirs["memory_quota_bytes"] == 8 << 30
+            assert theirs["share"] == pytest.approx(0.5) and theirs["priority"] == "high"
+            assert mine["priority"] == "normal"
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
+def test_runs_that_name_a_tenant_share_it(run_cuslice, cuslice_bin, hook, socket_path):
+    flags = ("--tenant", "team", "--memory", "2GiB", "--share", "40%")
+    first = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
+                        command_prefix=run_prefix(cuslice_bin, hook, socket_path, *flags))
+    try:
+        second = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
+                             command_prefix=run_prefix(cuslice_bin, hook, socket_path, *flags))
+        try:
+            tenants = tenants_of(run_cuslice, socket_path)
+            assert list(tenants) == ["team"]
+            assert sorted(tenants["team"]["pids"]) == sorted([first.pid, second.pid])
+        finally:
+            second.close()
+        # A command's own tenant is joined the same way: by its name, with its flags.
+        solo = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
+                           command_prefix=run_prefix(cuslice_bin, hook, socket_path, *flags[2:]))
+        try:
+            joiner = run_prefix(cuslice_bin, hook, socket_path, "--tenant", own_tenant(solo.pid), *flags[2:])
+            _, env = reported(run_cuslice(*joiner[1:], *REPORT, env={"CUSLICE_AUTO_START": "1"}))
+            assert env["CUSLICE_TENANT"] == own_tenant(solo.pid)
+        finally:
+            solo.close()
+    finally:
+        first.close()
+
+
+def test_runs_one_after_another_with_other_quotas_do_not_clash(run_cuslice, cuslice_bin, hook, socket_path):
+    """A run finds the scheduler the one before it used still there (it exits 2 s after its last
+    client; here a third command keeps it): each still gets a tenant of its own."""
+    keeper = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
+                         command_prefix=run_prefix(cuslice_bin, hook, socket_path, "--tenant", "keeper"))
+    try:
+        daemon_pid = status(run_cuslice, socket_path)["daemon"]["pid"]
+        for memory in ("4GiB", "8GiB", "1GiB"):
+            pid, env = reported(run_cuslice(*run_prefix(cuslice_bin, hook, socket_path, "--memory", memory)[1:],
+                                            *REPORT, env={"CUSLICE_AUTO_START": "1"}))
+            assert env["CUSLICE_TENANT"] == f"sh-{pid}" and env["CUSLICE_MEMORY_LIMIT"] == memory
+        assert status(run_cuslice, socket_path)["daemon"]["pid"] == daemon_pid
+    finally:
+        keeper.close()
 
 
 CONFIGURED = """\
@@ -135,6 +218,8 @@ def test_a_scheduler_with_a_file_takes_flags_that_say_what_the_file_says(run_cus
     assert result.returncode == 0, result.stderr
     env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
     assert env["CUSLICE_SOCKET"] == str(configured.socket)
+    # Without --tenant no tenant of its own: the file's match rules and default_tenant decide.
+    assert env.get("CUSLICE_TENANT") == (flags[1] if flags[:1] == ("--tenant",) else None)
     assert [t["name"] for t in status(run_cuslice, configured.socket)["tenants"]] == ["a", "b"]
 
 

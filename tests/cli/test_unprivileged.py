@@ -152,8 +152,9 @@ def test_run_as_an_ordinary_user_starts_a_scheduler_of_their_own(user, runtime_d
         assert doc["daemon"]["socket"] == str(socket)
         assert doc["daemon"]["shm_name"] not in ("/cuslice", "")  # not the node's segment
         tenants = {t["name"]: t for t in doc["tenants"]}
-        assert tenants["default"]["pids"] == [command.pid]
-        assert tenants["default"]["memory_quota_bytes"] == 4 << 30
+        own = f"{user.fake_process.name}-{command.pid}"  # the command's own tenant
+        assert tenants[own]["pids"] == [command.pid]
+        assert tenants[own]["memory_quota_bytes"] == 4 << 30
         assert Path("/dev/shm" + doc["daemon"]["shm_name"]).stat().st_uid == user.uid
     finally:
         command.stdin.close()
