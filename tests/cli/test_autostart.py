@@ -191,6 +191,23 @@ def test_runs_one_after_another_with_other_quotas_do_not_clash(run_cuslice, cusl
         keeper.close()
 
 
+@pytest.mark.xfail(strict=True, reason="an ephemeral scheduler keeps every tenant until it exits; remove this "
+                                       "mark once it removes a tenant with the last connection that ensured it")
+def test_a_runs_own_tenant_goes_with_its_command(run_cuslice, cuslice_bin, hook, socket_path):
+    keeper = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
+                         command_prefix=run_prefix(cuslice_bin, hook, socket_path, "--tenant", "keeper"))
+    try:
+        share = run_prefix(cuslice_bin, hook, socket_path, "--share", "60%")[1:]
+        _, env = reported(run_cuslice(*share, *REPORT, env={"CUSLICE_AUTO_START": "1"}))
+        eventually(lambda: env["CUSLICE_TENANT"] not in tenants_of(run_cuslice, socket_path),
+                   "the tenant to go with its command", timeout=5)
+        # Its share went with it: another 60% fits.
+        result = run_cuslice(*share, "true", env={"CUSLICE_AUTO_START": "1"})
+        assert result.returncode == 0, result.stderr
+    finally:
+        keeper.close()
+
+
 CONFIGURED = """\
 tenants:
   - {name: a, priority: high, compute: {share: 60%, limit: 90%}}
