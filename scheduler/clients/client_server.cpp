@@ -221,8 +221,10 @@ void ClientServer::on_first_message(int fd, Client& client) {
       register_client(fd, client, m.reg);
       return;
     case FirstMessage::Kind::kControl:
-      if (desk_.answer_control(fd, who, m.control) == ControlDesk::After::kKeepAsLease) {
+      if (ControlDesk::Outcome o = desk_.answer_control(fd, who, m.control); o.after == ControlDesk::After::kKeepAsLease) {
         client.kind = Kind::kLease;
+        client.lease = std::move(o.tenant);
+        ++leases_[client.lease];
         return;
       }
       break;
@@ -306,6 +308,11 @@ void ClientServer::drop_client(int fd) {
     if (registrar_.release(slot)) daemon_.tenant_released();
     --usage.processes;
     ledger_.publish_usage();  // the memory it gave back shows at once
+  }
+  // A tenant `cuslice run` added goes with the last command that ensured it.
+  if (it->second.kind == Kind::kLease && --leases_[it->second.lease] == 0) {
+    leases_.erase(it->second.lease);
+    daemon_.lease_ended(it->second.lease);
   }
   // A uid's counts and refusal report go with its last connection; a flood starts anew.
   if (usage.connections == 0) {

@@ -85,6 +85,7 @@ class ClientServer {
     gid_t gid = 0;
     bool control = false;                   // connected through the control socket
     std::chrono::nanoseconds connected{0};  // monotonic, for kFirstMessageTimeout
+    std::string lease;                      // kLease only: the tenant `cuslice run` ensured
   };
   struct UidUsage {
     int connections = 0;
@@ -114,6 +115,7 @@ class ClientServer {
   bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unordered_map<int, Client> clients_;
   std::unordered_map<uid_t, UidUsage> per_uid_;
+  std::unordered_map<std::string, int> leases_;  // open leases by tenant
 };
 
 }  // namespace cuslice

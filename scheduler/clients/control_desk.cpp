@@ -27,14 +27,14 @@ ControlDesk::ControlDesk(std::string control_socket_path, SharedSegment& segment
       refusals_(refusals),
       daemon_(daemon) {}
 
-ControlDesk::After ControlDesk::answer_control(int fd, const Requester& who, const wire::ControlRequest& req) {
+ControlDesk::Outcome ControlDesk::answer_control(int fd, const Requester& who, const wire::ControlRequest& req) {
   const TenantSource& source = tenants_.source();
   wire::ControlReply reply;
   reply.daemon_pid = getpid();
   reply.flags = source.ephemeral ? shm::Segment::kEphemeral : 0;
   std::strncpy(reply.shm_name, segment_.name().c_str(), sizeof reply.shm_name - 1);
   std::strncpy(reply.config_path, source.config_path.c_str(), sizeof reply.config_path - 1);
-  After after = After::kClose;
+  Outcome after;
   if (req.version != wire::kControlVersion || req.size != sizeof req) {
     reply.status = wire::ControlStatus::kVersionMismatch;
     fill_message(reply.message, {"control protocol version " + std::to_string(req.version) +
@@ -45,7 +45,7 @@ ControlDesk::After ControlDesk::answer_control(int fd, const Requester& who, con
     reply.status = wire::ControlStatus::kOk;
   } else if (req.command == wire::ControlCommand::kWorkloads) {
     answer_workloads(fd);
-    return After::kClose;
+    return {};
   } else if (req.command == wire::ControlCommand::kPreemption) {
     reply.status = wire::ControlStatus::kOk;
     fill_message(reply.message, preemptor_.report());
@@ -77,7 +77,7 @@ ControlDesk::After ControlDesk::answer_control(int fd, const Requester& who, con
   return after;
 }
 
-ControlDesk::After ControlDesk::change(const Requester& who, const wire::ControlRequest& req,
+ControlDesk::Outcome ControlDesk::change(const Requester& who, const wire::ControlRequest& req,
                                        wire::ControlReply& reply) {
   const TenantSource& source = tenants_.source();
   if (req.command == wire::ControlCommand::kReload) {
@@ -87,14 +87,15 @@ ControlDesk::After ControlDesk::change(const Requester& who, const wire::Control
                                       : wire::ControlStatus::kFailed;
     fill_message(reply.message,
                  outcome.ok ? std::vector<std::string>{"reloaded " + source.config_path} : outcome.errors);
-    return After::kClose;
+    return {};
   }
   const EnsureOutcome outcome = ensure_tenant(tenants_.config(), req.tenant);
   if (outcome.added) daemon_.tenants_changed();
   reply.status = outcome.ok ? wire::ControlStatus::kOk : wire::ControlStatus::kFailed;
   fill_message(reply.message, {outcome.message});
   spdlog::log(outcome.ok ? spdlog::level::info : spdlog::level::warn, "pid {}: {}", who.pid, outcome.message);
-  return outcome.ok ? After::kKeepAsLease : After::kClose;
+  if (!outcome.ok) return {};
+  return {After::kKeepAsLease, std::string(req.tenant.name, strnlen(req.tenant.name, sizeof req.tenant.name))};
 }
 
 void ControlDesk::answer_workloads(int fd) {

@@ -31,18 +31,23 @@ struct Requester {  // who asks, as the ClientServer knows them
 class ControlDesk {
  public:
   enum class After { kClose, kKeepAsLease };
+  // answer_control()'s outcome: kKeepAsLease with the tenant the lease holds.
+  struct Outcome {
+    After after = After::kClose;
+    std::string tenant;
+  };
 
   ControlDesk(std::string control_socket_path, SharedSegment& segment, TenantTable& tenants,
               const ProcessTable& processes, UsageLedger& ledger, const Preemptor& preemptor, RefusalLog& refusals,
               DaemonControl& daemon);
 
-  After answer_control(int fd, const Requester& who, const wire::ControlRequest& request);
+  Outcome answer_control(int fd, const Requester& who, const wire::ControlRequest& request);
   void answer_plugin(int fd, const Requester& who, const wire::PluginRequest& request);
 
  private:
   void answer_workloads(int fd);  // kWorkloads: a reply of its own
   // Reload and ensure-tenant, for a requester allowed to change the daemon.
-  After change(const Requester& who, const wire::ControlRequest& request, wire::ControlReply& reply);
+  Outcome change(const Requester& who, const wire::ControlRequest& request, wire::ControlReply& reply);
 
   std::string control_socket_path_;
   SharedSegment& segment_;

@@ -4,6 +4,8 @@
 // the idle timer); the clients component never reaches those itself.
 #pragma once
 
+#include <string>
+
 #include "tenant_table.h"
 
 namespace cuslice {
@@ -20,6 +22,8 @@ class DaemonControl {
   virtual void tenant_released() = 0;
   // A connection opened or closed (the idle timer).
   virtual void connections_changed() = 0;
+  // The last `cuslice run` that ensured `tenant` ended: the tenant goes, if `run` added it.
+  virtual void lease_ended(const std::string& tenant) = 0;
 
  protected:
   ~DaemonControl() = default;

@@ -188,6 +188,12 @@ void Daemon::tenants_changed() {
 
 void Daemon::tenant_released() { scheduler_.reconfigure(); }
 
+void Daemon::lease_ended(const std::string& tenant) {
+  if (!tenants_.forget_added(tenant)) return;
+  spdlog::info("tenant {}: its last `cuslice run` ended", tenant);
+  tenants_changed();
+}
+
 void Daemon::start_metrics(uint16_t port) {
   const std::string address =
       options_.metrics_address.value_or(tenants_.config().scheduler.metrics_address.value_or("127.0.0.1"));

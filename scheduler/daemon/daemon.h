@@ -94,6 +94,7 @@ class Daemon final : private DaemonControl {
   void tenants_changed() override;
   void tenant_released() override;
   void connections_changed() override;  // the idle timer
+  void lease_ended(const std::string& tenant) override;
 
   // The tenant table written into the segment, and what follows: new entries' usage from
   // zero, the policies and preemption reconfigured.

@@ -142,6 +142,13 @@ bool TenantTable::release_if_retired(uint32_t t) {
   return true;
 }
 
+bool TenantTable::forget_added(const std::string& name) {
+  const int c = config_.find_tenant(name);
+  if (!source_.ephemeral || c < 0) return false;
+  config_.tenants.erase(config_.tenants.begin() + c);
+  return true;
+}
+
 ReloadOutcome TenantTable::reload() {
   ReloadOutcome outcome;
   if (source_.ephemeral) {

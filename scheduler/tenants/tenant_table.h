@@ -55,6 +55,9 @@ class TenantTable {
   // Tenant entry t's last process left: frees the entry if its tenant was removed. True when
   // it did (the policies must forget the tenant).
   bool release_if_retired(uint32_t t);
+  // Without a file: takes `name`, which `cuslice run` added, out of the configuration (apply()
+  // then retires it while processes of it still run). False when there was nothing to take.
+  bool forget_added(const std::string& name);
 
   const TenantSource& source() const { return source_; }
   const Config& config() const { return config_; }

@@ -191,8 +191,6 @@ def test_runs_one_after_another_with_other_quotas_do_not_clash(run_cuslice, cusl
         keeper.close()
 
 
-@pytest.mark.xfail(strict=True, reason="an ephemeral scheduler keeps every tenant until it exits; remove this "
-                                       "mark once it removes a tenant with the last connection that ensured it")
 def test_a_runs_own_tenant_goes_with_its_command(run_cuslice, cuslice_bin, hook, socket_path):
     keeper = FakeProcess(socket_path, None, env={"CUSLICE_TENANT": ""},
                          command_prefix=run_prefix(cuslice_bin, hook, socket_path, "--tenant", "keeper"))
