@@ -1,7 +1,8 @@
 """cuslice-device-plugin end to end (device_plugin_harness.py): the fake kubelet drives the
 real plugin, which sees the fake NVML's GPUs and makes tenants in the real cuslice-scheduler;
 `cuslice status --json` and processes that register like the hook (fake_hooked_process)
-check what the tenants are.
+check what the tenants are. Placement and the start check are
+test_device_plugin_placement.py's.
 
 Waits are bounded polls that return as soon as the condition holds.
 """
@@ -92,6 +93,7 @@ def test_two_pods_get_tenants_with_exactly_their_quota_and_share(make_node):
         t = node.tenants()
         return ta in t and tb in t and t[ta]["share"] == pytest.approx(0.30) and t[tb]["share"] == pytest.approx(0.70)
     eventually(linked, "both tenants with their shares")
+    eventually(lambda: node.labels(tb).get("pod") == "b", "b's labels, from PodResources")
     tenants = node.tenants()
     assert tenants[ta]["memory_quota_bytes"] == 8 * GiB
     assert tenants[tb]["memory_quota_bytes"] == 4 * GiB
@@ -252,14 +254,6 @@ def test_a_preemptible_configmap_tenant_keeps_no_memory_back(make_node, tmp_path
     node.scheduler.process.send_signal(signal.SIGHUP)
     node.kubelet.ok("wait_devices", resource=MEMORY, total=16, healthy=16)
     assert node.kubelet.admit("a", memory=16)["ok"]
-
-
-def test_compute_without_memory_is_logged_as_getting_no_gpu(make_node):
-    node = make_node(gpus=1)
-    assert node.kubelet.admit("c", compute=20)["ok"]
-    eventually(lambda: "team-a/c/main holds 20 cuslice.io/gpu-compute but no cuslice.io/gpu-memory: it gets no GPU"
-               in node.logs(), "the warning")
-    assert not node.tenants()
 
 
 def test_the_real_hook_in_a_one_gpu_container_view_charges_the_nodes_gpu(make_node):
