@@ -296,6 +296,7 @@ void DevicePlugin::hold_back_for_other_tenants(const SchedulerState& state) {
     }
     ledger_.set_held_back(g.index, held);
   }
+  ledger_.set_other_tenants(state.other_tenant_count);
   for (const OtherTenant& t : state.other_tenants)
     if (t.unlimited() && warned_unlimited_.insert(t.name).second)
       spdlog::warn("the scheduler's tenant {} has no memory quota: the plugin cannot count its memory; give it one "

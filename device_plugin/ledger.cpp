@@ -23,8 +23,15 @@ uint32_t Ledger::capacity_units(const Gpu& gpu) const { return gpus_.capacity_un
 std::set<uint32_t> Ledger::used_units(uint32_t gpu) const { return allocations_.used_units(gpu); }
 const std::map<std::string, Allocation>& Ledger::allocations() const { return allocations_.all(); }
 
+uint32_t Ledger::tenant_room() const {
+  uint32_t ours = 0;
+  for (const auto& [name, a] : allocations_.all()) ours += a.tenant.empty() ? 0 : 1;
+  const uint64_t held = uint64_t{ours} + other_tenants_;
+  return held >= options_.max_tenants ? 0 : options_.max_tenants - static_cast<uint32_t>(held);
+}
+
 std::vector<Device> Ledger::memory_devices() const {
-  return device_plugin::memory_devices(gpus_, allocations_, scheduler_reachable_);
+  return device_plugin::memory_devices(gpus_, allocations_, scheduler_reachable_, {tenant_room(), options_.placement});
 }
 
 std::vector<Device> Ledger::compute_devices() const {

@@ -2,9 +2,9 @@
 // which device IDs exist and are healthy, where a container's memory should go, what a
 // kubelet Allocate call means, whether a container may start, and what the PodResources API
 // says happened afterwards. The caller (device_plugin.h) feeds it facts (GPUs from NVML,
-// whether the scheduler answers, PodResources snapshots, the clock, fresh random
-// credentials) and carries its answers out to the kubelet and the scheduler; the unit tests
-// feed it the same facts by hand.
+// whether the scheduler answers and how many tenants it has, PodResources snapshots, the
+// clock, fresh random credentials) and carries its answers out to the kubelet and the
+// scheduler; the unit tests feed it the same facts by hand.
 //
 // How a container's two requests become one tenant (docs/kubernetes.md, "How it fits the
 // kubelet"):
@@ -47,6 +47,7 @@
 #include "gpu_table.h"
 #include "placement.h"
 #include "reconciliation.h"
+#include "shm_protocol.h"
 
 namespace cuslice::device_plugin {
 
@@ -65,6 +66,8 @@ struct LedgerOptions {
   PlacementPolicy placement = PlacementPolicy::kBinpack;
   // How long one of a container's Allocate calls waits for its other one (call_pairing.h).
   Clock::duration pairing_window = std::chrono::seconds(10);
+  // The tenants the scheduler holds at most.
+  uint32_t max_tenants = shm::kMaxTenants;
 };
 
 class Ledger {
@@ -79,6 +82,10 @@ class Ledger {
   void set_held_back(uint32_t gpu, uint64_t bytes);
   void set_scheduler_reachable(bool reachable) { scheduler_reachable_ = reachable; }
   bool scheduler_reachable() const { return scheduler_reachable_; }
+  // The scheduler's tenants that are not the plugin's (its configuration file's).
+  void set_other_tenants(uint32_t count) { other_tenants_ = count; }
+  // Tenants the scheduler can still hold: at most this many containers more are advertised.
+  uint32_t tenant_room() const;
   const std::vector<Gpu>& gpus() const;
 
   // GiB the GPU can hand out: (memory - held back) / 1 GiB, rounded down.
@@ -87,9 +94,9 @@ class Ledger {
   std::set<uint32_t> used_units(uint32_t gpu) const;
 
   // What ListAndWatch advertises (advertised_devices.h). Memory: every unit below the
-  // capacity, healthy while the GPU is present and the scheduler answers; a unit still held
-  // above a capacity that shrank (a ConfigMap tenant got a quota) is listed, healthy, until
-  // it is given back.
+  // capacity, healthy while the GPU is present, the scheduler answers and the node can take
+  // one more container there; a unit still held above a capacity that shrank (a ConfigMap
+  // tenant got a quota) is listed, healthy, until it is given back.
   std::vector<Device> memory_devices() const;
   // Compute: 100 per GPU known, those of an absent GPU unhealthy; all unhealthy while the
   // scheduler does not answer.
@@ -146,6 +153,7 @@ class Ledger {
   LedgerOptions options_;
   GpuTable gpus_;
   bool scheduler_reachable_ = false;
+  uint32_t other_tenants_ = 0;
   AllocationBook allocations_;
   CallPairing pairing_;
   Reconciler reconciler_;

@@ -38,6 +38,7 @@ TEST(Ledger, TheSharesOnAGpuLeaveOnePercentToEachContainerWithout) {
   ASSERT_EQ(kubelet.admit("b", 1, 0, true, t), 0);
   ASSERT_EQ(kubelet.admit("c", 1, 0, true, t), 0);
   ASSERT_EQ(kubelet.admit("d", 1, 38, false, t), 0);  // 60 + 38 + 1 + 1
+  EXPECT_EQ(kubelet.admit("e", 1, 1, false, t), -1);   // no compute left for it
   uint32_t sum = 0;
   for (const auto& [name, a] : l.allocations()) sum += l.share_ppm(a) > 0 ? l.share_ppm(a) : 10'000u;
   EXPECT_EQ(sum, 1'000'000u);

@@ -1,7 +1,7 @@
 """cuslice-device-plugin end to end (device_plugin_harness.py): the fake kubelet drives the
 real plugin, which sees the fake NVML's GPUs and makes tenants in the real cuslice-scheduler;
 `cuslice status --json` and processes that register like the hook (fake_hooked_process)
-check what the tenants are. Placement and the start check are
+check what the tenants are. Placement, the start check and the node's capacity are
 test_device_plugin_placement.py's.
 
 Waits are bounded polls that return as soon as the condition holds.
@@ -25,7 +25,8 @@ from scheduler_harness import DEADLINE, FakeProcess, built, eventually  # noqa: 
 @pytest.mark.parametrize("gpus", [1, 3, 8])
 def test_each_gpu_is_advertised_as_its_memory_in_gib_and_100_compute_ids(make_node, gpus):
     node = make_node(gpus=gpus, memory=24 * GiB)
-    memory = node.kubelet.ok("wait_devices", resource=MEMORY, total=24 * gpus, healthy=24 * gpus)
+    # Healthy: no more free GiB than the 64 tenants the scheduler holds (test_device_plugin_placement.py).
+    memory = node.kubelet.ok("wait_devices", resource=MEMORY, total=24 * gpus, healthy=min(24 * gpus, 64))
     assert memory["total"] == 24 * gpus
     devices = node.kubelet.ok("devices", resource=MEMORY)["devices"]
     per_gpu = {}

@@ -1,8 +1,8 @@
 """Where cuslice-device-plugin puts containers, end to end (device_plugin_harness.py): a GPU
 where the memory and the compute both fit, by --placement; the check at a container's start
-(compute without memory, compute that does not fit its GPU); and compute over one GPU. The
-scheduler's own list of plugin tenants and `cuslice status --json` say on which GPU each
-tenant is, with what share.
+(compute without memory, compute that does not fit its GPU); compute over one GPU; and a node
+that advertises no more containers than the scheduler can hold. The scheduler's own list of
+plugin tenants and `cuslice status --json` say on which GPU each tenant is, with what share.
 
 Waits are bounded polls that return as soon as the condition holds.
 """
@@ -137,3 +137,29 @@ def test_compute_over_one_gpu_is_refused_at_allocate_with_its_reason(make_node, 
     assert ("cuslice.io/gpu-compute: 150% asked for, but a container gets at most one GPU, 100%: ask for 100 or "
             "less, and for more than one GPU run one container per GPU") in refused["error"], refused
     assert admitted(node.kubelet.admit("whole", memory=2, compute=100))
+
+
+def configmap_tenants(path, count):
+    """A configuration with `count` tenants of 16 MiB each, besides the plugin's."""
+    tenants = "".join(f"  - name: t{i}\n    memory: 16MiB\n    match: {{uid: {5000 + i}}}\n" for i in range(count))
+    path.write_text("scheduler:\n  quantum: 50ms\ntenants:\n" + tenants)
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 8])
+def test_the_node_advertises_no_more_containers_than_the_scheduler_can_hold(make_node, tmp_path, gpus):
+    configmap_tenants(tmp_path / "cuslice.yaml", 56)  # 8 tenants left of 64
+    node = make_node(gpus=gpus)
+    # Each GPU keeps 56 x 16 MiB back: 15 GiB to hand out, of which 8 are advertised free.
+    node.kubelet.ok("wait_devices", resource=MEMORY, total=15 * gpus, healthy=8)
+    pods = {f"p{i}": node.kubelet.admit(f"p{i}", memory=1) for i in range(8)}
+    assert all(admitted(p) for p in pods.values()), pods
+    assert len(node.tenants()) == 64
+    node.kubelet.ok("wait_devices", resource=MEMORY, healthy=8)  # the eight held, none free
+    # The ninth is refused by the kubelet (as kube-scheduler would not place it), not by the
+    # scheduler's "already 64 tenants".
+    refused = node.kubelet.admit("p8", memory=1)
+    assert not refused["ok"] and "requested number of devices unavailable" in refused["error"], refused
+    node.kubelet.ok("delete", namespace="team-a", pod="p0")
+    eventually(lambda: len(node.tenants()) == 63, "p0's tenant to go")
+    node.kubelet.ok("wait_devices", resource=MEMORY, healthy=8)  # seven held, one free
+    assert admitted(node.kubelet.admit("p8", memory=1))
