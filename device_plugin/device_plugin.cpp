@@ -192,10 +192,20 @@ bool DevicePlugin::pre_start(Resource resource, const std::vector<std::string>& 
     return true;
   }
   const StartOutcome outcome = ledger_.start_compute(ids, *holdings, asked);
-  // The share before the container's first kernel, not at the next look.
-  if (!outcome.tenant.empty() && ledger_.scheduler_reachable()) push_changes(Clock::now(), {});
-  changed();
   error = outcome.error;
+  if (error.empty() && !outcome.tenant.empty() && ledger_.scheduler_reachable()) {
+    // The share before the container's first kernel, the others' shrinking ones first. The
+    // scheduler counts the GPU's other tenants too (its configuration file's), which the
+    // plugin does not see: a share it refuses is the container's refusal.
+    push_changes(Clock::now(), outcome.tenant);
+    const Allocation& a = ledger_.allocations().at(outcome.tenant);
+    if (const std::string refused = apply(a, "at its start"); !refused.empty()) {
+      error = fmt::format("{}: container {} asks for {}% of GPU {}, and cuslice-scheduler refused it: {}",
+                          kComputeResource, a.workload.text(), a.compute_percent, a.gpu, refused);
+      ledger_.refuse_compute(outcome.tenant);
+    }
+  }
+  changed();
   return error.empty();
 }
 
@@ -220,17 +230,18 @@ void DevicePlugin::refresh_gpus() {
   if (ledger_.memory_devices() != before) changed();
 }
 
-void DevicePlugin::apply(const Allocation& a, const char* why) {
+std::string DevicePlugin::apply(const Allocation& a, const char* why) {
   const wire::PluginTenant spec = to_wire(a);
   auto it = in_scheduler_.find(a.tenant);
-  if (it != in_scheduler_.end() && std::memcmp(&it->second, &spec, sizeof spec) == 0) return;
+  if (it != in_scheduler_.end() && std::memcmp(&it->second, &spec, sizeof spec) == 0) return {};
   const SchedulerAnswer answer = scheduler_.apply(spec);
   if (!answer.ok()) {
     spdlog::warn("tenant {}: the scheduler refused an update: {}", a.tenant, answer.message);
-    return;
+    return answer.message;
   }
   if (it == in_scheduler_.end()) spdlog::info("tenant {}: created again in the scheduler ({})", a.tenant, why);
   in_scheduler_[a.tenant] = spec;
+  return {};
 }
 
 void DevicePlugin::push_changes(Clock::time_point made_before, const std::string& skip) {

@@ -91,7 +91,8 @@ class DevicePlugin {
   void ensure_registered();
   void changed();  // with mutex_ held: a new version for ListAndWatch
   wire::PluginTenant to_wire(const Allocation& allocation) const;
-  void apply(const Allocation& allocation, const char* why);
+  // Sends the tenant's spec when it changed; the scheduler's refusal, or "".
+  std::string apply(const Allocation& allocation, const char* why);
   // Applies every tenant made before `made_before` but `skip` whose spec changed, with mutex_
   // held; shares that shrink first, so that a GPU's shares never add up to over 100% on the way.
   void push_changes(Clock::time_point made_before, const std::string& skip);

@@ -65,6 +65,10 @@ StartOutcome Ledger::start_compute(const std::vector<std::string>& ids, const st
   return check_start(allocations_, ids, holdings);
 }
 
+void Ledger::refuse_compute(const std::string& tenant) {
+  if (Allocation* a = allocations_.find(tenant)) a->compute_refused = true;
+}
+
 void Ledger::settle_pairing(const std::vector<Holding>& holdings, Clock::time_point now) {
   const std::vector<std::string>* ids = pairing_.last_compute(now);
   if (!ids) return;

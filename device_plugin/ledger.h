@@ -130,6 +130,8 @@ class Ledger {
   // applies the snapshot (links only), then says whether the container may start.
   StartOutcome start_compute(const std::vector<std::string>& ids, const std::vector<Holding>& holdings,
                              Clock::time_point now);
+  // The scheduler refused the tenant's share at its start: its compute counts as none.
+  void refuse_compute(const std::string& tenant);
   // Forgets a tenant (its creation in the scheduler failed).
   void forget(const std::string& tenant);
   // Takes back an allocation the scheduler still holds (after the plugin restarted).

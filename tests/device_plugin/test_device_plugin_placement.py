@@ -114,6 +114,24 @@ def test_a_container_whose_compute_does_not_fit_its_gpu_is_refused_at_start(make
     assert node.plugin_tenants()[tenant_name(pod)]["share"] == pytest.approx(0.30)
 
 
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_share_the_scheduler_cannot_fit_beside_its_file_tenants_is_refused_with_its_reason(make_node, tmp_path,
+                                                                                             order):
+    # The plugin does not see the file tenants' shares; the scheduler keeps each GPU within 100%.
+    (tmp_path / "cuslice.yaml").write_text(
+        "scheduler:\n  quantum: 50ms\ntenants:\n  - name: batch\n    compute: {share: 50%}\n    memory: 1GiB\n"
+        "    match: {uid: 4242}\n")
+    node = make_node(gpus=1)
+    pod = node.kubelet.admit("p", memory=2, compute=60, order=ORDERS[order])
+    why = "GPU 0 has 50% of its time given to other tenants, so 60% more would be over 100%"
+    if order == "compute-first":  # the tenant is made with its share: Allocate says no
+        assert not pod["ok"] and why in pod["error"], pod
+    else:  # made without one, then given it at the start: the start says no
+        start = pod["containers"]["main"]["start"]
+        assert not start["ok"] and "cuslice-scheduler refused it" in start["error"] and why in start["error"], pod
+    assert admitted(node.kubelet.admit("q", memory=2, compute=40, order=ORDERS[order]))
+
+
 def test_compute_without_memory_is_refused_at_start_with_its_reason(make_node):
     node = make_node(gpus=2)
     pod = node.kubelet.admit("c", compute=20)
