@@ -1,9 +1,11 @@
 // What a kubelet Allocate call's device IDs mean. Memory IDs must name units of one present
 // GPU, each once: they become a new allocation (a tenant to make), or the same one again when
 // the kubelet repeats a call; anything else is refused with a message that names the request
-// and each GPU's free memory, since the kubelet shows it to the pod's owner. Compute IDs are
-// only checked: compute is a share of whatever GPU the container's memory is on, which this
-// call cannot know (ledger.h, steps 1 and 2).
+// and each GPU's free memory, since the kubelet shows it to the pod's owner. Compute IDs must
+// be at most one GPU's (100) and fit in some GPU's free compute; they are not tied to a GPU,
+// and are the share of whatever GPU the container's memory is on. Each call is paired with
+// the same container's other one when it can be (call_pairing.h): the allocation then counts
+// that compute on its GPU at once, for the placements that follow.
 //
 // Records the allocation; never talks to the kubelet or the scheduler (device_plugin.cpp
 // does, with what this returns).
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "allocation_book.h"
+#include "call_pairing.h"
 #include "gpu_table.h"
 
 namespace cuslice::device_plugin {
@@ -24,10 +27,14 @@ struct MemoryOutcome {
 };
 
 // Allocate for cuslice.io/gpu-memory. `fresh_tenant`/`fresh_key` name the tenant if one is
-// made.
-MemoryOutcome allocate_memory(const GpuTable& gpus, AllocationBook& book, const std::vector<std::string>& ids,
-                              Clock::time_point now, const std::string& fresh_tenant, const std::string& fresh_key);
-// Allocate for cuslice.io/gpu-compute: "" when the IDs are compute IDs of this node, else why not.
-std::string check_compute(const GpuTable& gpus, const std::vector<std::string>& ids);
+// made; it takes the compute of the compute call just before when that pairs and fits.
+MemoryOutcome allocate_memory(const GpuTable& gpus, AllocationBook& book, CallPairing& pairing,
+                              const std::vector<std::string>& ids, Clock::time_point now,
+                              const std::string& fresh_tenant, const std::string& fresh_key);
+// Allocate for cuslice.io/gpu-compute: "" when accepted, else why not (IDs this node does not
+// advertise, more than one GPU's, more than any GPU has free). Pairs it with the memory call
+// just before when the compute fits that allocation's GPU.
+std::string allocate_compute(const GpuTable& gpus, AllocationBook& book, CallPairing& pairing,
+                             const std::vector<std::string>& ids, Clock::time_point now);
 
 }  // namespace cuslice::device_plugin

@@ -20,6 +20,11 @@ const Allocation* AllocationBook::find_same(uint32_t gpu, const std::set<uint32_
   return nullptr;
 }
 
+Allocation* AllocationBook::find(const std::string& name) {
+  const auto it = allocations_.find(name);
+  return it == allocations_.end() ? nullptr : &it->second;
+}
+
 const Allocation* AllocationBook::add(Allocation allocation) {
   const std::string name = allocation.tenant;
   auto [it, inserted] = allocations_.emplace(name, std::move(allocation));

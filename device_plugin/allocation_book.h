@@ -34,7 +34,14 @@ struct Allocation {
   std::string gpu_uuid;
   std::set<uint32_t> units;  // the GiB units (memory IDs) on that GPU
   Workload workload;         // from PodResources, once seen there
-  uint32_t compute_percent = 0;  // compute IDs the same container holds; 0: none (default share)
+  // Compute IDs the same container holds; 0: none or not known yet (default share). Set when
+  // its compute call pairs with its memory call (call_pairing.h), and from PodResources.
+  uint32_t compute_percent = 0;
+  // When the compute was taken from the paired call: a PodResources snapshot asked for
+  // before then may not list that compute yet, and leaves it as it is.
+  std::optional<Clock::time_point> compute_paired_at;
+  // The container was refused at start: its compute does not fit its GPU (container_start.h).
+  bool compute_refused = false;
   bool seen = false;             // PodResources has shown a container holding it
   Clock::time_point created{};
   std::optional<Clock::time_point> absent_since;  // seen before, in no snapshot since then
@@ -50,6 +57,8 @@ class AllocationBook {
   std::set<uint32_t> used_units(uint32_t gpu) const;
   // The allocation with a tenant already made for exactly these units of `gpu`; null if none.
   const Allocation* find_same(uint32_t gpu, const std::set<uint32_t>& units) const;
+  // The allocation named `name`, to change; null if none.
+  Allocation* find(const std::string& name);
 
   // Records `allocation` under its tenant name; null when the name is taken.
   const Allocation* add(Allocation allocation);

@@ -3,16 +3,17 @@
 
 #include <algorithm>
 
+#include "compute_room.h"
 #include "ppm.h"
 
 namespace cuslice::device_plugin {
 
 uint32_t share_ppm(const Allocation& allocation, const AllocationBook&) {
-  return std::min(allocation.compute_percent * kPpmPerPercent, kPpmWhole);
+  return std::min(counted_percent(allocation) * kPpmPerPercent, kPpmWhole);
 }
 
 uint32_t limit_ppm(const Allocation& allocation, const AllocationBook& book, bool cap_compute) {
-  return cap_compute && allocation.compute_percent > 0 ? share_ppm(allocation, book) : kPpmWhole;
+  return cap_compute && counted_percent(allocation) > 0 ? share_ppm(allocation, book) : kPpmWhole;
 }
 
 }  // namespace cuslice::device_plugin

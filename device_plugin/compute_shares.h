@@ -1,11 +1,12 @@
 // A tenant's share of its GPU and its cap, in millionths (ppm) of the GPU.
 //
-// The share: its compute IDs in percent when it has some, else 0, which the scheduler reads
-// as an equal part of what the explicit shares of the tenants on its GPU leave (at least 1%),
-// so that a container that asked only for memory still runs, and runs alone at full speed
-// (shares are weights under contention, not caps). The scheduler refuses a tenant whose share
-// does not fit its GPU beside the others there. The cap is the share with --cap-compute
-// (HAMi's gpucores), else none.
+// The share: its compute in percent when it counts (compute_room.h), else 0, which the
+// scheduler reads as an equal part of what the explicit shares of the tenants on its GPU
+// leave (at least 1%), so that a container that asked only for memory (or whose compute is
+// not known yet, or was refused at start) still runs, and runs alone at full speed (shares
+// are weights under contention, not caps). The scheduler refuses a tenant whose share does
+// not fit its GPU beside the others there; placement (placement.h) keeps within that. The cap
+// is the share with --cap-compute (HAMi's gpucores), else none.
 //
 // Reads the allocation record only; changes nothing.
 #pragma once

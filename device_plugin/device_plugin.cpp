@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "device_ids.h"
 #include "pod_resources.h"
@@ -96,9 +98,25 @@ void DevicePlugin::wait_for_change(uint64_t seen, std::chrono::milliseconds time
 
 std::vector<std::string> DevicePlugin::preferred(Resource resource, const std::vector<std::string>& available,
                                                  const std::vector<std::string>& must_include, size_t size) {
+  if (resource == Resource::kCompute) {
+    std::lock_guard lock(mutex_);
+    return ledger_.preferred_compute(available, must_include, size);
+  }
+  // Whose the compute call just before was: PodResources has recorded it by now
+  // (call_pairing.h, rule 3). Asked without the mutex, as every call to the kubelet.
+  bool ask;
+  {
+    std::lock_guard lock(mutex_);
+    ask = ledger_.pairing_needs_pods(Clock::now());
+  }
+  std::optional<std::vector<Holding>> holdings;
+  const Clock::time_point listed = Clock::now();
+  std::string why;
+  if (ask) holdings = list_holdings(options_.pod_resources_socket, why);
+  if (ask && !holdings) spdlog::debug("GetPreferredAllocation: {}; the calls' order decides", why);
   std::lock_guard lock(mutex_);
-  return resource == Resource::kMemory ? ledger_.preferred_memory(available, must_include, size)
-                                       : ledger_.preferred_compute(available, must_include, size);
+  if (holdings) ledger_.settle_pairing(*holdings, listed);
+  return ledger_.preferred_memory(available, must_include, size, Clock::now());
 }
 
 wire::PluginTenant DevicePlugin::to_wire(const Allocation& a) const {
@@ -123,9 +141,10 @@ bool DevicePlugin::allocate(Resource resource, const std::vector<std::string>& i
                             v1beta1::ContainerAllocateResponse& out, std::string& error) {
   std::lock_guard lock(mutex_);
   if (resource == Resource::kCompute) {
-    error = ledger_.check_compute(ids);
+    error = ledger_.allocate_compute(ids, Clock::now());
     if (!error.empty()) return false;
     out = compute_response(ids.size());
+    changed();  // compute paired with a tenant is promised on its GPU now
     return true;
   }
   if (!ledger_.scheduler_reachable()) {
@@ -141,12 +160,14 @@ bool DevicePlugin::allocate(Resource resource, const std::vector<std::string>& i
   }
   const Allocation& a = *outcome.allocation;
   if (outcome.created) {
+    push_changes(Clock::now(), a.tenant);  // the others' shares that shrink go first
     const wire::PluginTenant spec = to_wire(a);
     const SchedulerAnswer answer = scheduler_.apply(spec);
     if (!answer.ok()) {
       error = fmt::format("{}: cuslice-scheduler refused the tenant for {} on GPU {}: {}", kMemoryResource,
                           gib_text(a.memory_bytes()), a.gpu, answer.message);
       ledger_.forget(name);
+      changed();
       return false;
     }
     in_scheduler_[a.tenant] = spec;
@@ -156,6 +177,36 @@ bool DevicePlugin::allocate(Resource resource, const std::vector<std::string>& i
   }
   out = memory_response(a, minors_.count(a.gpu) ? minors_.at(a.gpu) : std::nullopt, options_.response);
   return true;
+}
+
+bool DevicePlugin::pre_start(Resource resource, const std::vector<std::string>& ids, std::string& error) {
+  if (resource != Resource::kCompute) return true;
+  const Clock::time_point asked = Clock::now();
+  std::string why;
+  const std::optional<std::vector<Holding>> holdings = list_holdings(options_.pod_resources_socket, why);
+  std::lock_guard lock(mutex_);
+  if (!holdings) {
+    // Nothing can be checked; the next look at PodResources links the container.
+    spdlog::warn("PreStartContainer for {} IDs of {}: {}; the container starts unchecked", ids.size(),
+                 kComputeResource, why);
+    return true;
+  }
+  const StartOutcome outcome = ledger_.start_compute(ids, *holdings, asked);
+  error = outcome.error;
+  if (error.empty() && !outcome.tenant.empty() && ledger_.scheduler_reachable()) {
+    // The share before the container's first kernel, the others' shrinking ones first. The
+    // scheduler counts the GPU's other tenants too (its configuration file's), which the
+    // plugin does not see: a share it refuses is the container's refusal.
+    push_changes(Clock::now(), outcome.tenant);
+    const Allocation& a = ledger_.allocations().at(outcome.tenant);
+    if (const std::string refused = apply(a, "at its start"); !refused.empty()) {
+      error = fmt::format("{}: container {} asks for {}% of GPU {}, and cuslice-scheduler refused it: {}",
+                          kComputeResource, a.workload.text(), a.compute_percent, a.gpu, refused);
+      ledger_.refuse_compute(outcome.tenant);
+    }
+  }
+  changed();
+  return error.empty();
 }
 
 void DevicePlugin::refresh_gpus() {
@@ -179,17 +230,30 @@ void DevicePlugin::refresh_gpus() {
   if (ledger_.memory_devices() != before) changed();
 }
 
-void DevicePlugin::apply(const Allocation& a, const char* why) {
+std::string DevicePlugin::apply(const Allocation& a, const char* why) {
   const wire::PluginTenant spec = to_wire(a);
   auto it = in_scheduler_.find(a.tenant);
-  if (it != in_scheduler_.end() && std::memcmp(&it->second, &spec, sizeof spec) == 0) return;
+  if (it != in_scheduler_.end() && std::memcmp(&it->second, &spec, sizeof spec) == 0) return {};
   const SchedulerAnswer answer = scheduler_.apply(spec);
   if (!answer.ok()) {
     spdlog::warn("tenant {}: the scheduler refused an update: {}", a.tenant, answer.message);
-    return;
+    return answer.message;
   }
   if (it == in_scheduler_.end()) spdlog::info("tenant {}: created again in the scheduler ({})", a.tenant, why);
   in_scheduler_[a.tenant] = spec;
+  return {};
+}
+
+void DevicePlugin::push_changes(Clock::time_point made_before, const std::string& skip) {
+  std::vector<std::pair<int64_t, const Allocation*>> due;
+  for (const auto& [name, a] : ledger_.allocations()) {
+    if (a.tenant.empty() || a.created > made_before || name == skip) continue;
+    const auto it = in_scheduler_.find(a.tenant);
+    const int64_t before = it == in_scheduler_.end() ? 0 : int64_t{it->second.share_ppm};
+    due.push_back({int64_t{ledger_.share_ppm(a)} - before, &a});
+  }
+  std::stable_sort(due.begin(), due.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [growth, a] : due) apply(*a, "the scheduler restarted, or lost it");
 }
 
 void DevicePlugin::sync_scheduler_and_pods() {
@@ -199,8 +263,9 @@ void DevicePlugin::sync_scheduler_and_pods() {
   std::optional<SchedulerState> state = scheduler_.state(why);
   std::string pods_why;
   const std::optional<FileIdentity> pod_socket = socket_identity(options_.pod_resources_socket);
-  std::optional<std::vector<Holding>> holdings = list_holdings(options_.pod_resources_socket, pods_why);
+  // PodResources is as of this moment (reconcile() keeps compute paired since).
   const Clock::time_point now = Clock::now();
+  std::optional<std::vector<Holding>> holdings = list_holdings(options_.pod_resources_socket, pods_why);
 
   std::lock_guard lock(mutex_);
   const bool first = !scheduler_checked_;
@@ -242,6 +307,7 @@ void DevicePlugin::hold_back_for_other_tenants(const SchedulerState& state) {
     }
     ledger_.set_held_back(g.index, held);
   }
+  ledger_.set_other_tenants(state.other_tenant_count);
   for (const OtherTenant& t : state.other_tenants)
     if (t.unlimited() && warned_unlimited_.insert(t.name).second)
       spdlog::warn("the scheduler's tenant {} has no memory quota: the plugin cannot count its memory; give it one "
@@ -283,6 +349,7 @@ void DevicePlugin::follow_pods(const std::optional<std::vector<Holding>>& holdin
     pod_resources_identity_ = pod_socket;
   }
   spdlog::debug("PodResources: {} containers hold our devices", holdings->size());
+  const auto before = ledger_.memory_devices();
   Ledger::ReconcileResult result = ledger_.reconcile(*holdings, now, now >= removals_allowed_from_);
   for (const std::string& w : result.warnings) spdlog::warn("{}", w);
   for (const Allocation& a : result.removed) {
@@ -292,7 +359,8 @@ void DevicePlugin::follow_pods(const std::optional<std::vector<Holding>>& holdin
                  a.gpu);
     pending_removals_.push_back(a.tenant);
   }
-  if (!result.removed.empty()) changed();
+  // Tenants gone, or compute now known to be promised on a GPU.
+  if (!result.removed.empty() || ledger_.memory_devices() != before) changed();
 }
 
 // 4. What the scheduler must learn: the tenants removed, and those it lost or never got
@@ -307,8 +375,7 @@ void DevicePlugin::tell_scheduler(Clock::time_point asked) {
     in_scheduler_.erase(name);
   }
   pending_removals_ = std::move(still);
-  for (const auto& [name, a] : ledger_.allocations())
-    if (!a.tenant.empty() && a.created <= asked) apply(a, "the scheduler restarted, or lost it");
+  push_changes(asked, {});
 }
 
 void DevicePlugin::ensure_registered() {

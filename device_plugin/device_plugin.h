@@ -9,7 +9,8 @@
 //      has and the plugin does not know, after a plugin restart, are taken back);
 //   3. reads PodResources: links each tenant to its container and compute IDs, and removes
 //      the tenants of containers gone;
-//   4. sends the scheduler what changed (shares, labels), and wakes ListAndWatch;
+//   4. sends the scheduler what changed (shares, labels; shrinking shares first), and wakes
+//      ListAndWatch;
 //   5. serves and registers both resources again when the kubelet restarted.
 // One mutex guards the ledger; the kubelet's calls and the loop take it in turn. Calls to the
 // scheduler happen under it (they are short and bounded), calls to the kubelet never do.
@@ -72,6 +73,9 @@ class DevicePlugin {
                                      const std::vector<std::string>& must_include, size_t size);
   bool allocate(Resource resource, const std::vector<std::string>& ids, v1beta1::ContainerAllocateResponse& out,
                 std::string& error);
+  // PreStartContainer: false with `error` when the container may not start (container_start.h).
+  // Reads PodResources before it takes the mutex.
+  bool pre_start(Resource resource, const std::vector<std::string>& ids, std::string& error);
 
  private:
   void refresh_gpus();
@@ -87,7 +91,11 @@ class DevicePlugin {
   void ensure_registered();
   void changed();  // with mutex_ held: a new version for ListAndWatch
   wire::PluginTenant to_wire(const Allocation& allocation) const;
-  void apply(const Allocation& allocation, const char* why);
+  // Sends the tenant's spec when it changed; the scheduler's refusal, or "".
+  std::string apply(const Allocation& allocation, const char* why);
+  // Applies every tenant made before `made_before` but `skip` whose spec changed, with mutex_
+  // held; shares that shrink first, so that a GPU's shares never add up to over 100% on the way.
+  void push_changes(Clock::time_point made_before, const std::string& skip);
 
   PluginOptions options_;
   std::unique_ptr<GpuInventory> inventory_;

@@ -8,7 +8,10 @@
 namespace cuslice::device_plugin {
 
 Ledger::Ledger(LedgerOptions options)
-    : options_(options), gpus_(options.max_units), reconciler_(options.unseen_grace, options.removal_delay) {}
+    : options_(options),
+      gpus_(options.max_units),
+      pairing_(options.pairing_window),
+      reconciler_(options.unseen_grace, options.removal_delay) {}
 
 void Ledger::set_gpus(const std::vector<Gpu>& gpus) { gpus_.set(gpus); }
 void Ledger::set_held_back(uint32_t gpu, uint64_t bytes) { gpus_.set_held_back(gpu, bytes); }
@@ -20,8 +23,15 @@ uint32_t Ledger::capacity_units(const Gpu& gpu) const { return gpus_.capacity_un
 std::set<uint32_t> Ledger::used_units(uint32_t gpu) const { return allocations_.used_units(gpu); }
 const std::map<std::string, Allocation>& Ledger::allocations() const { return allocations_.all(); }
 
+uint32_t Ledger::tenant_room() const {
+  uint32_t ours = 0;
+  for (const auto& [name, a] : allocations_.all()) ours += a.tenant.empty() ? 0 : 1;
+  const uint64_t held = uint64_t{ours} + other_tenants_;
+  return held >= options_.max_tenants ? 0 : options_.max_tenants - static_cast<uint32_t>(held);
+}
+
 std::vector<Device> Ledger::memory_devices() const {
-  return device_plugin::memory_devices(gpus_, allocations_, scheduler_reachable_);
+  return device_plugin::memory_devices(gpus_, allocations_, scheduler_reachable_, {tenant_room(), options_.placement});
 }
 
 std::vector<Device> Ledger::compute_devices() const {
@@ -29,8 +39,10 @@ std::vector<Device> Ledger::compute_devices() const {
 }
 
 std::vector<std::string> Ledger::preferred_memory(const std::vector<std::string>& available,
-                                                  const std::vector<std::string>& must_include, size_t size) const {
-  return device_plugin::preferred_memory(gpus_, available, must_include, size);
+                                                  const std::vector<std::string>& must_include, size_t size,
+                                                  Clock::time_point now) const {
+  return device_plugin::preferred_memory(gpus_, allocations_, available, must_include, size,
+                                         pairing_.compute_waiting(now), options_.placement);
 }
 
 std::vector<std::string> Ledger::preferred_compute(const std::vector<std::string>& available,
@@ -40,11 +52,28 @@ std::vector<std::string> Ledger::preferred_compute(const std::vector<std::string
 
 Ledger::MemoryOutcome Ledger::allocate_memory(const std::vector<std::string>& ids, Clock::time_point now,
                                               const std::string& fresh_tenant, const std::string& fresh_key) {
-  return device_plugin::allocate_memory(gpus_, allocations_, ids, now, fresh_tenant, fresh_key);
+  return device_plugin::allocate_memory(gpus_, allocations_, pairing_, ids, now, fresh_tenant, fresh_key);
 }
 
-std::string Ledger::check_compute(const std::vector<std::string>& ids) const {
-  return device_plugin::check_compute(gpus_, ids);
+std::string Ledger::allocate_compute(const std::vector<std::string>& ids, Clock::time_point now) {
+  return device_plugin::allocate_compute(gpus_, allocations_, pairing_, ids, now);
+}
+
+StartOutcome Ledger::start_compute(const std::vector<std::string>& ids, const std::vector<Holding>& holdings,
+                                   Clock::time_point now) {
+  reconciler_.link_only(allocations_, holdings, now);
+  return check_start(allocations_, ids, holdings);
+}
+
+void Ledger::refuse_compute(const std::string& tenant) {
+  if (Allocation* a = allocations_.find(tenant)) a->compute_refused = true;
+}
+
+void Ledger::settle_pairing(const std::vector<Holding>& holdings, Clock::time_point now) {
+  const std::vector<std::string>* ids = pairing_.last_compute(now);
+  if (!ids) return;
+  reconciler_.link_only(allocations_, holdings, now);
+  if (const Holding* holder = holder_of(holdings, *ids)) pairing_.settle_compute(holder->memory_ids.empty());
 }
 
 void Ledger::forget(const std::string& tenant) { allocations_.forget(tenant); }

@@ -55,6 +55,7 @@ struct CommandLine {
   double removal_delay = 2.0;
   double kubelet_settle = 30.0;
   std::string preload_file = "/var/lib/cuslice/ld.so.preload";
+  std::string placement = "binpack";
 };
 
 // Where the kubelet, the scheduler, the hook and the devices are, and what is handed out.
@@ -82,6 +83,11 @@ void add_node_options(CLI::App& app, CommandLine& c) {
   app.add_option("--reserve-memory", c.reserve,
                  "memory per GPU never handed out (e.g. 2GiB): for tenants the plugin cannot count and for work "
                  "outside Kubernetes")
+      ->capture_default_str();
+  app.add_option("--placement", c.placement,
+                 "which GPU a container goes to, of those where its memory and compute fit: binpack (the fullest, "
+                 "keeping whole GPUs free for large requests) or spread (the emptiest)")
+      ->check(CLI::IsMember({"binpack", "spread"}))
       ->capture_default_str();
   app.add_flag("--cap-compute", options.ledger.cap_compute,
                "a container's cuslice.io/gpu-compute is also its cap (default: a share it is guaranteed under "
@@ -130,6 +136,7 @@ bool take_amounts(CommandLine& c) {
     return false;
   }
   c.options.reserve_memory = size.bytes;
+  c.options.ledger.placement = *dp::parse_placement(c.placement);  // checked by the option
   c.options.poll = milliseconds(c.poll_seconds);
   c.options.ledger.unseen_grace = milliseconds(c.unseen_grace);
   c.options.ledger.removal_delay = milliseconds(c.removal_delay);

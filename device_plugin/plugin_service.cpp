@@ -14,7 +14,9 @@ namespace cuslice::device_plugin {
 grpc::Status PluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                                    v1beta1::DevicePluginOptions* options) {
   options->set_get_preferred_allocation_available(true);
-  options->set_pre_start_required(false);
+  // Compute only: its start is when the plugin knows for sure whether the container holds
+  // memory too, and whether its compute fits that GPU (container_start.h).
+  options->set_pre_start_required(resource_ == Resource::kCompute);
   return grpc::Status::OK;
 }
 
@@ -72,9 +74,13 @@ grpc::Status PluginService::Allocate(grpc::ServerContext*, const v1beta1::Alloca
   return grpc::Status::OK;
 }
 
-grpc::Status PluginService::PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+grpc::Status PluginService::PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest* request,
                                               v1beta1::PreStartContainerResponse*) {
-  return grpc::Status::OK;
+  const std::vector<std::string> ids(request->devices_ids().begin(), request->devices_ids().end());
+  std::string error;
+  if (plugin_.pre_start(resource_, ids, error)) return grpc::Status::OK;
+  spdlog::warn("PreStartContainer refused: {}", error);
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, error);
 }
 
 Endpoint::Endpoint(DevicePlugin& plugin, Resource resource, const std::string& socket_path)

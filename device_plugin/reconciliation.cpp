@@ -26,7 +26,7 @@ HolderIndex index_holders(const std::vector<Holding>& holdings) {
 // Links `a` to the container it was made for among `holders` (those holding any of its
 // units), and marks them all covered.
 void link(Allocation& a, const std::vector<Holding>& holdings, const std::vector<size_t>& holders,
-          std::vector<bool>& covered) {
+          Clock::time_point taken, std::vector<bool>& covered) {
   a.absent_since.reset();
   // Several holders: an init container and the app container after it reuse IDs. The
   // one holding exactly these IDs is the one this tenant was made for.
@@ -42,6 +42,10 @@ void link(Allocation& a, const std::vector<Holding>& holdings, const std::vector
   a.workload = holdings[chosen].workload;
   uint32_t compute = 0;
   for (const std::string& id : holdings[chosen].compute_ids) compute += parse_compute_id(id) ? 1 : 0;
+  // A snapshot asked for before the compute call that paired with the memory one may not
+  // list that compute yet (the kubelet records each call's IDs after its answer).
+  if (compute == 0 && a.compute_paired_at && *a.compute_paired_at >= taken) return;
+  if (compute != a.compute_percent) a.compute_refused = false;  // the start check decides again
   a.compute_percent = std::min(compute, uint32_t{100});
 }
 
@@ -89,6 +93,11 @@ ReconcileResult Reconciler::reconcile(const GpuTable& gpus, AllocationBook& book
   return result;
 }
 
+void Reconciler::link_only(AllocationBook& book, const std::vector<Holding>& holdings, Clock::time_point now) const {
+  std::vector<bool> covered(holdings.size(), false);
+  link_or_age(book, holdings, now, covered);
+}
+
 std::vector<std::string> Reconciler::link_or_age(AllocationBook& book, const std::vector<Holding>& holdings,
                                                  Clock::time_point now, std::vector<bool>& covered) const {
   const HolderIndex holders_of = index_holders(holdings);
@@ -99,7 +108,7 @@ std::vector<std::string> Reconciler::link_or_age(AllocationBook& book, const std
       if (auto found = holders_of.find({a.gpu_uuid, u}); found != holders_of.end())
         holders.insert(holders.end(), found->second.begin(), found->second.end());
     if (!holders.empty()) {
-      link(a, holdings, holders, covered);
+      link(a, holdings, holders, now, covered);
     } else if (absent_long_enough(a, now)) {
       gone.push_back(name);
     }
@@ -118,7 +127,7 @@ void Reconciler::warn_compute_only(const Holding& hold, std::set<std::string>& s
   still.insert(key);
   if (warned_.insert(key).second)
     result.warnings.push_back(fmt::format(
-        "container {} holds {} {} but no {}: it gets no GPU (ask for memory too; compute is a share of the "
+        "container {} holds {} {} but no {}: it may not start (ask for memory too; compute is a share of the "
         "GPU the memory is on)",
         hold.workload.text(), hold.compute_ids.size(), kComputeResource, kMemoryResource));
 }

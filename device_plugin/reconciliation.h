@@ -36,10 +36,13 @@ class Reconciler {
   Reconciler(Clock::duration unseen_grace, Clock::duration removal_delay)
       : unseen_grace_(unseen_grace), removal_delay_(removal_delay) {}
 
-  // Applies a snapshot of every container holding IDs of either resource. `may_remove`
-  // false: links and labels only.
+  // Applies a snapshot of every container holding IDs of either resource, asked for at
+  // `now`. `may_remove` false: links and labels only.
   ReconcileResult reconcile(const GpuTable& gpus, AllocationBook& book, const std::vector<Holding>& holdings,
                             Clock::time_point now, bool may_remove);
+  // Links only, with a snapshot asked for while the kubelet admits a container: what it
+  // holds is not all it will (no warning about compute without memory, nothing adopted).
+  void link_only(AllocationBook& book, const std::vector<Holding>& holdings, Clock::time_point now) const;
 
  private:
   // Names of the allocations no container holds any more, long enough to go.

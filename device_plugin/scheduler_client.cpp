@@ -182,6 +182,9 @@ std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
   state.generation = snapshot.generation;
   for (const TenantSnapshot& t : snapshot.tenants) {
     if (ours.count(t.name)) continue;
+    // The scheduler holds the file's tenants and the plugin's, 64 in all; a retired one (gone
+    // from the file, its processes still running) is not among them.
+    if (!t.retired) ++state.other_tenant_count;
     // A preemptible tenant's memory is given back when a tenant with a quota needs it
     // (docs/preemption.md): it guarantees nothing, so it keeps nothing back from the pods.
     if (t.preemptible) continue;

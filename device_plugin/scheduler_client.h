@@ -39,7 +39,8 @@ struct SchedulerState {
   pid_t pid = 0;             // changes when the scheduler restarts
   uint64_t generation = 0;   // the segment's; changes with every start
   std::vector<wire::PluginTenant> plugin_tenants;
-  std::vector<OtherTenant> other_tenants;
+  std::vector<OtherTenant> other_tenants;  // those that keep memory back (not preemptible)
+  uint32_t other_tenant_count = 0;         // every tenant not the plugin's, preemptible or not
 };
 
 class SchedulerClient {

@@ -16,6 +16,10 @@
 //       no pod holds; GetPreferredAllocation when the plugin offers it and pick is
 //       "preferred" ("spread": IDs taken round-robin over GPUs, "lowest": sorted); Allocate.
 //       A refusal rejects the pod (nothing of it is kept) and answers the plugin's message.
+//       PodResources lists the pod while it is admitted, each container's IDs of a resource
+//       once the plugin has answered that Allocate. Then each container starts: its
+//       "start" is {"ok": true} or {"ok": false, "error": the PreStartContainer refusal}.
+//   {"cmd":"start","namespace":NS,"pod":P,"container":C}   the container starts again
 //   {"cmd":"delete","namespace":NS,"pod":P}           the pod is gone from PodResources
 //   {"cmd":"restart","down_ms":T}                    a kubelet restart: both servers stop,
 //       kubelet.sock and every other socket in DIR are removed (as the kubelet's cleanup
@@ -41,10 +45,14 @@
 #include <vector>
 
 #include "deviceplugin_v1beta1.grpc.pb.h"
+#include "fake_kubelet_calls.h"
 #include "podresources_v1.grpc.pb.h"
 
 namespace {
 
+using cuslice::test::describe;
+using cuslice::test::preferred_ids;
+using cuslice::test::spread_ids;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -224,6 +232,7 @@ class TestKubelet {
     }
     if (cmd == "wait_devices") return wait_devices(in.at("resource"), in.value("total", -1), in.value("healthy", -1));
     if (cmd == "admit") return admit(in);
+    if (cmd == "start") return start_container(in.at("namespace"), in.at("pod"), in.at("container"));
     if (cmd == "delete") {
       std::lock_guard lock(mutex_);
       const auto before = pods_.size();
@@ -272,98 +281,125 @@ class TestKubelet {
     return out;
   }
 
-  static std::string gpu_of(const std::string& id) {
-    const size_t m = id.rfind("-m");
-    return m == std::string::npos ? "" : id.substr(0, m);
-  }
-
+  // As the kubelet's admission: the pod is listed (PodResources) from the start, each
+  // container's IDs of a resource as soon as the plugin has answered its Allocate; a refusal
+  // rejects the pod and nothing of it is kept. Then each container starts (start_container()).
   json admit(const json& in) {
-    Pod pod{in.at("namespace"), in.at("pod"), {}};
+    const std::string ns = in.at("namespace"), name = in.at("pod");
     const std::string pick = in.value("pick", "preferred");
+    {
+      std::lock_guard lock(mutex_);
+      pods_.push_back(Pod{ns, name, {}});
+    }
     json answer = {{"ok", true}, {"containers", json::object()}};
     for (const json& c : in.at("containers")) {
-      Container container{c.at("name"), {}};
+      const std::string container = c.at("name");
+      with_container(ns, name, "", [&](Pod& pod, Container*) { pod.containers.push_back({container, {}}); });
       std::vector<std::string> order;
       if (c.contains("order")) order = c.at("order").get<std::vector<std::string>>();
       else for (const auto& [r, n] : c.at("requests").items()) order.push_back(r);
       for (const std::string& resource : order) {
-        const int needed = c.at("requests").at(resource);
-        std::unique_lock lock(mutex_);
-        auto it = plugins_.find(resource);
-        if (it == plugins_.end())
-          return {{"ok", false}, {"error", "cannot allocate unregistered device " + resource}};
-        Plugin& plugin = *it->second;
-        std::set<std::string> held;
-        for (const Pod& p : pods_)
-          for (const Container& pc : p.containers)
-            if (auto d = pc.devices.find(resource); d != pc.devices.end()) held.insert(d->second.begin(), d->second.end());
-        for (const Container& pc : pod.containers)
-          if (auto d = pc.devices.find(resource); d != pc.devices.end()) held.insert(d->second.begin(), d->second.end());
-        std::vector<std::string> available;
-        for (const auto& [id, health] : plugin.devices)
-          if (health == "Healthy" && !held.count(id)) available.push_back(id);
-        if (static_cast<int>(available.size()) < needed)
-          return {{"ok", false},
-                  {"error", "requested number of devices unavailable for " + resource + ". Requested: " +
-                                std::to_string(needed) + ", Available: " + std::to_string(available.size())}};
-        auto stub = plugin.stub.get();
-        const bool preferred = pick == "preferred" && plugin.options.get_preferred_allocation_available();
-        lock.unlock();
-        std::vector<std::string> chosen;
-        if (preferred) {
-          v1beta1::PreferredAllocationRequest request;
-          auto* r = request.add_container_requests();
-          for (const std::string& id : available) r->add_available_deviceids(id);
-          r->set_allocation_size(needed);
-          v1beta1::PreferredAllocationResponse response;
-          grpc::ClientContext context;
-          const grpc::Status s = stub->GetPreferredAllocation(&context, request, &response);
-          if (!s.ok()) return {{"ok", false}, {"error", "GetPreferredAllocation: " + s.error_message()}};
-          if (response.container_responses_size() > 0)
-            for (const std::string& id : response.container_responses(0).deviceids())
-              if (static_cast<int>(chosen.size()) < needed && std::find(available.begin(), available.end(), id) != available.end())
-                chosen.push_back(id);
+        json allocated = allocate(ns, name, container, resource, c.at("requests").at(resource), pick);
+        if (!allocated.at("ok")) {
+          std::lock_guard lock(mutex_);
+          std::erase_if(pods_, [&](const Pod& p) { return p.ns == ns && p.name == name; });
+          return allocated;
         }
-        if (pick == "spread") {
-          // Round-robin over GPUs: what an unlucky choice by the kubelet looks like.
-          std::map<std::string, std::vector<std::string>> by_gpu;
-          for (const std::string& id : available) by_gpu[gpu_of(id)].push_back(id);
-          for (size_t i = 0; static_cast<int>(chosen.size()) < needed; ++i)
-            for (auto& [g, ids] : by_gpu)
-              if (i < ids.size() && static_cast<int>(chosen.size()) < needed) chosen.push_back(ids[i]);
-        }
-        for (const std::string& id : available)
-          if (static_cast<int>(chosen.size()) < needed && std::find(chosen.begin(), chosen.end(), id) == chosen.end())
-            chosen.push_back(id);
-        v1beta1::AllocateRequest request;
-        auto* r = request.add_container_requests();
-        for (const std::string& id : chosen) r->add_devices_ids(id);
-        v1beta1::AllocateResponse response;
-        grpc::ClientContext context;
-        const grpc::Status s = stub->Allocate(&context, request, &response);
-        if (!s.ok()) return {{"ok", false}, {"error", s.error_message()}, {"ids", chosen}};
-        if (response.container_responses_size() != 1)
-          return {{"ok", false}, {"error", "Allocate answered for " + std::to_string(response.container_responses_size()) + " containers"}};
-        const auto& cr = response.container_responses(0);
-        json mounts = json::array(), devices = json::array(), cdi = json::array();
-        for (const auto& m : cr.mounts())
-          mounts.push_back({{"container_path", m.container_path()}, {"host_path", m.host_path()}, {"read_only", m.read_only()}});
-        for (const auto& d : cr.devices())
-          devices.push_back({{"container_path", d.container_path()}, {"host_path", d.host_path()}, {"permissions", d.permissions()}});
-        for (const auto& d : cr.cdi_devices()) cdi.push_back(d.name());
-        answer["containers"][container.name][resource] = {
-            {"ids", chosen},
-            {"envs", std::map<std::string, std::string>(cr.envs().begin(), cr.envs().end())},
-            {"mounts", mounts},
-            {"devices", devices},
-            {"cdi_devices", cdi}};
-        container.devices[resource] = chosen;
+        answer["containers"][container][resource] = allocated.at("answer");
       }
-      pod.containers.push_back(std::move(container));
     }
-    std::lock_guard lock(mutex_);
-    pods_.push_back(std::move(pod));
+    for (const json& c : in.at("containers"))
+      answer["containers"][c.at("name")]["start"] = start_container(ns, name, c.at("name"));
     return answer;
+  }
+
+  // Calls f(pod, container) under the mutex for the pod and its container named so (null
+  // when `container` is empty or not found).
+  template <typename F>
+  void with_container(const std::string& ns, const std::string& pod, const std::string& container, F&& f) {
+    std::lock_guard lock(mutex_);
+    for (Pod& p : pods_) {
+      if (p.ns != ns || p.name != pod) continue;
+      Container* found = nullptr;
+      for (Container& c : p.containers)
+        if (c.name == container) found = &c;
+      f(p, found);
+    }
+  }
+
+  // With the mutex held: the IDs of `resource` some container holds.
+  std::set<std::string> held_ids(const std::string& resource) const {
+    std::set<std::string> held;
+    for (const Pod& p : pods_)
+      for (const Container& c : p.containers)
+        if (auto d = c.devices.find(resource); d != c.devices.end()) held.insert(d->second.begin(), d->second.end());
+    return held;
+  }
+
+  // One resource of one container, as the kubelet's devicemanager: the healthy IDs no
+  // container holds, GetPreferredAllocation when the plugin offers it and pick is
+  // "preferred", the rest as `pick` says, then Allocate; the IDs are the container's after.
+  json allocate(const std::string& ns, const std::string& pod, const std::string& container,
+                const std::string& resource, int needed, const std::string& pick) {
+    std::unique_lock lock(mutex_);
+    auto it = plugins_.find(resource);
+    if (it == plugins_.end()) return {{"ok", false}, {"error", "cannot allocate unregistered device " + resource}};
+    const std::set<std::string> held = held_ids(resource);
+    std::vector<std::string> available;
+    for (const auto& [id, health] : it->second->devices)
+      if (health == "Healthy" && !held.count(id)) available.push_back(id);
+    if (static_cast<int>(available.size()) < needed)
+      return {{"ok", false},
+              {"error", "requested number of devices unavailable for " + resource + ". Requested: " +
+                            std::to_string(needed) + ", Available: " + std::to_string(available.size())}};
+    auto stub = it->second->stub.get();
+    const bool preferred = pick == "preferred" && it->second->options.get_preferred_allocation_available();
+    lock.unlock();
+    std::vector<std::string> chosen;
+    if (preferred)
+      if (json e = preferred_ids(stub, available, needed, chosen); !e.at("ok")) return e;
+    if (pick == "spread") spread_ids(available, needed, chosen);
+    for (const std::string& id : available)
+      if (static_cast<int>(chosen.size()) < needed && std::find(chosen.begin(), chosen.end(), id) == chosen.end())
+        chosen.push_back(id);
+    v1beta1::AllocateRequest request;
+    auto* r = request.add_container_requests();
+    for (const std::string& id : chosen) r->add_devices_ids(id);
+    v1beta1::AllocateResponse response;
+    grpc::ClientContext context;
+    const grpc::Status s = stub->Allocate(&context, request, &response);
+    if (!s.ok()) return {{"ok", false}, {"error", s.error_message()}, {"ids", chosen}};
+    if (response.container_responses_size() != 1)
+      return {{"ok", false},
+              {"error", "Allocate answered for " + std::to_string(response.container_responses_size()) + " containers"}};
+    with_container(ns, pod, container, [&](Pod&, Container* c) { c->devices[resource] = chosen; });
+    return {{"ok", true}, {"answer", describe(chosen, response.container_responses(0))}};
+  }
+
+  // A container's start, as the kubelet's: PreStartContainer for each resource whose plugin
+  // asks for it. {"ok": false, "error": ...} when one refuses (the kubelet then tries again
+  // later; "start" does that).
+  json start_container(const std::string& ns, const std::string& pod, const std::string& container) {
+    std::map<std::string, std::vector<std::string>> devices;
+    with_container(ns, pod, container, [&](Pod&, Container* c) {
+      if (c) devices = c->devices;
+    });
+    for (const auto& [resource, ids] : devices) {
+      v1beta1::DevicePlugin::Stub* stub = nullptr;
+      {
+        std::lock_guard lock(mutex_);
+        auto it = plugins_.find(resource);
+        if (it != plugins_.end() && it->second->options.pre_start_required()) stub = it->second->stub.get();
+      }
+      if (!stub) continue;
+      v1beta1::PreStartContainerRequest request;
+      for (const std::string& id : ids) request.add_devices_ids(id);
+      v1beta1::PreStartContainerResponse response;
+      grpc::ClientContext context;
+      const grpc::Status s = stub->PreStartContainer(&context, request, &response);
+      if (!s.ok()) return {{"ok", false}, {"error", s.error_message()}};
+    }
+    return {{"ok", true}};
   }
 
   std::string dir_, pod_socket_;

@@ -1,7 +1,9 @@
 // What ListAndWatch advertises (device_plugin/advertised_devices.h, gpu_table.h): one ID per
 // GiB a GPU can hand out and per percent of it, healthy only while the GPU is present and the
-// scheduler answers.
+// scheduler answers, and never more free memory units than the containers the node can take.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "ledger_test_support.h"
 
@@ -12,7 +14,8 @@ TEST(Ledger, AdvertisesOneMemoryIdPerGibAndOneComputeIdPerPercentPerGpu) {
   for (int gpus : {1, 2, 8}) {
     Ledger l = ledger_with(gpus);
     EXPECT_EQ(l.memory_devices().size(), 16u * gpus);
-    EXPECT_EQ(healthy(l.memory_devices()), 16u * gpus);
+    // No more free units than the 64 tenants the scheduler holds (eight GPUs have 128).
+    EXPECT_EQ(healthy(l.memory_devices()), std::min(16u * gpus, 64u));
     EXPECT_EQ(l.compute_devices().size(), 100u * gpus);
     EXPECT_EQ(healthy(l.compute_devices()), 100u * gpus);
   }
@@ -55,6 +58,50 @@ TEST(Ledger, UnitsStillHeldAboveAShrunkCapacityStayHealthyUntilGivenBack) {
   EXPECT_EQ(healthy(devices), 14u);  // 0-11 free and usable, 14-15 held; 12-13 unhealthy
   EXPECT_FALSE(devices[12].healthy);
   EXPECT_TRUE(devices[15].healthy);
+}
+
+TEST(LedgerAdvertisedFree, AllWithinTheBudgetElseByPolicy) {
+  const std::vector<uint32_t> h100s{10, 79, 79, 79};
+  EXPECT_EQ(advertised_free(h100s, 300, PlacementPolicy::kBinpack), h100s);
+  // Binpack keeps whole the GPU it fills next and the one with the most free, then levels.
+  EXPECT_EQ(advertised_free(h100s, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{10, 54, 0, 0}));
+  EXPECT_EQ(advertised_free({79, 79, 79, 79}, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{64, 0, 0, 0}));
+  EXPECT_EQ(advertised_free({8, 8, 8, 16, 0}, 30, PlacementPolicy::kBinpack),
+            (std::vector<uint32_t>{8, 3, 3, 16, 0}));
+  // Spread cuts the emptiest down to one level.
+  EXPECT_EQ(advertised_free(h100s, 64, PlacementPolicy::kSpread), (std::vector<uint32_t>{10, 18, 18, 18}));
+  EXPECT_EQ(advertised_free({16, 16, 16, 16}, 10, PlacementPolicy::kSpread), (std::vector<uint32_t>{3, 3, 2, 2}));
+  EXPECT_EQ(advertised_free({16, 16}, 0, PlacementPolicy::kSpread), (std::vector<uint32_t>{0, 0}));
+  EXPECT_EQ(advertised_free({16, 16}, 0, PlacementPolicy::kBinpack), (std::vector<uint32_t>{0, 0}));
+}
+
+TEST(Ledger, NoMoreFreeMemoryIsAdvertisedThanTheSchedulerHasTenantsLeft) {
+  Ledger l = ledger_with(2);  // 32 GiB
+  EXPECT_EQ(l.tenant_room(), 64u);
+  l.set_other_tenants(60);  // the configuration file's
+  EXPECT_EQ(l.tenant_room(), 4u);
+  EXPECT_EQ(l.memory_devices().size(), 32u);  // all listed: the node's capacity stays
+  EXPECT_EQ(healthy(l.memory_devices()), 4u);
+  TestKubelet kubelet{l};
+  ASSERT_GE(kubelet.admit("k8s-a", 2, 0, false, Clock::now()), 0);
+  EXPECT_EQ(l.tenant_room(), 3u);
+  EXPECT_EQ(healthy(l.memory_devices()), 2u + 3u);  // its own, and room for three more
+  for (const char* name : {"k8s-b", "k8s-c", "k8s-d"}) ASSERT_GE(kubelet.admit(name, 1, 0, false, Clock::now()), 0);
+  EXPECT_EQ(l.tenant_room(), 0u);
+  EXPECT_EQ(healthy(l.memory_devices()), 5u);
+  std::string error;
+  EXPECT_EQ(kubelet.admit("k8s-e", 1, 0, false, Clock::now(), &error), -1);
+  l.set_other_tenants(70);  // more than it holds: no room, not less
+  EXPECT_EQ(l.tenant_room(), 0u);
+}
+
+TEST(Ledger, AGpuWhoseComputeIsAllPromisedAdvertisesNoFreeMemory) {
+  Ledger l = ledger_with(2);
+  TestKubelet kubelet{l};
+  ASSERT_EQ(kubelet.admit("k8s-a", 1, 100, true, Clock::now()), 0);
+  EXPECT_EQ(healthy(l.memory_devices()), 1u + 16u);
+  ASSERT_EQ(kubelet.admit("k8s-b", 1, 99, true, Clock::now()), 1);
+  EXPECT_EQ(healthy(l.memory_devices()), 1u + 1u + 15u);  // 1% is left on GPU 1: one more container
 }
 
 }  // namespace

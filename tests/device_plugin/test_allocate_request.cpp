@@ -1,5 +1,5 @@
 // Allocate calls (device_plugin/allocate_request.h): one tenant per memory call, the same one
-// for a repeat, and refusals that name the request and each GPU's free memory.
+// for a repeat, and refusals that name the request and each GPU's free memory or compute.
 #include <gtest/gtest.h>
 
 #include "ledger_test_support.h"
@@ -40,9 +40,34 @@ TEST(Ledger, AllocateRefusesIdsItNeverAdvertised) {
   EXPECT_NE(l.allocate_memory({"GPU-unknown-m0"}, Clock::now(), "t", "k").error, "");
   EXPECT_NE(l.allocate_memory({"c3"}, Clock::now(), "t", "k").error, "");
   EXPECT_NE(l.allocate_memory({}, Clock::now(), "t", "k").error, "");
-  EXPECT_EQ(l.check_compute({"c0", "c99"}), "");
-  EXPECT_NE(l.check_compute({"c100"}), "");  // one GPU: c0 to c99
-  EXPECT_NE(l.check_compute({memory_id(uuid(0), 0)}), "");
+  EXPECT_EQ(l.allocate_compute({"c0", "c99"}, Clock::now()), "");
+  EXPECT_NE(l.allocate_compute({"c100"}, Clock::now()), "");  // one GPU: c0 to c99
+  EXPECT_NE(l.allocate_compute({memory_id(uuid(0), 0)}, Clock::now()), "");
+}
+
+TEST(Ledger, ComputeOverOneGpuIsRefusedSayingWhatToDo) {
+  Ledger l = ledger_with(2);
+  const std::string error = l.allocate_compute(compute_ids(150), Clock::now());
+  EXPECT_NE(error.find("cuslice.io/gpu-compute: 150% asked for, but a container gets at most one GPU, 100%"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("one container per GPU"), std::string::npos) << error;
+  EXPECT_EQ(l.allocate_compute(compute_ids(100), Clock::now()), "");
+}
+
+TEST(Ledger, ComputeNoGpuHasFreeIsRefusedNamingEachGpusFreeCompute) {
+  Ledger l = ledger_with(2);
+  const auto t = Clock::now();
+  TestKubelet kubelet{l};
+  ASSERT_EQ(kubelet.admit("a", 1, 70, true, t), 0);
+  ASSERT_EQ(kubelet.admit("c", 1, 0, true, t), 1);  // memory only: 1% of its GPU
+  ASSERT_EQ(kubelet.admit("b", 1, 70, true, t), 1);
+  const std::string error = l.allocate_compute(compute_ids(31, 140), t);
+  EXPECT_NE(error.find("cuslice.io/gpu-compute: 31% asked for, but no GPU of this node has that much compute free; "
+                       "free compute per GPU: GPU 0 (" + uuid(0) + "): 30%; GPU 1 (" + uuid(1) + "): 29%"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(l.allocate_compute(compute_ids(30, 140), t), "");
 }
 
 }  // namespace

@@ -29,5 +29,21 @@ TEST(Ledger, AContainerOfMemoryOnlyLeavesItsShareToTheScheduler) {
   EXPECT_EQ(l.share_ppm(l.allocations().at("d")), 0u);
 }
 
+TEST(Ledger, TheSharesOnAGpuLeaveOnePercentToEachContainerWithout) {
+  // The scheduler's rule: a GPU's explicit shares and 1% for each tenant without one fit in it.
+  Ledger l = ledger_with(1);
+  TestKubelet kubelet{l};
+  const auto t = Clock::now();
+  ASSERT_EQ(kubelet.admit("a", 1, 60, true, t), 0);
+  ASSERT_EQ(kubelet.admit("b", 1, 0, true, t), 0);
+  ASSERT_EQ(kubelet.admit("c", 1, 0, true, t), 0);
+  ASSERT_EQ(kubelet.admit("d", 1, 38, false, t), 0);  // 60 + 38 + 1 + 1
+  EXPECT_EQ(kubelet.admit("e", 1, 1, false, t), -1);   // no compute left for it
+  uint32_t sum = 0;
+  for (const auto& [name, a] : l.allocations()) sum += l.share_ppm(a) > 0 ? l.share_ppm(a) : 10'000u;
+  EXPECT_EQ(sum, 1'000'000u);
+  EXPECT_EQ(l.share_ppm(l.allocations().at("b")), 0u);
+}
+
 }  // namespace
 }  // namespace cuslice::device_plugin

@@ -82,5 +82,19 @@ TEST(Ledger, ComputeWithoutMemoryIsWarnedAboutOnce) {
   EXPECT_TRUE(l.reconcile({holding("p", "c", {}, 20)}, Clock::now()).warnings.empty());
 }
 
+TEST(Ledger, ASnapshotOlderThanAPairedComputeCallLeavesThatCompute) {
+  Ledger l = ledger_with(1);
+  const auto t0 = Clock::now();
+  const auto t1 = t0 + std::chrono::milliseconds(5);
+  const Allocation* a = l.allocate_memory(ids(0, {0}), t0, "k8s-a", "k").allocation;
+  ASSERT_EQ(l.allocate_compute(compute_ids(40), t1), "");
+  // Asked for between the two calls: the kubelet had recorded the memory only.
+  l.reconcile({holding("p", "c", ids(0, {0}))}, t0);
+  EXPECT_EQ(a->compute_percent, 40u);
+  // Asked for after: PodResources has the last word.
+  l.reconcile({holding("p", "c", ids(0, {0}))}, t1 + std::chrono::milliseconds(1));
+  EXPECT_EQ(a->compute_percent, 0u);
+}
+
 }  // namespace
 }  // namespace cuslice::device_plugin
