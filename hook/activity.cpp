@@ -69,33 +69,36 @@ bool valid_device(int device) { return static_cast<unsigned>(device) < static_ca
   if (!dev.busy.exchange(1, std::memory_order_acq_rel)) wake_monitor();
 }
 
+// The monitor starts once per process (start()).
+void start_once() {
+  if (!load_monitor_driver()) {
+    CUSLICE_LOG(kWarn, "the driver lacks event functions: launches are not gated");
+    return;
+  }
+  g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
+  g_preempt_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
+  g_park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
+  if (!monitor_driver_can_park()) g_park_cap_ns = 0;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, &monitor_main, nullptr) != 0) {
+    CUSLICE_LOG(kWarn, "cannot start the launch monitor: launches are not gated");
+    pthread_attr_destroy(&attr);
+    return;
+  }
+  pthread_attr_destroy(&attr);
+  pthread_setname_np(t, "cuslice-monitor");
+  std::atexit(&stop_at_exit);
+  g_running.store(true, std::memory_order_release);
+}
+
 }  // namespace
 
 void start() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (!load_monitor_driver()) {
-      CUSLICE_LOG(kWarn, "the driver lacks event functions: launches are not gated");
-      return;
-    }
-    g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
-    g_preempt_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
-    g_park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
-    if (!monitor_driver_can_park()) g_park_cap_ns = 0;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, &monitor_main, nullptr) != 0) {
-      CUSLICE_LOG(kWarn, "cannot start the launch monitor: launches are not gated");
-      pthread_attr_destroy(&attr);
-      return;
-    }
-    pthread_attr_destroy(&attr);
-    pthread_setname_np(t, "cuslice-monitor");
-    std::atexit(&stop_at_exit);
-    g_running.store(true, std::memory_order_release);
-  });
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, &start_once);
 }
 
 bool running() { return g_running.load(std::memory_order_acquire); }

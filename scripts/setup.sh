@@ -10,8 +10,9 @@ packages=(
   libsystemd-dev nlohmann-json3-dev libmicrohttpd-dev prometheus-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3 python3-pytest python3-yaml python3-jsonschema python3-kubernetes
-  # CI only (.ci/run): libFuzzer for tests/fuzz; ss for the attack tests
-  clang libclang-rt-dev iproute2
+  # CI only (.ci/run): libFuzzer for tests/fuzz; ss for the attack tests; a Debian 11 root and
+  # the cmake it builds with for the hook's tests on an older glibc (tests/hook/old_glibc.sh)
+  clang libclang-rt-dev iproute2 debootstrap python3-pip
 )
 missing=()
 for p in "${packages[@]}"; do

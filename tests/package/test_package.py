@@ -6,6 +6,11 @@ link. The tarball must run wherever it is unpacked on a machine that has none of
 packages: every library its programs and libraries load is inside it, or in the system's own
 set (glibc, libstdc++, libgcc_s, libsystemd and what libsystemd loads), found through RUNPATH
 with an empty environment.
+
+With CUSLICE_TARBALL, the tarball checked is that one, built elsewhere (the release tarball:
+scripts/release-tarball.sh runs these tests in the Debian 11 root it is built in), and the .deb's
+tests are skipped; CUSLICE_TARBALL_GLIBC and CUSLICE_TARBALL_GLIBCXX then bound the versions of
+glibc and of the system's libstdc++ that anything in it may need.
 """
 import os
 import re
@@ -34,6 +39,9 @@ def _env(name):
 
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
+    given = os.environ.get("CUSLICE_TARBALL")
+    if given:
+        return {"deb": None, "tarball": Path(given), "dir": Path(given).parent}
     out = tmp_path_factory.mktemp("packages")
     result = subprocess.run(
         [_env("CUSLICE_CPACK"), "-G", "DEB;TGZ", "--config",
@@ -56,6 +64,13 @@ def unpacked(packages, tmp_path_factory):
     return top
 
 
+@pytest.fixture(scope="module")
+def deb(packages):
+    if packages["deb"] is None:
+        pytest.skip("checking a tarball built elsewhere (CUSLICE_TARBALL): no .deb")
+    return packages["deb"]
+
+
 def _deb_files(deb):
     listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
     return {line.split()[-1] for line in listing.splitlines() if not line.startswith("d")}
@@ -66,18 +81,18 @@ def _docs():
     return ["README.md"] + sorted(p.name for p in (source / "docs").glob("*.md"))
 
 
-def test_the_deb_holds_the_programs_hook_unit_deploy_files_and_docs(packages):
+def test_the_deb_holds_the_programs_hook_unit_deploy_files_and_docs(deb):
     expected = {
         "./usr/bin/cuslice", "./usr/bin/cuslice-scheduler", "./usr/bin/cuslice-device-plugin",
         "./usr/lib/libcuslice.so",
         "./usr/lib/systemd/system/cuslice-scheduler.service",
         "./usr/share/cuslice/cuslice-entrypoint.sh", "./usr/share/cuslice/cuslice.example.yaml",
     } | {f"./usr/share/doc/cuslice/{name}" for name in _docs()}
-    assert _deb_files(packages["deb"]) == expected
+    assert _deb_files(deb) == expected
 
 
-def test_the_deb_depends_on_the_libraries_the_programs_link(packages):
-    fields = subprocess.run(["dpkg-deb", "-f", packages["deb"], "Package", "Version", "Depends"],
+def test_the_deb_depends_on_the_libraries_the_programs_link(deb):
+    fields = subprocess.run(["dpkg-deb", "-f", deb, "Package", "Version", "Depends"],
                             capture_output=True, text=True, check=True).stdout
     assert "Package: cuslice" in fields
     assert re.search(rf"^Version: {VERSION_RE}$", fields, re.M), fields
@@ -88,8 +103,8 @@ def test_the_deb_depends_on_the_libraries_the_programs_link(packages):
         assert any(n.startswith(prefix) for n in names), (prefix, depends)
 
 
-def test_the_deb_unit_starts_the_installed_scheduler(packages, tmp_path):
-    subprocess.run(["dpkg-deb", "-x", packages["deb"], tmp_path], check=True)
+def test_the_deb_unit_starts_the_installed_scheduler(deb, tmp_path):
+    subprocess.run(["dpkg-deb", "-x", deb, tmp_path], check=True)
     unit = (tmp_path / "usr/lib/systemd/system/cuslice-scheduler.service").read_text()
     assert re.search(r"^ExecStart=/usr/bin/cuslice-scheduler ", unit, re.M), unit
     assert "Documentation=file:///usr/share/doc/cuslice/operations.md" in unit
@@ -100,8 +115,8 @@ def test_the_deb_unit_starts_the_installed_scheduler(packages, tmp_path):
     assert version.returncode == 0 and re.search(VERSION_RE, version.stdout), version
 
 
-def test_the_deb_maintainer_scripts_are_executable_shell_scripts(packages, tmp_path):
-    subprocess.run(["dpkg-deb", "-e", packages["deb"], tmp_path], check=True)
+def test_the_deb_maintainer_scripts_are_executable_shell_scripts(deb, tmp_path):
+    subprocess.run(["dpkg-deb", "-e", deb, tmp_path], check=True)
     for script in ["postinst", "prerm", "postrm"]:
         path = tmp_path / script
         assert os.access(path, os.X_OK), script
@@ -191,3 +206,22 @@ def test_runpath_points_at_the_tarball_lib(unpacked):
             assert runpath and runpath.group(1) == "$ORIGIN/../lib", (path, dynamic)
         elif path.name != "libcuslice.so":  # the hook needs only libc
             assert runpath and runpath.group(1) == "$ORIGIN", (path, dynamic)
+
+
+def _version(text):
+    return tuple(int(p) for p in text.split("."))
+
+
+def test_nothing_in_the_tarball_needs_a_newer_glibc_or_libstdcxx_than_it_says(unpacked):
+    limits = {"GLIBC": os.environ.get("CUSLICE_TARBALL_GLIBC"),
+              "GLIBCXX": os.environ.get("CUSLICE_TARBALL_GLIBCXX")}
+    if not any(limits.values()):
+        pytest.skip("no CUSLICE_TARBALL_GLIBC/GLIBCXX: this build's tarball is for systems like this one")
+    too_new = []
+    for path in _elf_files(unpacked):
+        symbols = subprocess.run(["objdump", "-T", path], capture_output=True, text=True, check=True).stdout
+        for line in symbols.splitlines():
+            m = re.search(r"\((GLIBC|GLIBCXX)_([0-9.]+)\)\s+(\S+)$", line)
+            if m and limits[m.group(1)] and _version(m.group(2)) > _version(limits[m.group(1)]):
+                too_new.append(f"{path.name}: {m.group(3)} needs {m.group(1)}_{m.group(2)}")
+    assert not too_new, f"newer than glibc {limits['GLIBC']} / GLIBCXX_{limits['GLIBCXX']}: " + "; ".join(too_new)
