@@ -146,6 +146,21 @@ class SchedulerProcessTest : public ::testing::Test {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
+  // Once `tenant`'s child `c` ran on the GPU: kills the daemon, starts another, and expects
+  // the child registered there again (the `bytes` it holds and its GPU time seen by the new
+  // daemon) and to exit 0.
+  void restart_and_expect_back(const std::string& tenant, uint64_t bytes, pid_t c) {
+    ASSERT_TRUE(eventually([&] { return gpu_time(tenant) > 0; }, 2000ms));
+    stop_daemon(SIGKILL);
+    std::this_thread::sleep_for(500ms);
+    start_daemon();
+    // The new daemon learns the process's memory from its re-registration.
+    EXPECT_TRUE(eventually([&] { return segment_->tenants[tenant_index(tenant)].gpu[0].memory_used.load() == bytes; },
+                           3000ms));
+    EXPECT_TRUE(eventually([&] { return gpu_time(tenant) > 0; }, 3000ms));
+    EXPECT_EQ(wait_exit(c), 0);
+  }
+
   uint32_t tenant_index(const std::string& name) const {
     for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
       if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) return t;
@@ -392,15 +407,7 @@ TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
     if (kernels_while_lost == 0) return 2;
     return client::attached() ? 0 : 3;
   });
-  ASSERT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 2000ms));
-  stop_daemon(SIGKILL);
-  std::this_thread::sleep_for(500ms);
-  start_daemon();
-  // The new daemon learns the process's memory from its re-registration.
-  EXPECT_TRUE(eventually([&] { return segment_->tenants[tenant_index("a")].gpu[0].memory_used.load() == (100u << 20); },
-                         3000ms));
-  EXPECT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 3000ms));
-  EXPECT_EQ(wait_exit(c), 0);
+  restart_and_expect_back("a", 100u << 20, c);
 }
 
 // A container is given the segment's file by a bind mount onto its own /dev/shm (the device
@@ -435,15 +442,7 @@ TEST_F(SchedulerProcessTest, AProcessWhoseSegmentIsBindMountedReattachesAfterARe
     }
     return client::attached() ? 0 : 6;
   });
-  ASSERT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 2000ms));
-  stop_daemon(SIGKILL);
-  std::this_thread::sleep_for(500ms);
-  start_daemon();
-  // Registered in the new daemon: its memory and its GPU time are there.
-  EXPECT_TRUE(eventually([&] { return segment_->tenants[tenant_index("a")].gpu[0].memory_used.load() == (100u << 20); },
-                         3000ms));
-  EXPECT_TRUE(eventually([&] { return gpu_time("a") > 0; }, 3000ms));
-  EXPECT_EQ(wait_exit(c), 0);
+  restart_and_expect_back("a", 100u << 20, c);
 }
 
 TEST_F(SchedulerProcessTest, CleanStopReleasesWaiters) {
