@@ -64,7 +64,21 @@ std::vector<uint32_t> free_units(const GpuTable& gpus, const AllocationBook& boo
 
 std::vector<uint32_t> advertised_free(const std::vector<uint32_t>& free, uint32_t budget, PlacementPolicy policy) {
   if (std::accumulate(free.begin(), free.end(), uint64_t{0}) <= budget) return free;
-  return policy == PlacementPolicy::kBinpack ? binpack_free(free, budget) : level_free(free, budget);
+  if (policy == PlacementPolicy::kSpread) return level_free(free, budget);
+  // Binpack first gives every GPU with free units a floor of a half budget's fair part: the
+  // GPU a container goes to is chosen among the units offered, and a GPU offering none could
+  // never take the container whose compute fits only there.
+  const auto with_free = static_cast<uint32_t>(std::count_if(free.begin(), free.end(), [](uint32_t f) { return f > 0; }));
+  const uint32_t floor = with_free > 0 ? budget / (2 * with_free) : 0;
+  std::vector<uint32_t> out(free.size()), rest(free.size());
+  for (size_t i = 0; i < free.size(); ++i) {
+    out[i] = std::min(free[i], floor);
+    rest[i] = free[i] - out[i];
+    budget -= out[i];
+  }
+  const std::vector<uint32_t> packed = binpack_free(rest, budget);
+  for (size_t i = 0; i < free.size(); ++i) out[i] += packed[i];
+  return out;
 }
 
 std::vector<Device> memory_devices(const GpuTable& gpus, const AllocationBook& book, bool scheduler_reachable,

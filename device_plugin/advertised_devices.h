@@ -44,9 +44,10 @@ std::vector<Device> compute_devices(const GpuTable& gpus, bool scheduler_reachab
 
 // How many of each GPU's `free` units are advertised healthy, `budget` in all. While the
 // free units add up to no more, all of them. Otherwise spread takes from the GPUs with the
-// most free first, down to one level for all, so that every GPU stays a choice; binpack first
-// keeps whole the GPU it fills next (the least free) and the one a large request needs (the
-// most free), as far as the budget goes, and levels the others with the rest.
+// most free first, down to one level for all, so that every GPU stays a choice; binpack gives
+// each GPU a floor (a quarter of the budget over two GPUs, an eighth over four), then keeps
+// whole the GPU it fills next (the least free) and the one a large request needs (the most
+// free), as far as the budget goes, and levels the others with the rest.
 std::vector<uint32_t> advertised_free(const std::vector<uint32_t>& free, uint32_t budget, PlacementPolicy policy);
 
 }  // namespace cuslice::device_plugin

@@ -63,9 +63,11 @@ TEST(Ledger, UnitsStillHeldAboveAShrunkCapacityStayHealthyUntilGivenBack) {
 TEST(LedgerAdvertisedFree, AllWithinTheBudgetElseByPolicy) {
   const std::vector<uint32_t> h100s{10, 79, 79, 79};
   EXPECT_EQ(advertised_free(h100s, 300, PlacementPolicy::kBinpack), h100s);
-  // Binpack keeps whole the GPU it fills next and the one with the most free, then levels.
-  EXPECT_EQ(advertised_free(h100s, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{10, 54, 0, 0}));
-  EXPECT_EQ(advertised_free({79, 79, 79, 79}, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{64, 0, 0, 0}));
+  // Binpack gives each GPU a floor of budget / (2 x GPUs with free units), then keeps whole the
+  // GPU it fills next and the one with the most free, then levels.
+  EXPECT_EQ(advertised_free(h100s, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{10, 38, 8, 8}));
+  EXPECT_EQ(advertised_free({79, 79, 79, 79}, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{40, 8, 8, 8}));
+  EXPECT_EQ(advertised_free({140, 140}, 64, PlacementPolicy::kBinpack), (std::vector<uint32_t>{48, 16}));
   EXPECT_EQ(advertised_free({8, 8, 8, 16, 0}, 30, PlacementPolicy::kBinpack),
             (std::vector<uint32_t>{8, 3, 3, 16, 0}));
   // Spread cuts the emptiest down to one level.

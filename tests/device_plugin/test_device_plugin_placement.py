@@ -67,6 +67,20 @@ def test_four_pods_of_4gib_and_60_percent_land_on_four_gpus_each_with_its_share(
     assert "): 40%" in refused["error"], refused
 
 
+@pytest.mark.parametrize("gpus", [2, 4])
+@pytest.mark.parametrize("order", ORDERS)
+def test_on_gpus_larger_than_the_tenant_room_each_gpu_still_offers_memory(make_node, gpus, order):
+    # 141 GiB cards: more free units than the 64 tenants the scheduler can hold, so only some
+    # are advertised healthy. Each GPU must keep some, or every container's memory goes to
+    # the one GPU that has them and its compute is refused there at the start.
+    node = make_node(gpus=gpus, memory=141 * GiB)
+    pods = {f"p{i}": node.kubelet.admit(f"p{i}", memory=4, compute=60, order=ORDERS[order]) for i in range(gpus)}
+    assert all(admitted(p) for p in pods.values()), pods
+    assert sorted(placed(node, pods).values()) == list(range(gpus))
+    # Free units advertised (the held ones stay healthy too): no more than the tenants left.
+    assert healthy_count(node, MEMORY) - 4 * gpus <= 64 - gpus
+
+
 @pytest.mark.parametrize("gpus", [2, 4, 8])
 @pytest.mark.parametrize("placement", ["binpack", "spread"])
 def test_twenty_pods_of_1gib_binpacked_or_spread(make_node, gpus, placement):
