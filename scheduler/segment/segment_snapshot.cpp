@@ -18,6 +18,12 @@ bool tenant_present(const shm::Tenant& t) {
   return t.state.load(std::memory_order_acquire) != shm::Tenant::kFree;
 }
 
+bool allowed_everywhere(const shm::Tenant& t) {
+  for (const shm::TenantGpu& tg : t.gpu)
+    if (tg.share_ppm.load(kRelaxed) == 0) return false;
+  return true;
+}
+
 }  // namespace
 
 bool gpu_in_use(const shm::Segment& segment, uint32_t gpu) {
@@ -31,6 +37,9 @@ bool gpu_in_use(const shm::Segment& segment, uint32_t gpu) {
     if (tg.memory_used.load(kRelaxed) || tg.gpu_time_ns.load(kRelaxed) || tg.wait_ns.load(kRelaxed) ||
         tg.oom_refusals.load(kRelaxed))
       return true;
+    // A tenant given some GPUs only (`gpus`, a pod's GPU) shows its GPUs before any of its
+    // processes runs there; one allowed everywhere names no GPU in particular.
+    if (tg.share_ppm.load(kRelaxed) != 0 && !allowed_everywhere(t)) return true;
   }
   return false;
 }

@@ -93,9 +93,9 @@ struct SegmentSnapshot {
   std::vector<TenantSnapshot> tenants;  // active and retired tenants, by index
 };
 
-// A GPU is shown once something happened on it: a hook reported its size, a tenant holds
-// memory or time on it, or its token moved. The segment has room for kMaxGpus whether or
-// not the node has them.
+// A GPU is shown once something happened on it (a hook reported its size, a tenant holds
+// memory or time on it, its token moved), or a tenant allowed on some GPUs only may use it.
+// The segment has room for kMaxGpus whether or not the node has them.
 bool gpu_in_use(const shm::Segment& segment, uint32_t gpu);
 
 SegmentSnapshot take_snapshot(const shm::Segment& segment);

@@ -39,6 +39,15 @@ def placed(node, pods):
     return gpus
 
 
+def shown_on(node):
+    """{tenant: [GPU indices]} where `cuslice status --json` lists it."""
+    shown = collections.defaultdict(list)
+    for g in node.status()["gpus"]:
+        for t in g["tenants"]:
+            shown[t["name"]].append(g["index"])
+    return dict(shown)
+
+
 def shares_by_gpu(node):
     """{GPU: the sum of the shares of the plugin's tenants there}: each tenant's share as
     `cuslice status --json` shows it, on its GPU as the scheduler's list of them says."""
@@ -76,7 +85,11 @@ def test_on_gpus_larger_than_the_tenant_room_each_gpu_still_offers_memory(make_n
     node = make_node(gpus=gpus, memory=141 * GiB)
     pods = {f"p{i}": node.kubelet.admit(f"p{i}", memory=4, compute=60, order=ORDERS[order]) for i in range(gpus)}
     assert all(admitted(p) for p in pods.values()), pods
-    assert sorted(placed(node, pods).values()) == list(range(gpus))
+    where = placed(node, pods)
+    assert sorted(where.values()) == list(range(gpus))
+    # Before any process runs, `cuslice status` shows each tenant on its GPU, and only there.
+    eventually(lambda: shown_on(node) == {tenant_name(pods[p]): [g] for p, g in where.items()},
+               "cuslice status to show each tenant on its own GPU")
     # Free units advertised (the held ones stay healthy too): no more than the tenants left.
     assert healthy_count(node, MEMORY) - 4 * gpus <= 64 - gpus
 
