@@ -180,6 +180,8 @@ def main():
         started = time.monotonic()
         gone = wait_for(lambda: tenant not in tenants(), timeout=20)
         run.check("the tenant is removed when the pod goes", gone, f"{time.monotonic() - started:.1f} s")
+        if len(cards) > 1:
+            placement(run, ask, tenants, status, cards)
     finally:
         for p in reversed(procs):
             if p.poll() is None:
@@ -193,6 +195,35 @@ def main():
         except OSError:
             pass
     return finish(run, args.out)
+
+
+def placement(run, ask, tenants, status, cards):
+    """5. One pod of 4 GiB and 60% per card: compute fits once per GPU, so each lands on a GPU
+    of its own, is shown only there, and one more such pod is refused."""
+    gpus = {}
+    for i in range(len(cards)):
+        pod = ask("admit", namespace="gpu-test", pod=f"sixty-{i}",
+                  containers=[{"name": "main", "requests": {MEMORY: 4, COMPUTE: 60}}], pick="preferred")
+        if pod.get("ok"):
+            envs = pod["containers"]["main"][MEMORY]["envs"]
+            gpus[envs["CUSLICE_TENANT"].split(":")[0]] = int(envs["CUSLICE_GPU_INDICES"])
+    run.check(f"{len(cards)} pods of 4 GiB and 60% on {len(cards)} GPUs, one each",
+              sorted(gpus.values()) == sorted(int(c["index"]) for c in cards), json.dumps(gpus))
+    linked = wait_for(lambda: all(abs(tenants().get(t, {}).get("share", 0) - 0.6) < 1e-6 for t in gpus))
+    shown = {}
+    for g in status()["gpus"]:
+        for t in g["tenants"]:
+            if t["name"] in gpus:
+                shown.setdefault(t["name"], []).append(g["index"])
+    run.check("each is shown by cuslice status on its own GPU only, with its share",
+              linked and all(shown.get(t) == [g] for t, g in gpus.items()), json.dumps(shown))
+    more = ask("admit", namespace="gpu-test", pod="sixty-more",
+               containers=[{"name": "main", "requests": {MEMORY: 4, COMPUTE: 60}}], pick="preferred")
+    run.check("one more such pod is refused: no GPU has 60% left", not more.get("ok"),
+              str(more.get("error", more))[:160])
+    for i in range(len(cards)):
+        ask("delete", namespace="gpu-test", pod=f"sixty-{i}")
+    run.check("their tenants go with the pods", wait_for(lambda: not set(gpus) & set(tenants()), timeout=20))
 
 
 def finish(run, out):
