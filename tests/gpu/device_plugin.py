@@ -90,8 +90,18 @@ def main():
         cards = [dict(zip(("index", "uuid", "name", "mib"), (f.strip() for f in line.split(","))))
                  for line in smi.stdout.strip().splitlines()]
         run.say(f"GPUs: {cards}")
-        start([bin_dir / "cuslice-scheduler", "--config", tmp / "cuslice.yaml", "--socket", socket,
-               "--shm-name", shm], stderr=open(args.out / "device_plugin.scheduler.log", "w"))
+        scheduler_cmd = [bin_dir / "cuslice-scheduler", "--config", tmp / "cuslice.yaml", "--socket", socket,
+                         "--shm-name", shm]
+        scheduler = [start(scheduler_cmd, stderr=open(args.out / "device_plugin.scheduler.log", "w"))]
+
+        def restart_scheduler():
+            """SIGTERM, then the same scheduler again; returns when the old one exited."""
+            scheduler[0].send_signal(signal.SIGTERM)
+            scheduler[0].wait(timeout=30)
+            stopped = time.monotonic()
+            scheduler[0] = start(scheduler_cmd, stderr=open(args.out / "device_plugin.scheduler.log", "a"))
+            return stopped
+
         wait_for(socket.exists)
         # The tarball carries gRPC and protobuf for the plugin: the fake kubelet uses them too.
         kubelet_env = dict(os.environ, LD_LIBRARY_PATH=str(args.tree / "lib"))
@@ -112,14 +122,18 @@ def main():
         for resource in (MEMORY, COMPUTE):
             run.check(f"{resource} registered", ask("wait_registered", resource=resource)["ok"])
 
-        # 1. Capacity: each card's memory in whole GiB, 100 compute devices per card.
+        # 1. Capacity: each card's memory in whole GiB, 100 compute devices per card; healthy,
+        # on every card, no more units than the scheduler has tenants left (64 at most).
         devices = ask("devices", resource=MEMORY)["devices"]
         for card in cards:
             mine = [d for d in devices if d.startswith(card["uuid"] + "-m")]
             expected = int(card["mib"]) * (1 << 20) // GiB
-            run.check(f"GPU {card['index']} ({card['name']}, {card['mib']} MiB) advertised as {len(mine)} GiB",
-                      len(mine) == expected and all(devices[d] == "Healthy" for d in mine),
-                      f"expected {expected}")
+            healthy = sum(devices[d] == "Healthy" for d in mine)
+            run.check(f"GPU {card['index']} ({card['name']}, {card['mib']} MiB) advertised as {len(mine)} GiB, "
+                      f"{healthy} healthy", len(mine) == expected and healthy > 0, f"expected {expected}")
+        healthy = sum(h == "Healthy" for h in devices.values())
+        run.check(f"{healthy} memory units healthy in all: no more than the scheduler's 64 tenants",
+                  0 < healthy <= 64)
         compute = ask("devices", resource=COMPUTE)["devices"]
         run.check(f"{len(compute)} compute devices", len(compute) == 100 * len(cards))
 
@@ -134,9 +148,15 @@ def main():
         tenant = env_from_allocate["CUSLICE_TENANT"].split(":")[0]
         gpu = int(env_from_allocate["CUSLICE_GPU_INDICES"])
         card = next(c for c in cards if int(c["index"]) == gpu)
-        status = lambda: json.loads(subprocess.run(  # noqa: E731
-            [bin_dir / "cuslice", "status", "--json", "--socket", socket, "--shm-name", shm],
-            capture_output=True, text=True).stdout)
+        def status():
+            """`cuslice status --json`; nothing while no scheduler answers (a restart)."""
+            out = subprocess.run([bin_dir / "cuslice", "status", "--json", "--socket", socket, "--shm-name", shm],
+                                 capture_output=True, text=True).stdout
+            try:
+                return json.loads(out)
+            except ValueError:
+                return {"tenants": [], "gpus": []}
+
         tenants = lambda: {t["name"]: t for t in status()["tenants"]}  # noqa: E731
         run.check("the tenant has exactly the quota",
                   wait_for(lambda: tenants().get(tenant, {}).get("memory_quota_bytes") == QUOTA_GIB * GiB))
@@ -146,15 +166,7 @@ def main():
         # 3. The container's process, as the runtime would start it: the Allocate environment;
         # mounts by their host paths (the socket's directory, the hook that /etc/ld.so.preload
         # names); the GPU the container would see, alone.
-        mounts = {m["container_path"]: m["host_path"] for m in answer["mounts"]}
-        # The image's environment (here: this one, without cuslice's own settings) and the answer's.
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("CUSLICE_") and k not in ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES")}
-        env.update(env_from_allocate)
-        env["CUSLICE_SOCKET"] = os.path.join(mounts["/run/cuslice"], os.path.basename(env["CUSLICE_SOCKET"]))
-        env["LD_PRELOAD"] = mounts["/opt/cuslice/lib/libcuslice.so"]
-        env["CUDA_VISIBLE_DEVICES"] = card["uuid"]
-        env["CUSLICE_LOG_LEVEL"] = "info"
+        env = container_env(answer, card)
         worker = start([sys.executable, "-c", WORKER], env=env, stdout=subprocess.PIPE,
                        stderr=open(args.out / "device_plugin.worker.log", "w"), text=True)
         line = worker.stdout.readline()
@@ -182,6 +194,7 @@ def main():
         run.check("the tenant is removed when the pod goes", gone, f"{time.monotonic() - started:.1f} s")
         if len(cards) > 1:
             placement(run, ask, tenants, status, cards)
+        restart(run, ask, tenants, cards, restart_scheduler, start, args.out)
     finally:
         for p in reversed(procs):
             if p.poll() is None:
@@ -195,6 +208,60 @@ def main():
         except OSError:
             pass
     return finish(run, args.out)
+
+
+def container_env(answer, card):
+    """The environment of the container's process: the image's (here: this one, without
+    cuslice's own settings) and the Allocate answer's, with the mounts by their host paths."""
+    mounts = {m["container_path"]: m["host_path"] for m in answer["mounts"]}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CUSLICE_") and k not in ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES")}
+    env.update(answer["envs"])
+    env["CUSLICE_SOCKET"] = os.path.join(mounts["/run/cuslice"], os.path.basename(env["CUSLICE_SOCKET"]))
+    env["LD_PRELOAD"] = mounts["/opt/cuslice/lib/libcuslice.so"]
+    env["CUDA_VISIBLE_DEVICES"] = card["uuid"]
+    env["CUSLICE_LOG_LEVEL"] = "info"
+    return env
+
+
+# A container that keeps launching small kernels, for the restart check.
+LOOP = r"""
+import os, time, torch
+x = torch.zeros(1 << 20, device="cuda")
+end = time.monotonic() + float(os.environ["LOOP_SECONDS"])
+print("ready", flush=True)
+while time.monotonic() < end:
+    x.add_(1)
+    torch.cuda.synchronize()
+    time.sleep(0.005)
+"""
+
+
+def restart(run, ask, tenants, cards, restart_scheduler, start, out):
+    """6. A scheduler restart while a container's process runs: how long until the process is
+    a registered process of its tenant again, under the new scheduler."""
+    pod = ask("admit", namespace="gpu-test", pod="restart",
+              containers=[{"name": "main", "requests": {MEMORY: 4, COMPUTE: 30}}], pick="preferred")
+    if not run.check("a pod of 4 GiB and 30% for the restart", pod.get("ok")):
+        return
+    answer = pod["containers"]["main"][MEMORY]
+    tenant = answer["envs"]["CUSLICE_TENANT"].split(":")[0]
+    card = next(c for c in cards if int(c["index"]) == int(answer["envs"]["CUSLICE_GPU_INDICES"]))
+    env = dict(container_env(answer, card), LOOP_SECONDS="40")
+    worker = start([sys.executable, "-c", LOOP], env=env, stdout=subprocess.PIPE,
+                   stderr=open(out / "device_plugin.restart_worker.log", "w"), text=True)
+    worker.stdout.readline()
+    registered = lambda: worker.pid in tenants().get(tenant, {}).get("pids", [])  # noqa: E731
+    run.check("its process is registered", wait_for(registered, timeout=10))
+    stopped = restart_scheduler()
+    back = wait_for(registered, timeout=30)
+    gap = time.monotonic() - stopped
+    run.check("after a scheduler restart the running process is registered again",
+              back and worker.poll() is None, f"{gap:.2f} s from the old scheduler's exit")
+    run.check("with its share", wait_for(lambda: abs(tenants().get(tenant, {}).get("share", 0) - 0.3) < 1e-6))
+    worker.terminate()
+    worker.wait(timeout=20)
+    ask("delete", namespace="gpu-test", pod="restart")
 
 
 def placement(run, ask, tenants, status, cards):
