@@ -3,7 +3,8 @@
 # drives the plugin, which reads the real NVML, beside a real cuslice-scheduler. Checks the
 # capacity advertised for each card, an allocation, and a PyTorch process started the way the
 # container runtime would start it from the Allocate answer (its environment; its mounts as
-# the host paths they name), held to the quota, and the tenant gone with the pod:
+# the host paths they name), held to the quota, and the tenant gone with the pod; on several
+# GPUs, one 60% pod per GPU placed on a GPU each; a scheduler restart under a running process:
 #
 #   bash tests/gpu/device_plugin.sh [--cuslice PATH] [--fake-kubelet FILE]
 #
