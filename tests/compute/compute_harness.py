@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 HOOK = os.environ.get("CUSLICE_HOOK", "")
@@ -107,6 +108,30 @@ class Daemon:
                 return False
 
 
+class Lateness(threading.Thread):
+    """How late this machine wakes a thread that sleeps 1 ms, sampled over a scenario's window
+    beside its workers: the measure of the box that the timing bounds allow for. A bound that
+    depends on when a process gets a CPU adds what this thread saw in the same window; on an
+    idle box that is tens of microseconds, beside a parallel build milliseconds."""
+
+    def __init__(self, start_ns, end_ns):
+        super().__init__(daemon=True)
+        self.start_ns, self.end_ns = start_ns, end_ns
+        self.late_us = []
+
+    def run(self):
+        while (t := now_ns()) < self.end_ns:
+            time.sleep(0.001)
+            late = (now_ns() - t) / 1000.0 - 1000.0
+            if t >= self.start_ns:
+                self.late_us.append(max(0.0, late))
+
+    def summary(self):
+        """p50, p99 and max lateness in microseconds (0 when nothing was sampled)."""
+        v = sorted(self.late_us) or [0.0]
+        return {"p50_us": v[len(v) // 2], "p99_us": v[min(len(v) - 1, int(len(v) * 0.99))], "max_us": v[-1]}
+
+
 class Scenario:
     """One scenario's world: a work folder, a simulated device, and (optionally) a daemon."""
 
@@ -117,6 +142,7 @@ class Scenario:
         self.daemon = Daemon(self.workdir, config_yaml) if config_yaml is not None else None
         # Without a daemon, workers look for one here and find nobody.
         self.socket = self.daemon.socket if self.daemon else os.path.join(self.workdir, "none.sock")
+        self.lateness = None  # of the last run (Lateness.summary)
 
     def __enter__(self):
         if self.daemon:
@@ -157,6 +183,8 @@ class Scenario:
         """
         start = now_ns() + int(start_delay_s * 1e9)
         end = start + int(duration_s * 1e9)
+        sampler = Lateness(start, end)
+        sampler.start()
         processes = []
         for w in workers:
             argv = [WORKER, "--mode", w["mode"], "--kernel-us", str(w["kernel_us"]),
@@ -193,6 +221,9 @@ class Scenario:
             report = json.loads(lines[-1]) if lines else {}
             report.update({"returncode": p.returncode, "stderr": err, "tenant": w["tenant"]})
             reports.append(report)
+        sampler.join()
+        # The box's lateness over this window, for bounds that depend on it.
+        self.lateness = sampler.summary()
         return reports
 
 

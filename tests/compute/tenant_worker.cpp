@@ -35,7 +35,9 @@
 // counted completion), "late_ns" (how late after start-at the work began: start-up that took
 // too long makes the window shorter), "max_batch_ns" (the longest launch-to-completion of a
 // batch or request), "max_launch_us" (spin mode: the longest a launch call took, past a 0.5 s
-// warm-up: how long the hook held the launching thread),
+// warm-up: how long the hook held the launching thread), "run_delay_ns" (the longest any of
+// the process's threads waited for a CPU over the window, from /proc/self/task/*/schedstat:
+// what the machine's load took from it, the hook's threads included),
 // and in request mode "requests", "p50_us", "p99_us", "max_us"}. Exit status 0; 2 when a CUDA
 // call fails (the JSON then has "error" and the call's result).
 #include <cuda.h>
@@ -45,9 +47,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -289,6 +293,36 @@ void allocate_channel_groups() {
 
 }  // namespace
 
+// Each of the process's threads by id: the time it spent runnable but waiting for a CPU, in
+// ns (the second field of its schedstat; nothing where the kernel does not say).
+std::map<std::string, unsigned long long> run_delays() {
+  std::map<std::string, unsigned long long> out;
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return out;
+  while (const dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string path = std::string("/proc/self/task/") + e->d_name + "/schedstat";
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      unsigned long long on_cpu = 0, waited = 0;
+      if (std::fscanf(f, "%llu %llu", &on_cpu, &waited) == 2) out[e->d_name] = waited;
+      std::fclose(f);
+    }
+  }
+  closedir(tasks);
+  return out;
+}
+
+// The most one thread waited for a CPU since `before` (threads started since: all of theirs).
+// The launching thread and the hook's monitor each stall the work alone.
+unsigned long long most_run_delay_since(const std::map<std::string, unsigned long long>& before) {
+  unsigned long long most = 0;
+  for (const auto& [tid, waited] : run_delays()) {
+    const auto was = before.find(tid);
+    most = std::max(most, waited - (was != before.end() ? std::min(was->second, waited) : 0));
+  }
+  return most;
+}
+
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   CHECK(cuInit(0));
@@ -297,6 +331,7 @@ int main(int argc, char** argv) {
 
   sleep_until(o.start_at);
   const std::int64_t late_ns = std::max<std::int64_t>(now_ns() - o.start_at, 0);
+  const auto delays_before = run_delays();
   Tally tally;
   if (o.mode == "spin") {
     for (long phase = 0; phase <= o.resets; ++phase) {
@@ -312,12 +347,13 @@ int main(int argc, char** argv) {
     run_requests(o, w.kernel, w.stream, tally);
   }
 
+  const unsigned long long delay = most_run_delay_since(delays_before);
   std::printf("{\"pid\": %d, \"tenant\": \"%s\", \"mode\": \"%s\", \"kernels\": %llu, "
               "\"busy_ns\": %llu, \"wall_ns\": %" PRId64 ", \"late_ns\": %" PRId64
-              ", \"max_batch_ns\": %" PRId64,
+              ", \"max_batch_ns\": %" PRId64 ", \"run_delay_ns\": %llu",
               getpid(), tenant(), o.mode.c_str(), tally.kernels, tally.busy_ns,
               tally.last_completion > 0 ? tally.last_completion - o.start_at : 0, late_ns,
-              tally.max_batch_ns);
+              tally.max_batch_ns, delay);
   if (o.shorts > 0) std::printf(", \"max_queue_us\": %.1f", static_cast<double>(tally.max_queue_ns) / 1000.0);
   if (o.mode == "spin") std::printf(", \"max_launch_us\": %.1f", static_cast<double>(tally.max_launch_ns) / 1000.0);
   if (o.mode == "request") {
