@@ -27,8 +27,11 @@ uint64_t saturating_sub(std::atomic<uint64_t>& counter, uint64_t amount) {
   return take;
 }
 
-// The tenant's quota in bytes on `gpu` (a percentage resolved against the card's size).
-uint64_t quota_of(const shm::Tenant& tenant, int gpu) {
+// The tenant's quota in bytes on `gpu` (a percentage resolved against the card's size); none
+// on a GPU its configuration keeps it off (`gpus`: a daemon of minor 3 or later writes every
+// GPU's share, and 0 there means not allowed; older ones write none, so it is not read).
+uint64_t quota_of(const shm::Segment& segment, const shm::Tenant& tenant, int gpu) {
+  if (segment.abi_minor >= 3 && tenant.gpu[gpu].share_ppm.load(std::memory_order_relaxed) == 0) return 0;
   uint64_t limit = tenant.memory_quota.load(std::memory_order_relaxed);
   if (const uint32_t ppm = tenant.memory_quota_ppm.load(std::memory_order_relaxed)) {
     const uint64_t card = g.device_memory[gpu].load(std::memory_order_relaxed);
@@ -50,7 +53,7 @@ Reserve memory_try_reserve(int gpu, uint64_t bytes, uint64_t keep_free, bool* cr
   g.local_charged[gpu].fetch_add(bytes, std::memory_order_relaxed);
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return Reserve::kUngated;
-  const uint64_t quota = quota_of(att->segment->tenants[att->tenant], gpu);
+  const uint64_t quota = quota_of(*att->segment, att->segment->tenants[att->tenant], gpu);
   shm::TenantGpuUse& use = att->use(gpu);
   uint64_t limit = quota;
   if (quota != shm::kUnlimited) {
@@ -99,7 +102,7 @@ void memory_charge(int gpu, uint64_t bytes) noexcept {
 uint64_t tenant_memory_quota(int gpu) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr || static_cast<unsigned>(gpu) >= kMaxGpus) return shm::kUnlimited;
-  return quota_of(att->segment->tenants[att->tenant], gpu);
+  return quota_of(*att->segment, att->segment->tenants[att->tenant], gpu);
 }
 
 uint64_t tenant_memory_used(int gpu) noexcept {

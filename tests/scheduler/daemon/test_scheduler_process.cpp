@@ -385,6 +385,29 @@ TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
   EXPECT_LT(Clock::now() - killed, 1500ms);
 }
 
+// `gpus` is enforced where memory is: a tenant's process may hold nothing on a GPU its
+// configuration keeps it off, and its quota on its own.
+TEST_F(SchedulerProcessTest, ATenantHoldsNoMemoryOnAGpuItIsNotGiven) {
+  write_config("tenants:\n  - {name: a, memory: 1GiB, gpus: [1]}\n  - {name: b, memory: 1GiB}\n");
+  start_daemon();
+  const pid_t a = spawn("a", [] {
+    if (client::memory_try_reserve(0, 1 << 20) != client::Reserve::kOverQuota) return 1;
+    if (client::tenant_memory_quota(0) != 0) return 2;
+    if (client::memory_try_reserve(1, 600 << 20) != client::Reserve::kOk) return 3;
+    if (client::memory_try_reserve(1, 600 << 20) != client::Reserve::kOverQuota) return 4;
+    return 0;
+  });
+  EXPECT_EQ(wait_exit(a), 0);
+  // A tenant given no GPUs may use every one.
+  const pid_t b = spawn("b", [] {
+    return client::memory_try_reserve(0, 100 << 20) == client::Reserve::kOk &&
+                   client::memory_try_reserve(3, 100 << 20) == client::Reserve::kOk
+               ? 0
+               : 1;
+  });
+  EXPECT_EQ(wait_exit(b), 0);
+}
+
 TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
   write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
   start_daemon();
