@@ -1,5 +1,6 @@
 #include "scheduler_autostart.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
@@ -97,6 +98,22 @@ class DaemonLog {
   off_t start_ = 0;
 };
 
+// Closes every descriptor from `first` up. close_range where the kernel has it (5.9 and
+// later); on older kernels (Ubuntu 20.04's 5.4, RHEL 8's 4.18) it fails with ENOSYS, and
+// the descriptors /proc/self/fd lists are closed one by one.
+void close_from(int first) {
+  if (::close_range(static_cast<unsigned>(first), ~0u, 0) == 0) return;
+  std::vector<int> open_fds;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(dir)) {
+      const int fd = std::atoi(e->d_name);
+      if (fd >= first && fd != ::dirfd(dir)) open_fds.push_back(fd);
+    }
+    ::closedir(dir);
+  }
+  for (const int fd : open_fds) ::close(fd);
+}
+
 // In the grandchild: becomes the daemon. Never returns.
 [[noreturn]] void exec_daemon(const fs::path& program, const std::string& socket_path,
                               const std::string& control_path, int log_fd) {
@@ -106,7 +123,7 @@ class DaemonLog {
   ::dup2(log_fd, STDERR_FILENO);
   // Nothing of ours (nor of whoever started us: a test harness's pipes) stays open in a
   // process that may outlive us.
-  ::close_range(3, ~0u, 0);
+  close_from(3);
   // The daemon is not the command: no hook in it, and no talking to a service manager
   // that started `cuslice run` as its main process.
   for (const char* name : {"LD_PRELOAD", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"})

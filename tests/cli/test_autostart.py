@@ -3,6 +3,7 @@ their tenants to it, and it exits once the last of their commands has gone."""
 import json
 import os
 import stat
+import subprocess
 
 import pytest
 
@@ -126,6 +127,31 @@ def test_a_run_whose_command_ends_at_once_still_leaves_no_scheduler(run_cuslice,
     assert env["CUSLICE_TENANT"] == f"sh-{pid}"
     assert env["CUSLICE_SOCKET"] == str(socket_path)
     eventually(lambda: not socket_path.exists(), "the scheduler to exit")
+
+
+@pytest.mark.parametrize("kernel", ["with close_range", "older than 5.9"])
+def test_the_auto_started_scheduler_inherits_no_descriptor(run_cuslice, cuslice_bin, hook, socket_path, kernel):
+    # A descriptor of whoever ran `cuslice run` (here a pipe) must not live on in a scheduler
+    # that may outlive them, whether or not the kernel has close_range.
+    read_end, write_end = os.pipe()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUSLICE_AUTO_START": "1"}
+    if kernel == "older than 5.9":
+        env["LD_PRELOAD"] = str(built("CUSLICE_TEST_NO_CLOSE_RANGE"))
+    run = subprocess.Popen([str(a) for a in run_prefix(cuslice_bin, hook, socket_path)] + ["sleep", "3"],
+                           env=env, pass_fds=(write_end,))
+    try:
+        def daemon_pid():
+            answer = run_cuslice("status", "--json", "--socket", socket_path)
+            return answer.returncode == 0 and json.loads(answer.stdout)["daemon"]["pid"]
+
+        daemon = eventually(daemon_pid, "the scheduler to start")
+        pipe = os.readlink(f"/proc/self/fd/{write_end}")
+        held = [os.readlink(f"/proc/{daemon}/fd/{fd}") for fd in os.listdir(f"/proc/{daemon}/fd")]
+        assert pipe not in held, held
+    finally:
+        run.wait(timeout=DEADLINE)
+        os.close(read_end)
+        os.close(write_end)
 
 
 def test_overlapping_runs_without_a_tenant_each_get_their_own(run_cuslice, cuslice_bin, hook, socket_path):
