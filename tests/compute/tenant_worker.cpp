@@ -35,7 +35,8 @@
 // counted completion), "late_ns" (how late after start-at the work began: start-up that took
 // too long makes the window shorter), "max_batch_ns" (the longest launch-to-completion of a
 // batch or request), "max_launch_us" (spin mode: the longest a launch call took, past a 0.5 s
-// warm-up: how long the hook held the launching thread), "run_delay_ns" (the longest any of
+// warm-up: how long the hook held the launching thread), "slow_launches" (spin mode: launch
+// calls of 10 ms or more past the warm-up), "run_delay_ns" (the longest any of
 // the process's threads waited for a CPU over the window, from /proc/self/task/*/schedstat:
 // what the machine's load took from it, the hook's threads included),
 // and in request mode "requests", "p50_us", "p99_us", "max_us"}. Exit status 0; 2 when a CUDA
@@ -153,6 +154,7 @@ struct Tally {
   std::vector<std::int64_t> latencies_ns;  // request mode
   std::int64_t max_queue_ns = 0;           // spin mode with shorts
   std::int64_t max_launch_ns = 0;          // spin mode
+  unsigned long long slow_launches = 0;    // spin mode: launch calls of 10 ms or more
 };
 
 CUstream make_stream(const std::string& kind) {
@@ -199,8 +201,11 @@ void sample_queue(const Options& o, Tally& tally) {
 void timed_launch(const Options& o, CUfunction kernel, CUstream stream, Tally& tally) {
   const std::int64_t before = now_ns();
   launch(kernel, stream);
-  if (before >= o.start_at + 500'000'000 && before <= o.end_at)
-    tally.max_launch_ns = std::max(tally.max_launch_ns, now_ns() - before);
+  if (before >= o.start_at + 500'000'000 && before <= o.end_at) {
+    const std::int64_t took = now_ns() - before;
+    tally.max_launch_ns = std::max(tally.max_launch_ns, took);
+    if (took >= 10'000'000) ++tally.slow_launches;
+  }
 }
 
 void run_spin(const Options& o, std::int64_t until, CUfunction kernel, CUfunction short_kernel, CUstream stream,
@@ -355,7 +360,9 @@ int main(int argc, char** argv) {
               tally.last_completion > 0 ? tally.last_completion - o.start_at : 0, late_ns,
               tally.max_batch_ns, delay);
   if (o.shorts > 0) std::printf(", \"max_queue_us\": %.1f", static_cast<double>(tally.max_queue_ns) / 1000.0);
-  if (o.mode == "spin") std::printf(", \"max_launch_us\": %.1f", static_cast<double>(tally.max_launch_ns) / 1000.0);
+  if (o.mode == "spin")
+    std::printf(", \"max_launch_us\": %.1f, \"slow_launches\": %llu", static_cast<double>(tally.max_launch_ns) / 1000.0,
+                tally.slow_launches);
   if (o.mode == "request") {
     std::printf(", \"requests\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"max_us\": %.1f",
                 tally.latencies_ns.size(), percentile_us(tally.latencies_ns, 0.50),

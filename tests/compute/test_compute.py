@@ -251,14 +251,16 @@ def parked_launches(service, batch):
         _, parked = valid(world.run([service, batch], WINDOW_S))
         parked_lateness = world.lateness
         _, waited = valid(world.run([service, dict(batch, env={"CUSLICE_PARK_QUEUED": "0us"})], WINDOW_S))
-    print(f"longest launch call below a busy high-priority tenant: parked {parked['max_launch_us']:.0f} us, "
-          f"waiting on the CPU {waited['max_launch_us']:.0f} us; device got {100 * utilisation(parked):.0f}% "
-          f"/ {100 * utilisation(waited):.0f}%; box lateness {parked_lateness}")
-    # The control shows what the scenario provokes: a launch that waits for the service's kernel.
-    assert waited["max_launch_us"] >= 25_000, waited
-    # Parked, no launch waits for it; a thread descheduled by the box's load may take longer,
-    # as long as the box was seen to be late in that window.
-    assert parked["max_launch_us"] < 15_000 + parked_lateness["max_us"], (parked, parked_lateness)
+    print(f"longest launch call below a busy high-priority tenant: parked {parked['max_launch_us']:.0f} us "
+          f"({parked['slow_launches']} of 10 ms or more), waiting on the CPU {waited['max_launch_us']:.0f} us "
+          f"({waited['slow_launches']}); device got {100 * utilisation(parked):.0f}% / "
+          f"{100 * utilisation(waited):.0f}%; box lateness {parked_lateness}")
+    # The control shows what the scenario provokes: launches that wait for the service's kernel.
+    assert waited["max_launch_us"] >= 25_000 and waited["slow_launches"] >= 8, waited
+    # Parked, no launch waits for it. On a loaded box a thread of the hook that opens gates may
+    # be kept off the CPU until the work held back reaches its bound, and a launch then waits:
+    # rarely, where without parking every service kernel makes one wait.
+    assert parked_slow_launches_ok(parked, waited, parked_lateness), (parked, waited, parked_lateness)
     # And holding launches back on the GPU costs the batch no device time.
     assert utilisation(parked) >= 0.9 * utilisation(waited), (parked, waited)
 
@@ -274,6 +276,14 @@ def test_a_context_reset_below_a_higher_priority_tenant_is_survived():
     settle(lambda: reset_below(service, batch))
 
 
+def parked_slow_launches_ok(parked, waited, lateness):
+    """No launch waited for the higher tenant's kernel (on an idle box), or, where the box was
+    seen to be late, at most a quarter as many as without parking."""
+    if parked["max_launch_us"] < 15_000 + lateness["max_us"]:
+        return True
+    return parked["slow_launches"] <= waited["slow_launches"] // 4
+
+
 def reset_below(service, batch):
     with Scenario(SERVICE_AND_BATCH) as world:
         _, reset = world.run([service, dict(batch, resets=2)], WINDOW_S)
@@ -282,9 +292,14 @@ def reset_below(service, batch):
     assert reset["returncode"] == 0, reset
     valid([reset])
     print(f"batch below a busy service with 2 primary-context resets: longest launch call "
-          f"{reset['max_launch_us']:.0f} us, device {100 * utilisation(reset):.0f}% "
-          f"(without resets {100 * utilisation(plain):.0f}%)")
-    assert reset["max_launch_us"] < 15_000 + reset_lateness["max_us"], (reset, reset_lateness)
+          f"{reset['max_launch_us']:.0f} us ({reset['slow_launches']} of 10 ms or more; without resets "
+          f"{plain['slow_launches']}), device {100 * utilisation(reset):.0f}% "
+          f"(without resets {100 * utilisation(plain):.0f}%); box lateness {reset_lateness}")
+    # Parking still works in the new context: no launch waits for the service's kernel, or, on a
+    # box seen to be late, no more than parked launches wait without the resets (waiting on the
+    # CPU, one launch would wait per service kernel: about 30).
+    assert reset["max_launch_us"] < 15_000 + reset_lateness["max_us"] or \
+        reset["slow_launches"] <= max(3, 2 * plain["slow_launches"]), (reset, plain, reset_lateness)
     assert utilisation(reset) >= 0.9 * utilisation(plain), (reset, plain)
 
 
