@@ -36,7 +36,8 @@
 // too long makes the window shorter), "max_batch_ns" (the longest launch-to-completion of a
 // batch or request), "max_launch_us" (spin mode: the longest a launch call took, past a 0.5 s
 // warm-up: how long the hook held the launching thread), "slow_launches" (spin mode: launch
-// calls of 10 ms or more past the warm-up), "run_delay_ns" (the longest any of
+// calls of 10 ms or more past the warm-up), with --resets "reset_ns" (the time the resets and
+// setting up again took), "run_delay_ns" (the longest any of
 // the process's threads waited for a CPU over the window, from /proc/self/task/*/schedstat:
 // what the machine's load took from it, the hook's threads included),
 // and in request mode "requests", "p50_us", "p99_us", "max_us"}. Exit status 0; 2 when a CUDA
@@ -337,13 +338,16 @@ int main(int argc, char** argv) {
   sleep_until(o.start_at);
   const std::int64_t late_ns = std::max<std::int64_t>(now_ns() - o.start_at, 0);
   const auto delays_before = run_delays();
+  std::int64_t reset_ns = 0;  // spent resetting the context and setting up again
   Tally tally;
   if (o.mode == "spin") {
     for (long phase = 0; phase <= o.resets; ++phase) {
       if (phase > 0) {
+        const std::int64_t reset_from = now_ns();
         CHECK(cuDevicePrimaryCtxReset_v2(0));
         CHECK(cuDevicePrimaryCtxRelease_v2(0));  // set_up retains it again
         w = set_up(o);
+        reset_ns += now_ns() - reset_from;
       }
       run_spin(o, o.start_at + (o.end_at - o.start_at) * (phase + 1) / (o.resets + 1), w.kernel, w.short_kernel,
                w.stream, w.result, tally);
@@ -359,6 +363,7 @@ int main(int argc, char** argv) {
               getpid(), tenant(), o.mode.c_str(), tally.kernels, tally.busy_ns,
               tally.last_completion > 0 ? tally.last_completion - o.start_at : 0, late_ns,
               tally.max_batch_ns, delay);
+  if (o.resets > 0) std::printf(", \"reset_ns\": %" PRId64, reset_ns);
   if (o.shorts > 0) std::printf(", \"max_queue_us\": %.1f", static_cast<double>(tally.max_queue_ns) / 1000.0);
   if (o.mode == "spin")
     std::printf(", \"max_launch_us\": %.1f, \"slow_launches\": %llu", static_cast<double>(tally.max_launch_ns) / 1000.0,

@@ -294,13 +294,23 @@ def reset_below(service, batch):
     print(f"batch below a busy service with 2 primary-context resets: longest launch call "
           f"{reset['max_launch_us']:.0f} us ({reset['slow_launches']} of 10 ms or more; without resets "
           f"{plain['slow_launches']}), device {100 * utilisation(reset):.0f}% "
-          f"(without resets {100 * utilisation(plain):.0f}%); box lateness {reset_lateness}")
+          f"(without resets {100 * utilisation(plain):.0f}%); the resets took {reset['reset_ns'] / 1e6:.0f} ms; "
+          f"box lateness {reset_lateness}")
     # Parking still works in the new context: no launch waits for the service's kernel, or, on a
     # box seen to be late, no more than parked launches wait without the resets (waiting on the
     # CPU, one launch would wait per service kernel: about 30).
     assert reset["max_launch_us"] < 15_000 + reset_lateness["max_us"] or \
         reset["slow_launches"] <= max(3, 2 * plain["slow_launches"]), (reset, plain, reset_lateness)
-    assert utilisation(reset) >= 0.9 * utilisation(plain), (reset, plain)
+    # And it loses no device time beyond the resets themselves (the batch launches nothing
+    # while it sets a context up again). Device time tells only where the box let both runs
+    # have the CPU: held off it for more than a quarter of the window (schedstat), a batch's
+    # device time follows the load, not the hook, and the launches above are what shows.
+    held_off = max(reset["run_delay_ns"], plain["run_delay_ns"]) / (WINDOW_S * 1e9)
+    launching = 1.0 - reset["reset_ns"] / (WINDOW_S * 1e9)
+    if held_off <= 0.25:
+        assert utilisation(reset) >= 0.9 * utilisation(plain) * launching, (reset, plain)
+    else:
+        print(f"device time not compared: the batch waited for a CPU {100 * held_off:.0f}% of the window")
 
 
 def test_a_low_tenant_preempted_by_its_time_slices_is_not_held_back():
