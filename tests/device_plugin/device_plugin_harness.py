@@ -29,12 +29,13 @@ CONFIG = "scheduler:\n  quantum: 50ms\ntenants: []\n"
 # The control socket's list of plugin tenants (protocol/socket_protocol.h: PluginRequest,
 # PluginList, PluginTenant), little-endian as on every machine the tests run on.
 PLUGIN_MAGIC = 0x50434C43
+PLUGIN_VERSION = 2
 PLUGIN_LIST = 3
 PLUGIN_REQUEST = struct.Struct("<IHHII")  # magic, version, size, command, reserved; then a tenant
 PLUGIN_LIST_HEAD = struct.Struct("<IHHiI256s")  # magic, version, size, status, count, message
 # name, key, gpu, priority, share_ppm, limit_ppm, memory_bytes, gpu_uuid, units, namespace,
-# pod, container
-PLUGIN_TENANT = struct.Struct("<64s64sIIIIQ48s64s64s256s64s")
+# pod, container, gpu_mask, reserved
+PLUGIN_TENANT = struct.Struct("<64s64sIIIIQ48s64s64s256s64sII")
 
 
 class Kubelet:
@@ -166,7 +167,7 @@ class Node:
     def plugin_tenants(self):
         """The scheduler's own record of the plugin's tenants (its control socket's list):
         {name: {"gpu", "share", "limit", "memory_bytes"}}."""
-        request = PLUGIN_REQUEST.pack(PLUGIN_MAGIC, 1, PLUGIN_REQUEST.size + PLUGIN_TENANT.size, PLUGIN_LIST, 0)
+        request = PLUGIN_REQUEST.pack(PLUGIN_MAGIC, PLUGIN_VERSION, PLUGIN_REQUEST.size + PLUGIN_TENANT.size, PLUGIN_LIST, 0)
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
             s.settimeout(DEADLINE)
             s.connect(str(self.scheduler.control_socket))
