@@ -10,14 +10,21 @@ namespace {
 
 // The entry of `list` (clusters, users, contexts) named `name`, or a null node.
 YAML::Node named(const YAML::Node& list, const std::string& name) {
-  if (list.IsSequence())
+  if (list.IsDefined() && list.IsSequence())
     for (const YAML::Node& entry : list)
       if (entry["name"] && entry["name"].as<std::string>() == name) return entry;
   return YAML::Node(YAML::NodeType::Null);
 }
 
+// A missing key gives an undefined node, which yaml-cpp refuses to be asked its type: check first.
 std::string text(const YAML::Node& map, const char* key) {
-  return map.IsMap() && map[key] && map[key].IsScalar() ? map[key].as<std::string>() : std::string();
+  if (!map.IsDefined() || !map.IsMap()) return "";
+  const YAML::Node value = map[key];
+  return value.IsDefined() && value.IsScalar() ? value.as<std::string>() : std::string();
+}
+
+YAML::Node field(const YAML::Node& map, const char* key) {
+  return map.IsDefined() && map.IsMap() ? map[key] : YAML::Node(YAML::NodeType::Null);
 }
 
 }  // namespace
@@ -44,15 +51,19 @@ std::optional<KubeConfig> in_cluster_config(const std::string& account_dir, std:
 std::optional<KubeConfig> load_kubeconfig(const std::string& path, std::string& why) {
   try {
     const YAML::Node root = YAML::LoadFile(path);
+    if (!root.IsMap()) {
+      why = path + ": not a kubeconfig (no current-context, clusters, users, contexts)";
+      return std::nullopt;
+    }
     const std::string context_name = text(root, "current-context");
-    const YAML::Node context = named(root["contexts"], context_name)["context"];
-    if (context_name.empty() || !context.IsMap()) {
+    const YAML::Node context = field(named(field(root, "contexts"), context_name), "context");
+    if (context_name.empty() || !context.IsDefined() || !context.IsMap()) {
       why = path + ": no current-context, or no context of that name";
       return std::nullopt;
     }
-    const YAML::Node cluster = named(root["clusters"], text(context, "cluster"))["cluster"];
-    const YAML::Node user = named(root["users"], text(context, "user"))["user"];
-    if (!cluster.IsMap()) {
+    const YAML::Node cluster = field(named(field(root, "clusters"), text(context, "cluster")), "cluster");
+    const YAML::Node user = field(named(field(root, "users"), text(context, "user")), "user");
+    if (!cluster.IsDefined() || !cluster.IsMap()) {
       why = path + ": the current context's cluster is missing";
       return std::nullopt;
     }

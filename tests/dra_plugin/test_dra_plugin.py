@@ -7,12 +7,13 @@ server restarts.
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from dra_harness import DRIVER, GiB, NODE, claim, make_node, wait_for  # noqa: F401
+from dra_harness import DRIVER, GiB, NODE, Kubelet, built, claim, make_node, wait_for  # noqa: F401
 
 CDI_SCHEMA = Path(os.environ.get("CUSLICE_SHARED_DIR", "")) / "data" / "cdi-schema"
 
@@ -195,6 +196,11 @@ def test_a_restarted_plugin_answers_as_before_and_a_restarted_scheduler_gets_its
     assert env_of(cdi_spec(node, c)) == env  # same tenant, same credential
     wait_for("the slice", lambda: node.slice())
     assert len(node.api.store.writes) == writes  # the slice was still right: left alone
+    # The kubelet restarts: it finds the plugin again and repeats its calls.
+    node.kubelet.close()
+    node.kubelet = Kubelet(node.registry)
+    node.kubelet.ok("register")
+    assert node.kubelet.prepare(c)[c["metadata"]["uid"]] == first
     node.restart_scheduler()
     t = wait_for("the tenant made again", lambda: node.tenants().get(tenant_of(c)))
     assert t["memory_quota_bytes"] == 3 * GiB and t["share"] == pytest.approx(0.25)
@@ -240,3 +246,28 @@ def test_a_slice_someone_else_changed_is_put_back(make_node):
         node.api.store.bump(obj)
     fixed = node.wait_slice(2)
     assert fixed["spec"]["pool"]["generation"] > generation
+
+
+def test_what_it_cannot_start_with_is_said_and_nothing_half_started(make_node, tmp_path):
+    node = make_node(gpus=1)
+    node.wait_slice(1)
+    node.stop_plugin()
+    base = [str(built("CUSLICE_DRA_PLUGIN_BIN")), "--node-name", NODE, "--hook", os.environ["CUSLICE_HOOK_LIB"],
+            "--plugin-dir", str(node.plugin_dir), "--registry-dir", str(node.registry), "--cdi-dir", str(node.cdi),
+            "--scheduler-socket", str(node.scheduler.socket), "--preload-file", ""]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR"))}
+
+    def run(*args):
+        return subprocess.run(base + list(args), env=env, capture_output=True, text=True, timeout=60)
+
+    (tmp_path / "bad-kubeconfig").write_text("clusters: [unclosed")
+    out = run("--kubeconfig", str(tmp_path / "bad-kubeconfig"))
+    assert out.returncode == 2 and "bad-kubeconfig" in out.stderr, out.stderr
+    out = run()  # no kubeconfig, and not in a pod
+    assert out.returncode == 2 and "--kubeconfig" in out.stderr, out.stderr
+    out = run("--kubeconfig", str(node.kubeconfig), "--memory-step", "1KiB")
+    assert out.returncode == 2 and "--memory-step" in out.stderr, out.stderr
+    (node.plugin_dir / "checkpoint.json").write_text("{not json")
+    out = run("--kubeconfig", str(node.kubeconfig))
+    assert out.returncode == 1 and "checkpoint.json" in out.stderr and "move it away" in out.stderr, out.stderr
+    assert not list(node.registry.glob("*-reg.sock"))  # never offered itself to the kubelet
