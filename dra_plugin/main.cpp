@@ -220,7 +220,7 @@ int serve(const CommandLine& c, const dra::KubeConfig& kube) {
   timing.backoff_max = std::max(timing.backoff_min, milliseconds(c.backoff_max));
   timing.backoff_min = std::min(timing.backoff_min, timing.backoff_max);
   timing.resync = std::chrono::seconds(static_cast<int64_t>(c.resync));
-  dra::SlicePublisher publisher(api, dra::slice_name(options.slice.node), timing);
+  dra::SlicePublisher publisher(api, dra::slice_name(options.slice.node), options.slice.node, timing);
   // The GPUs before the kubelet can call: a claim is prepared on the GPUs NVML reports.
   std::vector<std::string> problems;
   preparer.set_gpus(inventory->list(problems).value_or(std::vector<node::GpuInfo>{}));

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "resource_slice.h"
 
@@ -48,6 +49,23 @@ bool SlicePublisher::changed_since(uint64_t version) {
   return version_ != version;
 }
 
+json SlicePublisher::owner() {
+  if (!owner_.is_null()) return owner_;
+  const ApiResponse got = api_.get("/api/v1/nodes/" + node_);
+  const json node = got.ok() ? json::parse(got.body, nullptr, false) : json();
+  const json::json_pointer uid("/metadata/uid");
+  if (!node.is_object() || !node.contains(uid) || !node[uid].is_string()) {
+    if (std::exchange(owner_warned_, true)) return nullptr;
+    spdlog::warn("cannot read Node {} ({}): its ResourceSlice is published without an owner, and stays if the node "
+                 "is deleted",
+                 node_, got.ok() ? "no UID" : got.describe());
+    return nullptr;
+  }
+  owner_ = json::array(
+      {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}, {"uid", node[uid]}, {"controller", true}}});
+  return owner_;
+}
+
 bool SlicePublisher::publish_once(const json& wanted, uint64_t version, const std::atomic<bool>& stop) {
   const std::string collection = std::string(kResourceApi) + "/resourceslices";
   const std::string path = collection + "/" + name_;
@@ -58,6 +76,7 @@ bool SlicePublisher::publish_once(const json& wanted, uint64_t version, const st
                   {"kind", "ResourceSlice"},
                   {"metadata", {{"name", name_}}},
                   {"spec", wanted}};
+    if (const json owners = owner(); !owners.is_null()) slice["metadata"]["ownerReferences"] = owners;
     slice["spec"]["pool"]["generation"] = 1;
     const ApiResponse made = api_.post(collection, slice.dump());
     if (!made.ok()) {
@@ -73,9 +92,12 @@ bool SlicePublisher::publish_once(const json& wanted, uint64_t version, const st
       return false;
     }
     resource_version = resource_version_of(have);
-    if (without_generation(have["spec"]) != without_generation(wanted)) {
+    const bool owned = have.contains(json::json_pointer("/metadata/ownerReferences"));
+    const json owners = owned ? json() : owner();
+    if (without_generation(have["spec"]) != without_generation(wanted) || (!owned && !owners.is_null())) {
       json slice = have;
       slice["spec"] = wanted;
+      if (!owned && !owners.is_null()) slice["metadata"]["ownerReferences"] = owners;
       slice["spec"]["pool"]["generation"] = generation_of(have) + 1;
       const ApiResponse replaced = api_.put(path, slice.dump());
       if (!replaced.ok()) {  // 409: someone wrote it since; read it again

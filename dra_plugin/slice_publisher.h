@@ -7,7 +7,9 @@
 //   3. when the API server does not answer or refuses, tries again after a back-off that
 //      doubles from `backoff_min` to `backoff_max`, and starts from 1.
 // The slice outlives the plugin: a restarted plugin finds it and leaves it as it is when it is
-// still right, so claims are not disturbed by an upgrade.
+// still right, so claims are not disturbed by an upgrade. It is owned by the Node object (an
+// owner reference, when the node can be read), so the garbage collector removes it with the
+// node.
 #pragma once
 
 #include <atomic>
@@ -30,8 +32,9 @@ struct PublisherTiming {
 
 class SlicePublisher {
  public:
-  SlicePublisher(const ApiClient& api, std::string name, PublisherTiming timing)
-      : api_(api), name_(std::move(name)), timing_(timing) {}
+  // `node`: the Node that owns the slice.
+  SlicePublisher(const ApiClient& api, std::string name, std::string node, PublisherTiming timing)
+      : api_(api), name_(std::move(name)), node_(std::move(node)), timing_(timing) {}
 
   // What should be published: a ResourceSlice spec whose pool generation the publisher sets.
   void set(nlohmann::json spec);
@@ -44,9 +47,14 @@ class SlicePublisher {
   // One pass of steps 1 and 2; false when the API server failed (back off).
   bool publish_once(const nlohmann::json& wanted, uint64_t version, const std::atomic<bool>& stop);
   bool changed_since(uint64_t version);
+  // metadata.ownerReferences naming the Node, read once; null while the node cannot be read.
+  nlohmann::json owner();
 
   const ApiClient& api_;
   std::string name_;
+  std::string node_;
+  nlohmann::json owner_;  // the publisher thread's own
+  bool owner_warned_ = false;
   PublisherTiming timing_;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -70,7 +70,8 @@ def test_the_role_grants_only_what_the_driver_does(documents):
     [role] = of_kind(documents, "ClusterRole")
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     assert rules == {(("resource.k8s.io",), ("resourceslices",)): {"get", "list", "watch", "create", "update"},
-                     (("resource.k8s.io",), ("resourceclaims",)): {"get"}}
+                     (("resource.k8s.io",), ("resourceclaims",)): {"get"},
+                     (("",), ("nodes",)): {"get"}}
     [binding] = of_kind(documents, "ClusterRoleBinding")
     [account] = of_kind(documents, "ServiceAccount")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]

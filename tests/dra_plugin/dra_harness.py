@@ -106,6 +106,9 @@ class Node(NodeParts):
             port = s.getsockname()[1]
         self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), port).wait_ready()
         self.api = ApiServer()
+        self.node_uid = str(uuid.uuid4())
+        self.api.store.objects[f"/api/v1/nodes/{NODE}"] = {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "uid": self.node_uid}}
         self.kubeconfig = self.api.kubeconfig(tmp_path / "kubeconfig")
         self.registry.mkdir()
         self.kubelet = Kubelet(self.registry)

@@ -44,6 +44,9 @@ def test_the_slice_lists_each_gpu_with_its_capacity_and_attributes(make_node):
     s = node.wait_slice(4)
     assert s["spec"]["driver"] == DRIVER and s["spec"]["nodeName"] == NODE
     assert s["spec"]["pool"]["name"] == NODE and s["spec"]["pool"]["resourceSliceCount"] == 1
+    # Deleted with its node by the garbage collector.
+    assert s["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": NODE,
+                                                 "uid": node.node_uid, "controller": True}]
     devices = {d["name"]: d for d in s["spec"]["devices"]}
     assert sorted(devices) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     uuids = set()
