@@ -10,10 +10,9 @@
 #include <atomic>
 #include <filesystem>
 
-#include "control_socket.h"
+#include "agent_options.h"
 #include "device_plugin.h"
 #include "logging.h"
-#include "size.h"
 
 namespace {
 
@@ -44,22 +43,8 @@ void add_node_options(CLI::App& app, CommandLine& c) {
   app.add_option("--plugin-dir", options.plugin_dir, "the kubelet's device plugin directory")->capture_default_str();
   app.add_option("--pod-resources-socket", options.pod_resources_socket, "the kubelet's PodResources API socket")
       ->capture_default_str();
-  app.add_option("--scheduler-socket", options.scheduler_socket,
-                 "cuslice-scheduler's socket; its directory is mounted into containers")
-      ->capture_default_str();
-  app.add_option("--scheduler-control-socket", options.scheduler_control_socket,
-                 "cuslice-scheduler's control socket, where tenants are made; never in --scheduler-socket's "
-                 "directory (default: the socket's name in <its directory>-control, e.g. " +
-                     std::string(cuslice::wire::kDefaultControlSocketPath) + ")")
-      ->type_name("PATH");
-  app.add_option("--hook", options.response.hook_host_path, "libcuslice.so on the node, mounted into containers")
-      ->required();
-  app.add_option("--preload-file", c.preload_file,
-                 "file the plugin writes, naming the hook, mounted as containers' /etc/ld.so.preload (empty: no "
-                 "mount; then the image or pod must preload the hook)")
-      ->capture_default_str();
-  app.add_option("--shm-name", options.response.shm_name, "the scheduler's shared-memory segment")
-      ->capture_default_str();
+  cuslice::node::add_scheduler_options(app, options.response, options.scheduler_socket,
+                                       options.scheduler_control_socket, c.preload_file);
   app.add_option("--reserve-memory", c.reserve,
                  "memory per GPU never handed out (e.g. 2GiB): for tenants the plugin cannot count and for work "
                  "outside Kubernetes")
@@ -74,7 +59,6 @@ void add_node_options(CLI::App& app, CommandLine& c) {
                "contention, more when the GPU is free)");
   app.add_option("--nvidia-cdi-kind", options.response.cdi_kind,
                  "also name the GPU as a CDI device of this kind (e.g. nvidia.com/gpu, from nvidia-ctk cdi generate)");
-  app.add_option("--dev-root", options.response.dev_root, "where the NVIDIA device nodes are")->capture_default_str();
 }
 
 // How often the plugin looks, how long it waits before it removes a tenant, and its log.
@@ -94,12 +78,7 @@ void add_timing_options(CLI::App& app, CommandLine& c) {
                  "seconds after a kubelet restart during which no tenant is removed")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
-  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  app.add_option("--log-target", c.target, "stderr, or journald")
-      ->check(CLI::IsMember({"stderr", "journald"}))
-      ->capture_default_str();
+  cuslice::node::add_log_options(app, c.level, c.target);
 }
 
 std::chrono::milliseconds milliseconds(double seconds) {
@@ -108,14 +87,11 @@ std::chrono::milliseconds milliseconds(double seconds) {
 
 // --reserve-memory in bytes, and the durations given in seconds, into the plugin's options.
 bool take_amounts(CommandLine& c) {
-  cuslice::SizeSpec size;
-  const char* size_why = "";
-  if (!cuslice::parse_size(c.reserve, size, &size_why) || size.kind != cuslice::SizeSpec::Kind::kBytes) {
-    spdlog::error("--reserve-memory {}: {}", c.reserve,
-                  size.kind == cuslice::SizeSpec::Kind::kPercent ? "give a size in bytes (e.g. 2GiB)" : size_why);
+  std::string why;
+  if (!cuslice::node::bytes_of_option("--reserve-memory", c.reserve, c.options.reserve_memory, why)) {
+    spdlog::error("{}", why);
     return false;
   }
-  c.options.reserve_memory = size.bytes;
   c.options.ledger.placement = *dp::parse_placement(c.placement);  // checked by the option
   c.options.poll = milliseconds(c.poll_seconds);
   c.options.ledger.unseen_grace = milliseconds(c.unseen_grace);

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent_options.h"
 #include "api_client.h"
 #include "claim_preparer.h"
 #include "control_socket.h"
@@ -31,7 +32,6 @@
 #include "logging.h"
 #include "resource_slice.h"
 #include "scheduler_client.h"
-#include "size.h"
 #include "slice_publisher.h"
 
 namespace {
@@ -77,19 +77,7 @@ void add_options(CLI::App& app, CommandLine& c) {
   app.add_option("--registry-dir", c.registry_dir, "the kubelet's plugin registration directory")
       ->capture_default_str();
   app.add_option("--cdi-dir", p.cdi_dir, "where the claims' CDI specs are written")->capture_default_str();
-  app.add_option("--scheduler-socket", c.scheduler_socket,
-                 "cuslice-scheduler's socket; its directory is mounted into containers")
-      ->capture_default_str();
-  app.add_option("--scheduler-control-socket", c.scheduler_control_socket,
-                 "cuslice-scheduler's control socket, where tenants are made (default: beside --scheduler-socket's "
-                 "directory)")
-      ->type_name("PATH");
-  app.add_option("--hook", p.mounts.hook_host_path, "libcuslice.so on the node, mounted into containers")->required();
-  app.add_option("--preload-file", c.preload_file,
-                 "file the plugin writes, naming the hook, mounted as containers' /etc/ld.so.preload (empty: none)")
-      ->capture_default_str();
-  app.add_option("--shm-name", p.mounts.shm_name, "the scheduler's shared-memory segment")->capture_default_str();
-  app.add_option("--dev-root", p.mounts.dev_root, "where the NVIDIA device nodes are")->capture_default_str();
+  node::add_scheduler_options(app, p.mounts, c.scheduler_socket, c.scheduler_control_socket, c.preload_file);
   app.add_option("--reserve-memory", c.reserve, "memory per GPU never handed out (e.g. 2GiB)")->capture_default_str();
   app.add_option("--memory-step", c.step, "claims take memory in multiples of this (at least 1MiB)")
       ->capture_default_str();
@@ -108,25 +96,7 @@ void add_options(CLI::App& app, CommandLine& c) {
   app.add_option("--resync", c.resync, "seconds a watch of the slice runs before it is read again")
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
-  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  app.add_option("--log-target", c.target, "stderr, or journald")
-      ->check(CLI::IsMember({"stderr", "journald"}))
-      ->capture_default_str();
-}
-
-// A size option in bytes; false after logging why not.
-bool bytes_of(const char* option, const std::string& text, uint64_t& out) {
-  cuslice::SizeSpec size;
-  const char* why = "";
-  if (!cuslice::parse_size(text, size, &why) || size.kind != cuslice::SizeSpec::Kind::kBytes) {
-    spdlog::error("{} {}: {}", option, text,
-                  size.kind == cuslice::SizeSpec::Kind::kPercent ? "give a size in bytes (e.g. 2GiB)" : why);
-    return false;
-  }
-  out = size.bytes;
-  return true;
+  node::add_log_options(app, c.level, c.target);
 }
 
 // Checks and completes the options; 0, or the exit status.
@@ -136,9 +106,12 @@ int finish_options(const CLI::App& app, CommandLine& c) {
     spdlog::error("--node-name is empty and NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)");
     return 2;
   }
-  if (!bytes_of("--reserve-memory", c.reserve, p.slice.reserve_memory) ||
-      !bytes_of("--memory-step", c.step, p.slice.memory_step))
+  std::string why;
+  if (!node::bytes_of_option("--reserve-memory", c.reserve, p.slice.reserve_memory, why) ||
+      !node::bytes_of_option("--memory-step", c.step, p.slice.memory_step, why)) {
+    spdlog::error("{}", why);
     return 2;
+  }
   if (p.slice.memory_step < (uint64_t{1} << 20)) {
     spdlog::error("--memory-step {}: at least 1MiB", c.step);
     return 2;
@@ -149,7 +122,6 @@ int finish_options(const CLI::App& app, CommandLine& c) {
     spdlog::error("{}", why);
     return 2;
   }
-  std::string why;
   if (const int status = node::provide_hook(p.mounts, c.preload_file, why); status != 0) {
     spdlog::error("{}", why);
     return status;
