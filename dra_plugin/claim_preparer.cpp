@@ -23,6 +23,16 @@ void copy(char (&to)[N], const std::string& from) {
 
 std::string claim_text(const ClaimRef& c) { return c.name_space + "/" + c.name + " (" + c.uid + ")"; }
 
+// Which prepared claims (and shares) hold each of `claim`'s devices now.
+void log_holders_of(const PreparedClaim& claim, const std::map<std::string, PreparedClaim>& claims) {
+  const auto held = holders(claims);
+  for (const AllocatedDevice& d : claim.devices) {
+    const auto it = held.find(d.pool + "/" + d.device);
+    spdlog::debug("{}/{}: held by {}", d.pool, d.device,
+                  it == held.end() ? std::string("no prepared claim") : fmt::format("{}", fmt::join(it->second, ", ")));
+  }
+}
+
 }  // namespace
 
 bool ClaimPreparer::load(std::string& why) {
@@ -124,6 +134,7 @@ PrepareOutcome ClaimPreparer::prepare(const ClaimRef& ref) {
   }
   spdlog::info("prepared ResourceClaim {}: tenant {}, {} bytes and {}% on GPU {}", claim_text(ref), c.tenant,
                plan->memory_bytes, plan->compute_percent, fmt::join(plan->gpus, ","));
+  log_holders_of(c, checkpoint_.claims);
   return answer(c);
 }
 
@@ -145,6 +156,7 @@ std::string ClaimPreparer::forget(const std::string& uid) {
     checkpoint_.claims[uid] = gone;
     return why;
   }
+  log_holders_of(gone, checkpoint_.claims);
   return "";
 }
 

@@ -124,6 +124,10 @@ def test_two_claims_share_one_gpu_each_with_its_own_amounts(make_node):
     assert node.kubelet.unprepare(a)[a["metadata"]["uid"]]["error"] == ""
     wait_for("a's tenant gone", lambda: tenant_of(a) not in node.tenants())
     assert tenant_of(b) in node.tenants() and cdi_spec(node, a) is None and cdi_spec(node, b)
+    # The device is held by (claim, share): b's share alone now.
+    assert f"{NODE}/gpu-0: held by {b['metadata']['uid']}/share-b\n" in node.logs()
+    assert node.kubelet.unprepare(b)[b["metadata"]["uid"]]["error"] == ""
+    wait_for("the last holder gone", lambda: f"{NODE}/gpu-0: held by no prepared claim" in node.logs())
 
 
 def test_a_claim_of_two_gpus_is_one_tenant_on_both(make_node):
@@ -230,6 +234,19 @@ def test_the_slice_follows_the_scheduler_and_the_api_server_coming_back(make_nod
     assert node.kubelet.prepare(c)[c["metadata"]["uid"]]["error"] == ""
     wait_for("the tenant", lambda: tenant_of(c) in node.tenants())
     assert "trying again" in node.logs()
+
+
+def test_a_gpu_that_is_gone_leaves_the_slice(make_node):
+    node = make_node(gpus=3)
+    generation = node.wait_slice(3)["spec"]["pool"]["generation"]
+    node.stop_plugin()
+    node.gpus = 2  # NVML reports one GPU less when the plugin starts again
+    node.start_plugin()
+    s = node.wait_slice(2)
+    assert [d["name"] for d in s["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    assert s["spec"]["pool"]["generation"] == generation + 1
+    c = node.allocate(claim("late", [("gpu", "gpu-2", "1Gi", "10", None)]))  # allocated before it went
+    assert "not a GPU of this node" in node.kubelet.prepare(c)[c["metadata"]["uid"]]["error"]
 
 
 def test_a_slice_someone_else_changed_is_put_back(make_node):
