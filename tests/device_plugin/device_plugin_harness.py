@@ -134,6 +134,35 @@ class NodeParts:
     """What a test node of a kubelet plugin does with its plugin process (`self.plugin`, its
     logs in `self.plugin_logs`) and its scheduler (`self.scheduler`, in `self.tmp`)."""
 
+    def make_dev(self):
+        """Device nodes where the plugin looks for them (--dev-root): empty files will do."""
+        self.dev = self.tmp / "dev"
+        self.dev.mkdir()
+        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(self.gpus)]:
+            (self.dev / name).touch()
+
+    def launch_plugin(self, binary, args, default_level):
+        """Starts the plugin `binary` (its path's variable) on the fake NVML of `self.gpus` GPUs of
+        `self.memory` bytes, with the scheduler's, the hook's and the device nodes' options and
+        `args`; its log goes to a file of its own (logs())."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")),
+            "FAKE_CUDA_DEVICE_COUNT": str(self.gpus),
+            "FAKE_CUDA_DEVICE_MEMORY": str(self.memory),
+        }
+        log = self.tmp / f"plugin-{len(self.plugin_logs)}.log"
+        self.plugin_logs.append(log)
+        self.plugin = subprocess.Popen(
+            [str(built(binary)),
+             "--scheduler-socket", str(self.scheduler.socket),
+             "--shm-name", self.scheduler.shm_name,
+             "--hook", str(built("CUSLICE_HOOK_LIB")),
+             "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
+             "--dev-root", str(self.dev), *args,
+             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", default_level)],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+
     def stop_plugin(self, sig=signal.SIGTERM):
         self.plugin.send_signal(sig)
         self.plugin.wait(timeout=DEADLINE)
@@ -167,10 +196,7 @@ class Node(NodeParts):
         self.plugin_args = tuple(plugin_args)
         self.plugin_dir = tmp_path / "device-plugins"
         self.pod_socket = tmp_path / "pod-resources" / "kubelet.sock"
-        self.dev = tmp_path / "dev"
-        self.dev.mkdir()
-        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(gpus)]:
-            (self.dev / name).touch()
+        self.make_dev()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -181,26 +207,9 @@ class Node(NodeParts):
         self.start_plugin()
 
     def start_plugin(self):
-        fake = built("CUSLICE_FAKE_DRIVER_DIR")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LD_LIBRARY_PATH": str(fake),
-            "FAKE_CUDA_DEVICE_COUNT": str(self.gpus),
-            "FAKE_CUDA_DEVICE_MEMORY": str(self.memory),
-        }
-        log = self.tmp / f"plugin-{len(self.plugin_logs)}.log"
-        self.plugin_logs.append(log)
-        self.plugin = subprocess.Popen(
-            [str(built("CUSLICE_DEVICE_PLUGIN_BIN")),
-             "--plugin-dir", str(self.plugin_dir),
-             "--pod-resources-socket", str(self.pod_socket),
-             "--scheduler-socket", str(self.scheduler.socket),
-             "--shm-name", self.scheduler.shm_name,
-             "--hook", str(built("CUSLICE_HOOK_LIB")),
-             "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
-             "--dev-root", str(self.dev), *self.timing, *self.plugin_args,
-             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "info")],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+        self.launch_plugin("CUSLICE_DEVICE_PLUGIN_BIN",
+                           ["--plugin-dir", str(self.plugin_dir), "--pod-resources-socket", str(self.pod_socket),
+                            *self.timing, *self.plugin_args], default_level="info")
 
     def plugin_tenants(self):
         """The scheduler's own record of the plugin's tenants (its control socket's list):

@@ -8,7 +8,6 @@ Waits are bounded polls that return as soon as the condition holds.
 """
 import os
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -97,10 +96,7 @@ class Node(NodeParts):
         self.registry = tmp_path / "plugins_registry"
         self.plugin_dir = tmp_path / "plugins" / DRIVER
         self.cdi = tmp_path / "cdi"
-        self.dev = tmp_path / "dev"
-        self.dev.mkdir()
-        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(gpus)]:
-            (self.dev / name).touch()
+        self.make_dev()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -117,29 +113,10 @@ class Node(NodeParts):
         self.start_plugin()
 
     def start_plugin(self):
-        fake = built("CUSLICE_FAKE_DRIVER_DIR")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LD_LIBRARY_PATH": str(fake),
-            "FAKE_CUDA_DEVICE_COUNT": str(self.gpus),
-            "FAKE_CUDA_DEVICE_MEMORY": str(self.memory),
-        }
-        log = self.tmp / f"plugin-{len(self.plugin_logs)}.log"
-        self.plugin_logs.append(log)
-        self.plugin = subprocess.Popen(
-            [str(built("CUSLICE_DRA_PLUGIN_BIN")),
-             "--node-name", NODE,
-             "--kubeconfig", str(self.kubeconfig),
-             "--plugin-dir", str(self.plugin_dir),
-             "--registry-dir", str(self.registry),
-             "--cdi-dir", str(self.cdi),
-             "--scheduler-socket", str(self.scheduler.socket),
-             "--shm-name", self.scheduler.shm_name,
-             "--hook", str(built("CUSLICE_HOOK_LIB")),
-             "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
-             "--dev-root", str(self.dev), *self.TIMING, *self.plugin_args,
-             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "debug")],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+        self.launch_plugin("CUSLICE_DRA_PLUGIN_BIN",
+                           ["--node-name", NODE, "--kubeconfig", str(self.kubeconfig),
+                            "--plugin-dir", str(self.plugin_dir), "--registry-dir", str(self.registry),
+                            "--cdi-dir", str(self.cdi), *self.TIMING, *self.plugin_args], default_level="debug")
         # A socket left by a plugin that was killed answers nothing until the new one replaces it.
         info = wait_for("the plugin's registration", lambda: (a := self.kubelet("register"))["ok"] and a)
         assert info["name"] == DRIVER and info["type"] == "DRAPlugin", info
