@@ -236,6 +236,16 @@ def test_the_slice_follows_the_scheduler_and_the_api_server_coming_back(make_nod
     assert "trying again" in node.logs()
 
 
+def test_a_registration_socket_someone_removed_is_served_again(make_node):
+    node = make_node(gpus=1)
+    [socket_file] = node.registry.glob("*-reg.sock")
+    socket_file.unlink()  # the new one may get the old one's inode number: only its presence tells
+    wait_for("the socket again", socket_file.exists)
+    wait_for("the plugin's registration", lambda: node.kubelet("register")["ok"])
+    c = node.allocate(claim("after", [("gpu", "gpu-0", "1Gi", "10", None)]))
+    assert node.kubelet.prepare(c)[c["metadata"]["uid"]]["error"] == ""
+
+
 def test_a_gpu_that_is_gone_leaves_the_slice(make_node):
     node = make_node(gpus=3)
     generation = node.wait_slice(3)["spec"]["pool"]["generation"]
