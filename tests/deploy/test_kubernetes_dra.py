@@ -15,6 +15,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "dra_plugin"))
 from api_server import schema_errors  # noqa: E402
+from test_kubernetes import EXAMPLE_IMAGE_GLIBC  # noqa: E402
 
 MODELS = {
     ("v1", "Namespace"): "V1Namespace",
@@ -112,6 +113,8 @@ def test_the_examples_pods_use_the_claims_of_the_templates(documents):
         for c in pod["spec"]["containers"]:
             assert {x["name"] for x in c["resources"]["claims"]} <= set(claims)
         assert "volumes" not in pod["spec"] and pod["spec"]["securityContext"]["runAsNonRoot"]
+        for c in pod["spec"]["containers"]:  # the hook needs glibc 2.28 or newer
+            assert EXAMPLE_IMAGE_GLIBC.get(c["image"], (0, 0)) >= (2, 28), c["image"]
     for t in templates.values():
         for r in t["spec"]["spec"]["devices"]["requests"]:
             assert r["exactly"]["deviceClassName"] in classes
