@@ -3,7 +3,8 @@
 # Debian's packages instead).
 #
 # Copies into lib/ every shared library that bin/cuslice, bin/cuslice-scheduler,
-# bin/cuslice-device-plugin and lib/libcuslice.so load, directly or through each other, except the system's own set below,
+# bin/cuslice-device-plugin, bin/cuslice-dra-plugin and lib/libcuslice.so load, directly or
+# through each other, except the system's own set below,
 # and sets RUNPATH so that the loader finds the copies wherever the tarball is unpacked:
 # $ORIGIN/../lib on the programs, $ORIGIN on the copies (each copy's own dependencies are then
 # found beside it, not in the system). Lists what was copied in share/cuslice/bundled-libraries.txt.
@@ -25,7 +26,8 @@ if(NOT PATCHELF)
   message(FATAL_ERROR "BundleRuntime: patchelf is needed to build the tarball (apt-get install patchelf)")
 endif()
 
-set(programs "${root}/bin/cuslice" "${root}/bin/cuslice-scheduler" "${root}/bin/cuslice-device-plugin")
+set(programs "${root}/bin/cuslice" "${root}/bin/cuslice-scheduler" "${root}/bin/cuslice-device-plugin"
+             "${root}/bin/cuslice-dra-plugin")
 file(GET_RUNTIME_DEPENDENCIES
   EXECUTABLES ${programs}
   LIBRARIES "${root}/lib/libcuslice.so"

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <utility>
 
 #include "device_ids.h"
 #include "pod_resources.h"
 #include "ppm.h"
+#include "random_hex.h"
 
 namespace cuslice::device_plugin {
 namespace {
@@ -18,17 +18,7 @@ constexpr const char* kMemoryEndpoint = "cuslice-gpu-memory.sock";
 constexpr const char* kComputeEndpoint = "cuslice-gpu-compute.sock";
 constexpr const char* kTenantPrefix = "k8s-";
 
-// Hex digits from the kernel's random source: tenant names (unique) and credentials (secret).
-std::string random_hex(size_t digits) {
-  std::random_device source;  // /dev/urandom on glibc
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  while (out.size() < digits) {
-    uint32_t word = source();
-    for (int i = 0; i < 8 && out.size() < digits; ++i, word >>= 4) out += kHex[word & 0xF];
-  }
-  return out;
-}
+using node::random_hex;
 
 template <size_t N>
 void copy(char (&to)[N], const std::string& from) {
@@ -62,7 +52,7 @@ const char* resource_name(Resource resource) {
   return resource == Resource::kMemory ? kMemoryResource : kComputeResource;
 }
 
-DevicePlugin::DevicePlugin(PluginOptions options, std::unique_ptr<GpuInventory> inventory)
+DevicePlugin::DevicePlugin(PluginOptions options, std::unique_ptr<node::GpuInventory> inventory)
     : options_(std::move(options)),
       inventory_(std::move(inventory)),
       scheduler_(options_.scheduler_control_socket),
@@ -162,7 +152,7 @@ bool DevicePlugin::allocate(Resource resource, const std::vector<std::string>& i
   if (outcome.created) {
     push_changes(Clock::now(), a.tenant);  // the others' shares that shrink go first
     const wire::PluginTenant spec = to_wire(a);
-    const SchedulerAnswer answer = scheduler_.apply(spec);
+    const node::SchedulerAnswer answer = scheduler_.apply(spec);
     if (!answer.ok()) {
       error = fmt::format("{}: cuslice-scheduler refused the tenant for {} on GPU {}: {}", kMemoryResource,
                           gib_text(a.memory_bytes()), a.gpu, answer.message);
@@ -211,16 +201,16 @@ bool DevicePlugin::pre_start(Resource resource, const std::vector<std::string>& 
 
 void DevicePlugin::refresh_gpus() {
   std::vector<std::string> problems;
-  std::optional<std::vector<GpuInfo>> found = inventory_->list(problems);
+  std::optional<std::vector<node::GpuInfo>> found = inventory_->list(problems);
   const std::string problem = fmt::format("{}", fmt::join(problems, "; "));
   if (problem != last_gpu_problem_ && !problem.empty()) spdlog::warn("NVML: {}", problem);
   last_gpu_problem_ = problem;
   if (!found) return;  // keep what is known; the GPUs are unchanged as far as anyone can tell
   std::vector<Gpu> gpus;
-  for (const GpuInfo& g : *found) gpus.push_back({g.index, g.uuid, g.memory_total, 0, true});
+  for (const node::GpuInfo& g : *found) gpus.push_back({g.index, g.uuid, g.memory_total, 0, true});
   std::lock_guard lock(mutex_);
   const auto before = ledger_.memory_devices();
-  for (const GpuInfo& g : *found) minors_[g.index] = g.minor;
+  for (const node::GpuInfo& g : *found) minors_[g.index] = g.minor;
   for (const Gpu& known : ledger_.gpus()) {
     const bool present = std::any_of(gpus.begin(), gpus.end(), [&](const Gpu& g) { return g.uuid == known.uuid; });
     if (known.present && !present) spdlog::warn("GPU {} ({}) is gone: its devices are unhealthy", known.index, known.uuid);
@@ -234,7 +224,7 @@ std::string DevicePlugin::apply(const Allocation& a, const char* why) {
   const wire::PluginTenant spec = to_wire(a);
   auto it = in_scheduler_.find(a.tenant);
   if (it != in_scheduler_.end() && std::memcmp(&it->second, &spec, sizeof spec) == 0) return {};
-  const SchedulerAnswer answer = scheduler_.apply(spec);
+  const node::SchedulerAnswer answer = scheduler_.apply(spec);
   if (!answer.ok()) {
     spdlog::warn("tenant {}: the scheduler refused an update: {}", a.tenant, answer.message);
     return answer.message;
@@ -260,7 +250,7 @@ void DevicePlugin::sync_scheduler_and_pods() {
   std::string why;
   // Tenants made after this moment are not in the answer yet, and not lost.
   const Clock::time_point asked = Clock::now();
-  std::optional<SchedulerState> state = scheduler_.state(why);
+  std::optional<node::SchedulerState> state = scheduler_.state(why);
   std::string pods_why;
   const std::optional<FileIdentity> pod_socket = socket_identity(options_.pod_resources_socket);
   // PodResources is as of this moment (reconcile() keeps compute paired since).
@@ -276,7 +266,7 @@ void DevicePlugin::sync_scheduler_and_pods() {
 }
 
 // 2. The scheduler.
-void DevicePlugin::follow_scheduler(const std::optional<SchedulerState>& state, const std::string& why, bool first,
+void DevicePlugin::follow_scheduler(const std::optional<node::SchedulerState>& state, const std::string& why, bool first,
                                     Clock::time_point now) {
   if (!state) {
     if (ledger_.scheduler_reachable() || first) {
@@ -297,18 +287,18 @@ void DevicePlugin::follow_scheduler(const std::optional<SchedulerState>& state, 
 }
 
 // The memory of the scheduler's other tenants (and --reserve-memory) is not handed out.
-void DevicePlugin::hold_back_for_other_tenants(const SchedulerState& state) {
+void DevicePlugin::hold_back_for_other_tenants(const node::SchedulerState& state) {
   const auto before = ledger_.memory_devices();
   for (const Gpu& g : ledger_.gpus()) {
     uint64_t held = options_.reserve_memory;
-    for (const OtherTenant& t : state.other_tenants) {
+    for (const node::OtherTenant& t : state.other_tenants) {
       if (t.memory_bytes) held += *t.memory_bytes;
       else if (t.memory_ppm) held += ppm_of_bytes(g.memory_total, *t.memory_ppm);
     }
     ledger_.set_held_back(g.index, held);
   }
   ledger_.set_other_tenants(state.other_tenant_count);
-  for (const OtherTenant& t : state.other_tenants)
+  for (const node::OtherTenant& t : state.other_tenants)
     if (t.unlimited() && warned_unlimited_.insert(t.name).second)
       spdlog::warn("the scheduler's tenant {} has no memory quota: the plugin cannot count its memory; give it one "
                    "(or keep it back with --reserve-memory)",
@@ -318,7 +308,7 @@ void DevicePlugin::hold_back_for_other_tenants(const SchedulerState& state) {
 
 // The scheduler's plugin tenants, as it lists them; those the ledger does not know (the plugin
 // restarted) are taken back.
-void DevicePlugin::take_back_plugin_tenants(const SchedulerState& state, Clock::time_point now) {
+void DevicePlugin::take_back_plugin_tenants(const node::SchedulerState& state, Clock::time_point now) {
   in_scheduler_.clear();
   for (const wire::PluginTenant& t : state.plugin_tenants) {
     const std::string name = text(t.name);
@@ -369,8 +359,8 @@ void DevicePlugin::tell_scheduler(Clock::time_point asked) {
   if (!ledger_.scheduler_reachable()) return;
   std::vector<std::string> still;
   for (const std::string& name : pending_removals_) {
-    const SchedulerAnswer answer = scheduler_.remove(name);
-    if (answer.kind == SchedulerAnswer::Kind::kUnreachable) still.push_back(name);
+    const node::SchedulerAnswer answer = scheduler_.remove(name);
+    if (answer.kind == node::SchedulerAnswer::Kind::kUnreachable) still.push_back(name);
     else if (!answer.ok()) spdlog::warn("tenant {}: the scheduler refused its removal: {}", name, answer.message);
     in_scheduler_.erase(name);
   }

@@ -57,7 +57,7 @@ const char* resource_name(Resource resource);
 
 class DevicePlugin {
  public:
-  DevicePlugin(PluginOptions options, std::unique_ptr<GpuInventory> inventory);
+  DevicePlugin(PluginOptions options, std::unique_ptr<node::GpuInventory> inventory);
   ~DevicePlugin();
   DevicePlugin(const DevicePlugin&) = delete;
   DevicePlugin& operator=(const DevicePlugin&) = delete;
@@ -81,10 +81,10 @@ class DevicePlugin {
   void refresh_gpus();
   void sync_scheduler_and_pods();
   // Its steps, with mutex_ held (steps 2 to 4 above).
-  void follow_scheduler(const std::optional<SchedulerState>& state, const std::string& why, bool first,
+  void follow_scheduler(const std::optional<node::SchedulerState>& state, const std::string& why, bool first,
                         Clock::time_point now);
-  void hold_back_for_other_tenants(const SchedulerState& state);
-  void take_back_plugin_tenants(const SchedulerState& state, Clock::time_point now);
+  void hold_back_for_other_tenants(const node::SchedulerState& state);
+  void take_back_plugin_tenants(const node::SchedulerState& state, Clock::time_point now);
   void follow_pods(const std::optional<std::vector<Holding>>& holdings, const std::string& why,
                    const std::optional<FileIdentity>& pod_socket, Clock::time_point now);
   void tell_scheduler(Clock::time_point asked);
@@ -98,8 +98,8 @@ class DevicePlugin {
   void push_changes(Clock::time_point made_before, const std::string& skip);
 
   PluginOptions options_;
-  std::unique_ptr<GpuInventory> inventory_;
-  SchedulerClient scheduler_;
+  std::unique_ptr<node::GpuInventory> inventory_;
+  node::SchedulerClient scheduler_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

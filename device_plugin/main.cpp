@@ -3,19 +3,16 @@
 // becomes a tenant of the node's cuslice-scheduler with exactly that quota and share.
 // docs/kubernetes.md says how to deploy it and what it enforces.
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 
-#include "control_socket.h"
+#include "agent_options.h"
 #include "device_plugin.h"
 #include "logging.h"
-#include "size.h"
 
 namespace {
 
@@ -24,24 +21,6 @@ namespace dp = cuslice::device_plugin;
 std::atomic<bool> g_stop{false};
 
 void on_signal(int) { g_stop.store(true); }
-
-// Writes `text` to `path` unless it already holds it: a file the kubelet mounts into
-// containers must not change under them without need.
-bool write_if_changed(const std::string& path, const std::string& text, std::string& why) {
-  std::ifstream in(path);
-  const std::string current((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in && current == text) return true;
-  const std::string temporary = path + ".new";
-  std::ofstream out(temporary, std::ios::trunc);
-  out << text;
-  out.close();
-  std::error_code ec;
-  if (!out || (chmod(temporary.c_str(), 0644), std::filesystem::rename(temporary, path, ec), ec)) {
-    why = "cannot write " + path + (ec ? ": " + ec.message() : "");
-    return false;
-  }
-  return true;
-}
 
 // The command line: the plugin's options, and what is given in other units or read before
 // the plugin starts (logging, the file naming the hook).
@@ -64,22 +43,8 @@ void add_node_options(CLI::App& app, CommandLine& c) {
   app.add_option("--plugin-dir", options.plugin_dir, "the kubelet's device plugin directory")->capture_default_str();
   app.add_option("--pod-resources-socket", options.pod_resources_socket, "the kubelet's PodResources API socket")
       ->capture_default_str();
-  app.add_option("--scheduler-socket", options.scheduler_socket,
-                 "cuslice-scheduler's socket; its directory is mounted into containers")
-      ->capture_default_str();
-  app.add_option("--scheduler-control-socket", options.scheduler_control_socket,
-                 "cuslice-scheduler's control socket, where tenants are made; never in --scheduler-socket's "
-                 "directory (default: the socket's name in <its directory>-control, e.g. " +
-                     std::string(cuslice::wire::kDefaultControlSocketPath) + ")")
-      ->type_name("PATH");
-  app.add_option("--hook", options.response.hook_host_path, "libcuslice.so on the node, mounted into containers")
-      ->required();
-  app.add_option("--preload-file", c.preload_file,
-                 "file the plugin writes, naming the hook, mounted as containers' /etc/ld.so.preload (empty: no "
-                 "mount; then the image or pod must preload the hook)")
-      ->capture_default_str();
-  app.add_option("--shm-name", options.response.shm_name, "the scheduler's shared-memory segment")
-      ->capture_default_str();
+  cuslice::node::add_scheduler_options(app, options.response, options.scheduler_socket,
+                                       options.scheduler_control_socket, c.preload_file);
   app.add_option("--reserve-memory", c.reserve,
                  "memory per GPU never handed out (e.g. 2GiB): for tenants the plugin cannot count and for work "
                  "outside Kubernetes")
@@ -94,7 +59,6 @@ void add_node_options(CLI::App& app, CommandLine& c) {
                "contention, more when the GPU is free)");
   app.add_option("--nvidia-cdi-kind", options.response.cdi_kind,
                  "also name the GPU as a CDI device of this kind (e.g. nvidia.com/gpu, from nvidia-ctk cdi generate)");
-  app.add_option("--dev-root", options.response.dev_root, "where the NVIDIA device nodes are")->capture_default_str();
 }
 
 // How often the plugin looks, how long it waits before it removes a tenant, and its log.
@@ -114,12 +78,7 @@ void add_timing_options(CLI::App& app, CommandLine& c) {
                  "seconds after a kubelet restart during which no tenant is removed")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
-  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  app.add_option("--log-target", c.target, "stderr, or journald")
-      ->check(CLI::IsMember({"stderr", "journald"}))
-      ->capture_default_str();
+  cuslice::node::add_log_options(app, c.level, c.target);
 }
 
 std::chrono::milliseconds milliseconds(double seconds) {
@@ -128,14 +87,11 @@ std::chrono::milliseconds milliseconds(double seconds) {
 
 // --reserve-memory in bytes, and the durations given in seconds, into the plugin's options.
 bool take_amounts(CommandLine& c) {
-  cuslice::SizeSpec size;
-  const char* size_why = "";
-  if (!cuslice::parse_size(c.reserve, size, &size_why) || size.kind != cuslice::SizeSpec::Kind::kBytes) {
-    spdlog::error("--reserve-memory {}: {}", c.reserve,
-                  size.kind == cuslice::SizeSpec::Kind::kPercent ? "give a size in bytes (e.g. 2GiB)" : size_why);
+  std::string why;
+  if (!cuslice::node::bytes_of_option("--reserve-memory", c.reserve, c.options.reserve_memory, why)) {
+    spdlog::error("{}", why);
     return false;
   }
-  c.options.reserve_memory = size.bytes;
   c.options.ledger.placement = *dp::parse_placement(c.placement);  // checked by the option
   c.options.poll = milliseconds(c.poll_seconds);
   c.options.ledger.unseen_grace = milliseconds(c.unseen_grace);
@@ -144,60 +100,24 @@ bool take_amounts(CommandLine& c) {
   return true;
 }
 
-// The scheduler's names as containers see them (the segment, the socket's directory), and its
-// control socket, which must stay out of their sight.
-bool take_scheduler_names(const CLI::App& app, dp::PluginOptions& options) {
-  if (options.response.shm_name.empty() || options.response.shm_name[0] != '/' ||
-      options.response.shm_name.find('/', 1) != std::string::npos) {
-    spdlog::error("--shm-name must be one '/' followed by a name, e.g. /cuslice");
-    return false;
-  }
-  options.response.socket_host_path = options.scheduler_socket;
-  if (app.count("--scheduler-control-socket") == 0)
-    options.scheduler_control_socket = cuslice::wire::default_control_socket(
-        std::filesystem::absolute(options.scheduler_socket).string());
-  if (options.scheduler_control_socket.empty()) {
-    spdlog::error("--scheduler-socket {} has no directory beside which the control socket could be; give "
-                  "--scheduler-control-socket",
-                  options.scheduler_socket);
-    return false;
-  }
-  // Allocate mounts the socket's directory into every container.
-  if (cuslice::wire::control_socket_exposed(options.scheduler_socket, options.scheduler_control_socket)) {
-    spdlog::error("--scheduler-control-socket {} is in the directory of --scheduler-socket {} (or below it), which "
-                  "every container is given",
-                  options.scheduler_control_socket, options.scheduler_socket);
-    return false;
-  }
-  return true;
-}
-
-// The hook containers are given: it must exist, and the preload file naming it is written
-// now. 0, or the exit status.
-int provide_hook(CommandLine& c) {
-  dp::PluginOptions& options = c.options;
-  if (!std::filesystem::is_regular_file(options.response.hook_host_path)) {
-    spdlog::error("--hook {}: no such file; containers would get no hook", options.response.hook_host_path);
-    return 2;
-  }
-  if (!c.preload_file.empty()) {
-    std::string why;
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(c.preload_file).parent_path(), ec);
-    if (!write_if_changed(c.preload_file, dp::preload_file_text(options.response), why)) {
-      spdlog::error("--preload-file: {}", why);
-      return 1;
-    }
-    options.response.preload_host_path = c.preload_file;
-  }
-  return 0;
-}
-
 // Checks the options and completes them (bytes, durations, default paths, the preload file).
 // 0, or the exit status.
 int finish_options(const CLI::App& app, CommandLine& c) {
-  if (!take_amounts(c) || !take_scheduler_names(app, c.options)) return 2;
-  if (const int status = provide_hook(c); status != 0) return status;
+  if (!take_amounts(c)) return 2;
+  dp::PluginOptions& options = c.options;
+  if (const std::string why = cuslice::node::settle_scheduler_paths(
+          options.response, options.scheduler_socket, app.count("--scheduler-control-socket") > 0,
+          options.scheduler_control_socket);
+      !why.empty()) {
+    spdlog::error("{}", why);
+    return 2;
+  }
+  // The hook containers are given must exist; the preload file naming it is written now.
+  std::string why;
+  if (const int status = cuslice::node::provide_hook(options.response, c.preload_file, why); status != 0) {
+    spdlog::error("{}", why);
+    return status;
+  }
   if (!std::filesystem::is_directory(c.options.plugin_dir)) {
     spdlog::error("--plugin-dir {}: no such directory (is this a Kubernetes node?)", c.options.plugin_dir);
     return 2;
@@ -208,7 +128,7 @@ int finish_options(const CLI::App& app, CommandLine& c) {
 // Serves until SIGTERM or SIGINT. The exit status.
 int serve(const dp::PluginOptions& options) {
   std::string why;
-  std::unique_ptr<dp::GpuInventory> inventory = dp::GpuInventory::open(why);
+  std::unique_ptr<cuslice::node::GpuInventory> inventory = cuslice::node::GpuInventory::open(why);
   if (!inventory) {
     spdlog::error("{}", why);
     return 1;

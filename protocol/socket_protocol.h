@@ -54,11 +54,11 @@
 //     counts it as a client. Whatever arrives on a lease later is read as a kick: whoever
 //     inherits it (the command, a tenant) can make no further request on it.
 //
-// Plugin requests (cuslice-device-plugin, the Kubernetes device plugin) are a third kind of
+// Plugin requests (cuslice-device-plugin and cuslice-dra-plugin, for Kubernetes) are a third kind of
 // first message, a PluginRequest, told apart by its own magic and versioned on its own, and
 // accepted on the control socket only:
 //   - kApply: create the plugin tenant `tenant.name`, or update its share, cap and labels
-//     (memory, GPU and credential are fixed at creation). Answered by a ControlReply.
+//     (memory, GPUs and credential are fixed at creation). Answered by a ControlReply.
 //   - kRemove: remove it (kept, retired, until its processes exit). Answered by a ControlReply.
 //   - kList: every plugin tenant, credentials included. Answered by a PluginList, or by a
 //     ControlReply when refused.
@@ -245,7 +245,8 @@ struct WorkloadList {
 };
 
 inline constexpr uint32_t kPluginMagic = 0x50434C43;  // "CLCP"
-inline constexpr uint16_t kPluginVersion = 1;
+// Version 2: PluginTenant::gpu_mask (a tenant on several GPUs, for the DRA driver's claims).
+inline constexpr uint16_t kPluginVersion = 2;
 // Separates a plugin tenant's name from its credential in CUSLICE_TENANT: never part of a
 // tenant name (valid_tenant_name).
 inline constexpr char kTenantKeySeparator = ':';
@@ -258,7 +259,8 @@ enum class PluginCommand : uint32_t {
   kList = 3,
 };
 
-// A tenant the device plugin made for one container. Strings NUL-terminated.
+// A tenant the device plugin made for one container, or the DRA driver for one claim.
+// Strings NUL-terminated.
 struct PluginTenant {
   char name[shm::kNameSize] = {};  // the tenant's name; the YAML's rules for names
   char key[64] = {};               // credential: 16 to 63 characters, never in the segment
@@ -277,6 +279,10 @@ struct PluginTenant {
   char pod_namespace[64] = {};
   char pod_name[256] = {};
   char container_name[64] = {};
+  // Every GPU the tenant is on (bit g: GPU g), `gpu` among them; its memory quota, share and
+  // cap hold on each. 0: `gpu` alone (the device plugin's tenants).
+  uint32_t gpu_mask = 0;
+  uint32_t reserved0 = 0;
 };
 
 struct PluginRequest {
@@ -301,7 +307,7 @@ struct PluginList {
 static_assert(std::is_trivially_copyable_v<WorkloadMessage> && sizeof(WorkloadMessage) == 392);
 static_assert(std::is_trivially_copyable_v<PluginRequest> && std::is_trivially_copyable_v<PluginList>);
 static_assert(std::is_trivially_copyable_v<WorkloadList> && sizeof(WorkloadList) != sizeof(ControlReply));
-static_assert(sizeof(PluginTenant) == 64 + 64 + 16 + 8 + 48 + 64 + 64 + 256 + 64);
+static_assert(sizeof(PluginTenant) == 64 + 64 + 16 + 8 + 48 + 64 + 64 + 256 + 64 + 8);
 static_assert(offsetof(PluginRequest, magic) == 0 && offsetof(PluginRequest, tenant) == 16);
 static_assert(std::is_trivially_copyable_v<MemoryRequest> && sizeof(MemoryRequest) == 32);
 static_assert(std::is_trivially_copyable_v<RegisterRequest>);

@@ -20,7 +20,7 @@ debian11_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 debian11_work=$debian11_repo/build-old-glibc
 debian11_dir=$debian11_work/root
 debian11_suite=bullseye  # Debian 11
-debian11_packages=g++,ninja-build,pkg-config,patchelf,python3,python3-pytest,libgtest-dev,libgmock-dev,libyaml-cpp-dev,libsystemd-dev,libmicrohttpd-dev,libgrpc++-dev,libprotobuf-dev,protobuf-compiler,protobuf-compiler-grpc,dpkg-dev,xz-utils
+debian11_packages=g++,ninja-build,pkg-config,patchelf,python3,python3-pytest,libgtest-dev,libgmock-dev,libyaml-cpp-dev,libsystemd-dev,libmicrohttpd-dev,libgrpc++-dev,libprotobuf-dev,protobuf-compiler,protobuf-compiler-grpc,libcurl4-openssl-dev,dpkg-dev,xz-utils
 # Debian 12's source packages built there: CMAKE-ARGS for each.
 debian11_from_source=(
   "fmtlib -DFMT_TEST=OFF -DFMT_DOC=OFF"

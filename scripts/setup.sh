@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config patchelf
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libspdlog-dev libfmt-dev
   libsystemd-dev nlohmann-json3-dev libmicrohttpd-dev prometheus-cpp-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcurl4-openssl-dev
   python3 python3-pytest python3-yaml python3-jsonschema python3-kubernetes
   # CI only (.ci/run): libFuzzer for tests/fuzz; ss for the attack tests; a Debian 11 root and
   # the cmake it builds with for the hook's tests on an older glibc (tests/hook/old_glibc.sh)

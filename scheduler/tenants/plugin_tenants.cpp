@@ -66,6 +66,9 @@ bool is_pod_component(std::string_view c) {
   return false;
 }
 
+// The GPUs a tenant is on (socket_protocol.h, PluginTenant::gpu_mask).
+uint32_t gpus_of(const wire::PluginTenant& t) { return t.gpu_mask != 0 ? t.gpu_mask : 1u << t.gpu; }
+
 bool under(std::string_view path, std::string_view root) {
   if (path.substr(0, root.size()) != root) return false;
   return path.size() == root.size() || root.back() == '/' || path[root.size()] == '/';
@@ -99,6 +102,10 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
     out.message = fmt::format("tenant `{}`: the credential must be {} to 63 letters, digits, '-' or '_'", name, kMinKey);
   } else if (spec.gpu >= shm::kMaxGpus) {
     out.message = fmt::format("tenant `{}`: GPU {} is beyond the {} the scheduler holds", name, spec.gpu, shm::kMaxGpus);
+  } else if (spec.gpu_mask >> shm::kMaxGpus || (spec.gpu_mask != 0 && !((spec.gpu_mask >> spec.gpu) & 1u))) {
+    out.message = fmt::format("tenant `{}`: GPU mask {:#x} is beyond the {} GPUs the scheduler holds, or leaves out "
+                              "its GPU {}",
+                              name, spec.gpu_mask, shm::kMaxGpus, spec.gpu);
   } else if (spec.memory_bytes == 0) {
     out.message = fmt::format("tenant `{}`: no memory quota", name);
   } else if (spec.priority > 2) {
@@ -127,8 +134,9 @@ PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& 
     return out;
   }
   wire::PluginTenant& have = it->second.spec;
-  if (!same_key(text(have.key), text(spec.key)) || have.gpu != spec.gpu || have.memory_bytes != spec.memory_bytes) {
-    out.message = fmt::format("tenant `{}` exists with another credential, GPU or memory quota (those are fixed)", name);
+  if (!same_key(text(have.key), text(spec.key)) || have.gpu != spec.gpu || gpus_of(have) != gpus_of(spec) ||
+      have.memory_bytes != spec.memory_bytes) {
+    out.message = fmt::format("tenant `{}` exists with another credential, GPUs or memory quota (those are fixed)", name);
     return out;
   }
   out.ok = true;
@@ -188,24 +196,28 @@ std::vector<wire::PluginTenant> PluginTenants::list() const {
 }
 
 std::string PluginTenants::over_gpu(const wire::PluginTenant& spec, const std::string& name, const Config& file) const {
-  double given = 0;     // explicit shares of the GPU's other tenants, percent
-  size_t implicit = 0;  // its tenants without a share: kMinImplicitShare each, at least
-  for (const TenantConfig& t : file.tenants) {
-    if (!t.on_gpu(spec.gpu)) continue;
-    if (t.share_percent) given += *t.share_percent;
-    else ++implicit;
-  }
-  for (const auto& [other, r] : tenants_) {
-    if (other == name || r.spec.gpu != spec.gpu) continue;
-    if (r.spec.share_ppm != 0) given += ppm_to_percent(r.spec.share_ppm);
-    else ++implicit;
-  }
   const double asked = spec.share_ppm != 0 ? ppm_to_percent(spec.share_ppm) : kMinImplicitShare;
-  const double reserved = given + static_cast<double>(implicit) * kMinImplicitShare;
-  if (reserved + asked <= 100.0 + 1e-9) return {};
-  return fmt::format("tenant `{}`: GPU {} has {:g}% of its time given to other tenants, so {:g}% more would be over "
-                     "100%",
-                     name, spec.gpu, reserved, asked);
+  for (uint32_t gpu = 0; gpu < shm::kMaxGpus; ++gpu) {
+    if (!((gpus_of(spec) >> gpu) & 1u)) continue;
+    double given = 0;     // explicit shares of the GPU's other tenants, percent
+    size_t implicit = 0;  // its tenants without a share: kMinImplicitShare each, at least
+    for (const TenantConfig& t : file.tenants) {
+      if (!t.on_gpu(gpu)) continue;
+      if (t.share_percent) given += *t.share_percent;
+      else ++implicit;
+    }
+    for (const auto& [other, r] : tenants_) {
+      if (other == name || !((gpus_of(r.spec) >> gpu) & 1u)) continue;
+      if (r.spec.share_ppm != 0) given += ppm_to_percent(r.spec.share_ppm);
+      else ++implicit;
+    }
+    const double reserved = given + static_cast<double>(implicit) * kMinImplicitShare;
+    if (reserved + asked > 100.0 + 1e-9)
+      return fmt::format("tenant `{}`: GPU {} has {:g}% of its time given to other tenants, so {:g}% more would be "
+                         "over 100%",
+                         name, gpu, reserved, asked);
+  }
+  return {};
 }
 
 void PluginTenants::append_to(Config& config) const {
@@ -220,7 +232,7 @@ void PluginTenants::append_to(Config& config) const {
     if (r.spec.share_ppm != 0) t.share_percent = ppm_to_percent(r.spec.share_ppm);
     t.limit_percent = ppm_to_percent(r.spec.limit_ppm);
     t.allow_env = false;  // joined through check_join only
-    t.gpu_mask = 1u << r.spec.gpu;
+    t.gpu_mask = gpus_of(r.spec);
     config.tenants.push_back(std::move(t));
   }
 }

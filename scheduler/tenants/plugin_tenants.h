@@ -1,5 +1,6 @@
 // Tenants made by the Kubernetes device plugin (cuslice-device-plugin), one per container
-// that asked for cuslice.io/gpu-memory: the daemon's record of them, the checks on what the
+// that asked for cuslice.io/gpu-memory, and by the DRA driver (cuslice-dra-plugin), one per
+// prepared claim, on one GPU or several: the daemon's record of them, the checks on what the
 // plugin asks, and who may join them. Pure logic, unit-tested; the daemon feeds it requests
 // (socket_protocol.h, PluginRequest) and registrations.
 //
@@ -58,7 +59,7 @@ class PluginTenants {
   bool contains(std::string_view name) const { return tenants_.count(std::string(name)) > 0; }
   size_t size() const { return tenants_.size(); }
   std::vector<wire::PluginTenant> list() const;
-  // Adds the plugin's tenants to `config` (the file's), as tenants of their one GPU with no
+  // Adds the plugin's tenants to `config` (the file's), as tenants of their GPUs with no
   // match rule, that only check_join lets anyone join: the table the daemon applies. A name
   // the file took since is left out.
   void append_to(Config& config) const;

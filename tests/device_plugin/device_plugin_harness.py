@@ -29,33 +29,74 @@ CONFIG = "scheduler:\n  quantum: 50ms\ntenants: []\n"
 # The control socket's list of plugin tenants (protocol/socket_protocol.h: PluginRequest,
 # PluginList, PluginTenant), little-endian as on every machine the tests run on.
 PLUGIN_MAGIC = 0x50434C43
+PLUGIN_VERSION = 2
 PLUGIN_LIST = 3
 PLUGIN_REQUEST = struct.Struct("<IHHII")  # magic, version, size, command, reserved; then a tenant
 PLUGIN_LIST_HEAD = struct.Struct("<IHHiI256s")  # magic, version, size, status, count, message
 # name, key, gpu, priority, share_ppm, limit_ppm, memory_bytes, gpu_uuid, units, namespace,
-# pod, container
-PLUGIN_TENANT = struct.Struct("<64s64sIIIIQ48s64s64s256s64s")
+# pod, container, gpu_mask, reserved
+PLUGIN_TENANT = struct.Struct("<64s64sIIIIQ48s64s64s256s64sII")
 
 
-class Kubelet:
-    def __init__(self, plugin_dir, pod_socket):
-        self.process = subprocess.Popen(
-            [str(built("CUSLICE_FAKE_KUBELET")), "--plugin-dir", str(plugin_dir),
-             "--pod-resources-socket", str(pod_socket)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def cli_status(scheduler):
+    """`cuslice status --json` of `scheduler` (a NodeScheduler)."""
+    out = subprocess.run(
+        [str(built("CUSLICE_CLI_BIN")), "status", "--json", "--socket", str(scheduler.socket),
+         "--shm-name", scheduler.shm_name],
+        capture_output=True, text=True, timeout=DEADLINE)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def plugin_tenant_records(scheduler):
+    """The plugin tenants `scheduler` lists on its control socket, as PLUGIN_TENANT tuples."""
+    request = PLUGIN_REQUEST.pack(PLUGIN_MAGIC, PLUGIN_VERSION, PLUGIN_REQUEST.size + PLUGIN_TENANT.size, PLUGIN_LIST, 0)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(DEADLINE)
+        s.connect(str(scheduler.control_socket))
+        s.send(request + bytes(PLUGIN_TENANT.size))
+        reply = s.recv(1 << 20)
+    magic, _, _, status, count, message = PLUGIN_LIST_HEAD.unpack_from(reply)
+    assert magic == PLUGIN_MAGIC and status == 0, message
+    return [PLUGIN_TENANT.unpack_from(reply, PLUGIN_LIST_HEAD.size + i * PLUGIN_TENANT.size) for i in range(count)]
+
+
+class LineDriven:
+    """A test program driven line by line: JSON in on stdin, JSON out on stdout. It says
+    {"ready": true} first, and ends on {"cmd": "quit"}."""
+
+    def __init__(self, argv):
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
         assert json.loads(self.process.stdout.readline())["ready"]
 
     def __call__(self, cmd, **args):
         self.process.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
-        assert line, f"the fake kubelet died: {self.process.stderr.read()}"
+        assert line, f"{self.process.args[0]} died: {self.process.stderr.read()}"
         return json.loads(line)
 
     def ok(self, cmd, **args):
         answer = self(cmd, **args)
         assert answer["ok"], answer
         return answer
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.write('{"cmd":"quit"}\n')
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class Kubelet(LineDriven):
+    def __init__(self, plugin_dir, pod_socket):
+        super().__init__([str(built("CUSLICE_FAKE_KUBELET")), "--plugin-dir", str(plugin_dir),
+                          "--pod-resources-socket", str(pod_socket)])
 
     def admit(self, pod, memory=None, compute=None, order=None, pick="preferred", namespace="team-a",
               container="main"):
@@ -68,16 +109,6 @@ class Kubelet:
         if order:
             spec["order"] = order
         return self("admit", namespace=namespace, pod=pod, containers=[spec], pick=pick)
-
-    def close(self):
-        if self.process.poll() is None:
-            self.process.stdin.write('{"cmd":"quit"}\n')
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 class NodeScheduler(Scheduler):
@@ -99,7 +130,59 @@ class NodeScheduler(Scheduler):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-class Node:
+class NodeParts:
+    """What a test node of a kubelet plugin does with its plugin process (`self.plugin`, its
+    logs in `self.plugin_logs`) and its scheduler (`self.scheduler`, in `self.tmp`)."""
+
+    def make_dev(self):
+        """Device nodes where the plugin looks for them (--dev-root): empty files will do."""
+        self.dev = self.tmp / "dev"
+        self.dev.mkdir()
+        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(self.gpus)]:
+            (self.dev / name).touch()
+
+    def launch_plugin(self, binary, args, default_level):
+        """Starts the plugin `binary` (its path's variable) on the fake NVML of `self.gpus` GPUs of
+        `self.memory` bytes, with the scheduler's, the hook's and the device nodes' options and
+        `args`; its log goes to a file of its own (logs())."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")),
+            "FAKE_CUDA_DEVICE_COUNT": str(self.gpus),
+            "FAKE_CUDA_DEVICE_MEMORY": str(self.memory),
+        }
+        log = self.tmp / f"plugin-{len(self.plugin_logs)}.log"
+        self.plugin_logs.append(log)
+        self.plugin = subprocess.Popen(
+            [str(built(binary)),
+             "--scheduler-socket", str(self.scheduler.socket),
+             "--shm-name", self.scheduler.shm_name,
+             "--hook", str(built("CUSLICE_HOOK_LIB")),
+             "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
+             "--dev-root", str(self.dev), *args,
+             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", default_level)],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+
+    def stop_plugin(self, sig=signal.SIGTERM):
+        self.plugin.send_signal(sig)
+        self.plugin.wait(timeout=DEADLINE)
+
+    def status(self):
+        return cli_status(self.scheduler)
+
+    def tenants(self):
+        return {t["name"]: t for t in self.status()["tenants"] if t["state"] == "active"}
+
+    def restart_scheduler(self):
+        """Stops the scheduler and starts a new one on the same socket and segment name."""
+        self.scheduler.stop()
+        self.scheduler = NodeScheduler(self.tmp, self.scheduler.shm_name, self.scheduler.metrics_port).wait_ready()
+
+    def logs(self):
+        return "".join(log.read_text() for log in self.plugin_logs)
+
+
+class Node(NodeParts):
     """A node: scheduler, fake kubelet and plugin, on private sockets and a private segment."""
 
     # Fast polls and short delays, so that the tests wait less.
@@ -113,10 +196,7 @@ class Node:
         self.plugin_args = tuple(plugin_args)
         self.plugin_dir = tmp_path / "device-plugins"
         self.pod_socket = tmp_path / "pod-resources" / "kubelet.sock"
-        self.dev = tmp_path / "dev"
-        self.dev.mkdir()
-        for name in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + [f"nvidia{i}" for i in range(gpus)]:
-            (self.dev / name).touch()
+        self.make_dev()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -127,59 +207,16 @@ class Node:
         self.start_plugin()
 
     def start_plugin(self):
-        fake = built("CUSLICE_FAKE_DRIVER_DIR")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LD_LIBRARY_PATH": str(fake),
-            "FAKE_CUDA_DEVICE_COUNT": str(self.gpus),
-            "FAKE_CUDA_DEVICE_MEMORY": str(self.memory),
-        }
-        log = self.tmp / f"plugin-{len(self.plugin_logs)}.log"
-        self.plugin_logs.append(log)
-        self.plugin = subprocess.Popen(
-            [str(built("CUSLICE_DEVICE_PLUGIN_BIN")),
-             "--plugin-dir", str(self.plugin_dir),
-             "--pod-resources-socket", str(self.pod_socket),
-             "--scheduler-socket", str(self.scheduler.socket),
-             "--shm-name", self.scheduler.shm_name,
-             "--hook", str(built("CUSLICE_HOOK_LIB")),
-             "--preload-file", str(self.tmp / "state" / "ld.so.preload"),
-             "--dev-root", str(self.dev), *self.timing, *self.plugin_args,
-             "--log-level", os.environ.get("PLUGIN_LOG_LEVEL", "info")],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-
-    def stop_plugin(self, sig=signal.SIGTERM):
-        self.plugin.send_signal(sig)
-        self.plugin.wait(timeout=DEADLINE)
-
-    def status(self):
-        out = subprocess.run(
-            [str(built("CUSLICE_CLI_BIN")), "status", "--json", "--socket", str(self.scheduler.socket),
-             "--shm-name", self.scheduler.shm_name],
-            capture_output=True, text=True, timeout=DEADLINE)
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)
-
-    def tenants(self):
-        return {t["name"]: t for t in self.status()["tenants"] if t["state"] == "active"}
+        self.launch_plugin("CUSLICE_DEVICE_PLUGIN_BIN",
+                           ["--plugin-dir", str(self.plugin_dir), "--pod-resources-socket", str(self.pod_socket),
+                            *self.timing, *self.plugin_args], default_level="info")
 
     def plugin_tenants(self):
         """The scheduler's own record of the plugin's tenants (its control socket's list):
         {name: {"gpu", "share", "limit", "memory_bytes"}}."""
-        request = PLUGIN_REQUEST.pack(PLUGIN_MAGIC, 1, PLUGIN_REQUEST.size + PLUGIN_TENANT.size, PLUGIN_LIST, 0)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-            s.settimeout(DEADLINE)
-            s.connect(str(self.scheduler.control_socket))
-            s.send(request + bytes(PLUGIN_TENANT.size))
-            reply = s.recv(1 << 20)
-        magic, _, _, status, count, message = PLUGIN_LIST_HEAD.unpack_from(reply)
-        assert magic == PLUGIN_MAGIC and status == 0, message
-        tenants = {}
-        for i in range(count):
-            t = PLUGIN_TENANT.unpack_from(reply, PLUGIN_LIST_HEAD.size + i * PLUGIN_TENANT.size)
-            tenants[t[0].split(b"\0")[0].decode()] = {
-                "gpu": t[2], "share": t[4] / 1e6, "limit": t[5] / 1e6, "memory_bytes": t[6]}
-        return tenants
+        return {t[0].split(b"\0")[0].decode(): {"gpu": t[2], "share": t[4] / 1e6, "limit": t[5] / 1e6,
+                                                 "memory_bytes": t[6]}
+                for t in plugin_tenant_records(self.scheduler)}
 
     def labels(self, tenant):
         """The namespace/pod/container labels of the tenant's metrics ({} while it has none)."""
@@ -190,19 +227,11 @@ class Node:
                 return dict(re.findall(r'(namespace|pod|container)="([^"]*)"', line))
         return {}
 
-    def restart_scheduler(self):
-        """Stops the scheduler and starts a new one on the same socket and segment name."""
-        self.scheduler.stop()
-        self.scheduler = NodeScheduler(self.tmp, self.scheduler.shm_name, self.scheduler.metrics_port).wait_ready()
-
     def close(self):
         self.kubelet.close()
         if self.plugin and self.plugin.poll() is None:
             self.stop_plugin()
         self.scheduler.stop()
-
-    def logs(self):
-        return "".join(log.read_text() for log in self.plugin_logs)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ SYSTEM_NAMES = re.compile(
     r"libresolv\.so|libutil\.so|libanl\.so|libnss_|libstdc\+\+\.so|libgcc_s\.so|libsystemd\.so)")
 # Libraries the programs link that must be inside the tarball, not taken from the system.
 MUST_BE_BUNDLED = ["libyaml-cpp.so", "libspdlog.so", "libfmt.so", "libmicrohttpd.so",
-                   "libprometheus-cpp-core.so", "libgrpc++.so", "libprotobuf.so"]
+                   "libprometheus-cpp-core.so", "libgrpc++.so", "libprotobuf.so", "libcurl.so"]
 
 
 def _env(name):
@@ -84,7 +84,7 @@ def _docs():
 def test_the_deb_holds_the_programs_hook_unit_deploy_files_and_docs(deb):
     expected = {
         "./usr/bin/cuslice", "./usr/bin/cuslice-scheduler", "./usr/bin/cuslice-device-plugin",
-        "./usr/lib/libcuslice.so",
+        "./usr/bin/cuslice-dra-plugin", "./usr/lib/libcuslice.so",
         "./usr/lib/systemd/system/cuslice-scheduler.service",
         "./usr/share/cuslice/cuslice-entrypoint.sh", "./usr/share/cuslice/cuslice.example.yaml",
     } | {f"./usr/share/doc/cuslice/{name}" for name in _docs()}
@@ -99,7 +99,7 @@ def test_the_deb_depends_on_the_libraries_the_programs_link(deb):
     depends = re.search(r"^Depends: (.*)$", fields, re.M).group(1)
     names = {d.split()[0] for d in depends.split(", ")}
     for prefix in ["libc6", "libstdc++6", "libyaml-cpp", "libspdlog", "libfmt", "libmicrohttpd",
-                   "libprometheus-cpp-core", "libsystemd0"]:
+                   "libprometheus-cpp-core", "libsystemd0", "libcurl4"]:
         assert any(n.startswith(prefix) for n in names), (prefix, depends)
 
 
@@ -126,7 +126,8 @@ def test_the_deb_maintainer_scripts_are_executable_shell_scripts(deb, tmp_path):
 
 def test_the_tarball_has_the_installed_layout(unpacked):
     assert re.fullmatch(rf"cuslice-{VERSION_RE}-linux-[a-z0-9_]+", unpacked.name), unpacked.name
-    for path in ["bin/cuslice", "bin/cuslice-scheduler", "bin/cuslice-device-plugin", "lib/libcuslice.so",
+    for path in ["bin/cuslice", "bin/cuslice-scheduler", "bin/cuslice-device-plugin", "bin/cuslice-dra-plugin",
+                 "lib/libcuslice.so",
                  "lib/systemd/system/cuslice-scheduler.service", "share/cuslice/cuslice-entrypoint.sh",
                  "share/cuslice/cuslice.example.yaml", "share/cuslice/bundled-libraries.txt"]:
         assert (unpacked / path).is_file(), path
@@ -141,7 +142,8 @@ def test_the_tarball_has_the_installed_layout(unpacked):
 def test_the_tarball_programs_run_with_an_empty_environment(unpacked):
     for args, expect in [(["bin/cuslice", "version"], VERSION_RE),
                          (["bin/cuslice-scheduler", "--help"], "--config"),
-                         (["bin/cuslice-device-plugin", "--help"], "--plugin-dir")]:
+                         (["bin/cuslice-device-plugin", "--help"], "--plugin-dir"),
+                         (["bin/cuslice-dra-plugin", "--help"], "--registry-dir")]:
         result = subprocess.run(["env", "-i", unpacked / args[0], *args[1:]], capture_output=True,
                                 text=True, timeout=30)
         assert result.returncode == 0, (args, result.stderr)

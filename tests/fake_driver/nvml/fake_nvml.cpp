@@ -157,6 +157,16 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
   return copy_string(text, name, length);
 }
 
+// 9.0, as the fake CUDA's cuDeviceGetAttribute says (an H100).
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  int dev = 0;
+  if (nvmlReturn_t rc = open_device(device, &dev)) return rc;
+  if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *major = 9;
+  *minor = 0;
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   int dev = 0;
   if (nvmlReturn_t rc = open_device(device, &dev)) return rc;

@@ -66,6 +66,33 @@ TEST(PluginTenants, ApplyRefusesWhatCouldNotBeATenant) {
   EXPECT_EQ(p.size(), 0u);
 }
 
+TEST(PluginTenants, ATenantOnSeveralGpusIsCheckedAndAppliedOnEach) {
+  PluginTenants p;
+  wire::PluginTenant pair = spec("k8s-pair", 8 * GiB, 600'000);
+  pair.gpu_mask = 0b1100;  // GPUs 2 and 3
+  ASSERT_TRUE(p.apply(pair, {}).ok);
+  wire::PluginTenant on_three = spec("k8s-b", GiB, 500'000);
+  on_three.gpu = 3;
+  EXPECT_FALSE(p.apply(on_three, {}).ok);  // 60% + 50% of GPU 3
+  on_three.share_ppm = 400'000;
+  EXPECT_TRUE(p.apply(on_three, {}).ok);
+  wire::PluginTenant moved = pair;
+  moved.gpu_mask = 0b0110;
+  EXPECT_FALSE(p.apply(moved, {}).ok);  // GPUs are fixed
+  wire::PluginTenant without_its_gpu = spec("k8s-c");
+  without_its_gpu.gpu_mask = 0b1;  // leaves out GPU 2
+  EXPECT_FALSE(p.apply(without_its_gpu, {}).ok);
+  wire::PluginTenant too_far = spec("k8s-c");
+  too_far.gpu_mask = (1u << shm::kMaxGpus) | 0b100;
+  EXPECT_FALSE(p.apply(too_far, {}).ok);
+  Config config;
+  p.append_to(config);
+  ASSERT_EQ(config.tenants.size(), 2u);
+  const TenantConfig& applied = config.tenants[config.tenants[0].name == "k8s-pair" ? 0 : 1];
+  EXPECT_EQ(applied.gpu_mask, 0b1100u);
+  EXPECT_TRUE(applied.on_gpu(2) && applied.on_gpu(3) && !applied.on_gpu(1));
+}
+
 TEST(PluginTenants, JoiningNeedsTheCredentialAndThenThePodOfTheFirstProcess) {
   PluginTenants p;
   ASSERT_TRUE(p.apply(spec("k8s-a"), {}).ok);

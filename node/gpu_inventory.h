@@ -1,4 +1,5 @@
-// The node's GPUs, as NVML reports them: index, UUID, memory and device node.
+// The node's GPUs, as NVML reports them: index, UUID, name, memory, compute capability and
+// device node. Shared by the device plugin and the DRA driver; knows nothing of either.
 //
 // libnvidia-ml.so.1 is opened at run time (nvml/nvml_library.h), not linked: the plugin then
 // starts, and says why it sees no GPU, on a node whose driver is missing or broken, and tests
@@ -10,9 +11,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace cuslice::device_plugin {
+namespace cuslice::node {
 
 struct GpuInfo {
   uint32_t index = 0;
@@ -20,6 +22,8 @@ struct GpuInfo {
   std::string name;
   uint64_t memory_total = 0;
   std::optional<uint32_t> minor;  // /dev/nvidia<minor>; unknown when NVML cannot say
+  // CUDA compute capability (9.0 for an H100); unknown when NVML cannot say.
+  std::optional<std::pair<int, int>> compute_capability;
 };
 
 class GpuInventory {
@@ -41,4 +45,4 @@ class GpuInventory {
   std::unique_ptr<Api> api_;
 };
 
-}  // namespace cuslice::device_plugin
+}  // namespace cuslice::node

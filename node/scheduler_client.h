@@ -1,4 +1,4 @@
-// The device plugin's side of the cuslice-scheduler control socket: create, update, remove
+// The Kubernetes node agents' side of the cuslice-scheduler control socket: create, update, remove
 // and list plugin tenants (socket_protocol.h, PluginRequest), and read from the shared
 // segment what the scheduler's other tenants (its configuration file's) hold back on each
 // GPU. Every request goes to the control socket: the scheduler refuses plugin requests on the
@@ -18,7 +18,7 @@
 
 #include "socket_protocol.h"
 
-namespace cuslice::device_plugin {
+namespace cuslice::node {
 
 struct SchedulerAnswer {
   enum class Kind { kOk, kUnreachable, kRefused };
@@ -64,4 +64,4 @@ class SchedulerClient {
   int timeout_ms_;
 };
 
-}  // namespace cuslice::device_plugin
+}  // namespace cuslice::node

@@ -1,4 +1,4 @@
-// GpuInventory: the queries behind the plugin's GPU list, on NVML as nvml/nvml_library.h opens
+// GpuInventory: the queries behind the node agents' GPU list, on NVML as nvml/nvml_library.h opens
 // it. NVML's declarations come from hook/nvml_api.h, the one place they live.
 #include "gpu_inventory.h"
 
@@ -6,7 +6,7 @@
 
 #include "nvml_library.h"
 
-namespace cuslice::device_plugin {
+namespace cuslice::node {
 
 struct GpuInventory::Api {
   std::unique_ptr<nvml::Library> library;
@@ -18,6 +18,7 @@ struct GpuInventory::Api {
   // Optional: not every NVML (nor the fake) has them.
   decltype(&nvmlSystemGetDriverVersion) driver_version = nullptr;
   decltype(&nvmlDeviceGetMinorNumber) minor = nullptr;
+  decltype(&nvmlDeviceGetCudaComputeCapability) capability = nullptr;
 
   std::string error(nvmlReturn_t rc) const { return library->error_text(rc); }
 };
@@ -32,7 +33,8 @@ std::unique_ptr<GpuInventory> GpuInventory::open(std::string& why) {
        {"nvmlDeviceGetName", api->name},
        {"nvmlDeviceGetMemoryInfo", api->memory},
        {"nvmlSystemGetDriverVersion", api->driver_version, nvml::Need::kOptional},
-       {"nvmlDeviceGetMinorNumber", api->minor, nvml::Need::kOptional}},
+       {"nvmlDeviceGetMinorNumber", api->minor, nvml::Need::kOptional},
+       {"nvmlDeviceGetCudaComputeCapability", api->capability, nvml::Need::kOptional}},
       failure);
   if (api->library == nullptr) {
     switch (failure.step) {
@@ -80,12 +82,15 @@ std::optional<std::vector<GpuInfo>> GpuInventory::list(std::vector<std::string>&
       continue;
     }
     if (api_->name(device, name, sizeof name) != NVML_SUCCESS) name[0] = '\0';
-    GpuInfo gpu{i, uuid, name, memory.total, std::nullopt};
+    GpuInfo gpu{i, uuid, name, memory.total, std::nullopt, std::nullopt};
     unsigned int minor = 0;
     if (api_->minor && api_->minor(device, &minor) == NVML_SUCCESS) gpu.minor = minor;
+    int major = 0, cc_minor = 0;
+    if (api_->capability && api_->capability(device, &major, &cc_minor) == NVML_SUCCESS)
+      gpu.compute_capability = std::make_pair(major, cc_minor);
     out.push_back(std::move(gpu));
   }
   return out;
 }
 
-}  // namespace cuslice::device_plugin
+}  // namespace cuslice::node

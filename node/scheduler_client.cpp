@@ -16,7 +16,7 @@
 
 #include "segment_snapshot.h"
 
-namespace cuslice::device_plugin {
+namespace cuslice::node {
 namespace {
 
 // A connected SOCK_SEQPACKET socket, closed on scope exit; -1 with `why` when nobody answers.
@@ -193,4 +193,4 @@ std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
   return state;
 }
 
-}  // namespace cuslice::device_plugin
+}  // namespace cuslice::node

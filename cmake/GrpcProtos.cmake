@@ -1,0 +1,26 @@
+# cuslice_grpc_protos(<target> <proto dir> <name>...): a static library of the C++ messages and
+# gRPC services protoc generates from <proto dir>/<name>.proto into the build folder, with
+# that folder as a system include directory (generated code: not ours to warn about). The
+# kubelet's APIs for the device plugin and the DRA driver, and the test kubelets that link the
+# same library, so both sides speak the very same messages.
+# Needs find_package(Protobuf), the grpc++ pkg-config target and GRPC_CPP_PLUGIN.
+function(cuslice_grpc_protos target proto_dir)
+  set(out "${CMAKE_CURRENT_BINARY_DIR}/generated")
+  file(MAKE_DIRECTORY "${out}")
+  set(sources)
+  foreach(name ${ARGN})
+    set(outputs "${out}/${name}.pb.cc" "${out}/${name}.pb.h" "${out}/${name}.grpc.pb.cc" "${out}/${name}.grpc.pb.h")
+    add_custom_command(
+      OUTPUT ${outputs}
+      COMMAND protobuf::protoc --proto_path=${proto_dir} --cpp_out=${out} --grpc_out=${out}
+              --plugin=protoc-gen-grpc=${GRPC_CPP_PLUGIN} "${proto_dir}/${name}.proto"
+      DEPENDS "${proto_dir}/${name}.proto"
+      COMMENT "Generating the kubelet API ${name}"
+      VERBATIM)
+    list(APPEND sources ${outputs})
+  endforeach()
+  add_library(${target} STATIC ${sources})
+  target_include_directories(${target} SYSTEM PUBLIC "${out}")
+  target_link_libraries(${target} PUBLIC protobuf::libprotobuf PkgConfig::GRPCPP)
+  target_compile_options(${target} PRIVATE -w)
+endfunction()

@@ -1,0 +1,127 @@
+#include "api_client.h"
+
+#include <curl/curl.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "atomic_file.h"
+
+namespace cuslice::dra {
+namespace {
+
+struct Transfer {
+  std::string body;
+  std::string pending;  // a watch's partial line
+  const std::function<void(const std::string&)>* on_line = nullptr;
+  const std::function<bool()>* keep_going = nullptr;
+};
+
+size_t on_data(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * count;
+  if (!t->on_line) {
+    t->body.append(data, n);
+    return n;
+  }
+  t->pending.append(data, n);
+  for (size_t end; (end = t->pending.find('\n')) != std::string::npos;) {
+    const std::string line = t->pending.substr(0, end);
+    t->pending.erase(0, end + 1);
+    if (!line.empty()) (*t->on_line)(line);
+  }
+  return n;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  return t->keep_going && !(*t->keep_going)() ? 1 : 0;  // non-zero aborts the transfer
+}
+
+using Easy = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
+using Headers = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+
+}  // namespace
+
+std::string ApiResponse::describe() const {
+  if (!error.empty()) return error;
+  std::string message;
+  try {
+    const auto j = nlohmann::json::parse(body);
+    if (j.is_object() && j.contains("message") && j["message"].is_string()) message = j["message"].get<std::string>();
+  } catch (const nlohmann::json::exception&) {  // not a Status object: show the start of it
+    message = body.substr(0, 200);
+  }
+  return "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
+}
+
+ApiResponse ApiClient::call(const std::string& method, const std::string& path, const std::string& body) const {
+  return watch_or_call(method, path, body, nullptr, nullptr, timeout_);
+}
+
+ApiResponse ApiClient::watch(const std::string& path, const std::function<void(const std::string&)>& on_line,
+                             const std::function<bool()>& keep_going, std::chrono::seconds limit) const {
+  return watch_or_call("GET", path, "", &on_line, &keep_going, limit);
+}
+
+ApiResponse ApiClient::watch_or_call(const std::string& method, const std::string& path, const std::string& body,
+                                     const std::function<void(const std::string&)>* on_line,
+                                     const std::function<bool()>* keep_going,
+                                     std::chrono::milliseconds limit) const {
+  ApiResponse out;
+  Easy curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) {
+    out.error = "cannot start a request (curl_easy_init)";
+    return out;
+  }
+  std::string token = config_.token;
+  if (token.empty() && !config_.token_file.empty() && !node::read_file(config_.token_file, token)) {
+    out.error = "cannot read the token " + config_.token_file;
+    return out;
+  }
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  curl_slist* list = curl_slist_append(nullptr, "Accept: application/json");
+  list = curl_slist_append(list, "Content-Type: application/json");
+  const std::string authorization = "Authorization: Bearer " + token;
+  if (!token.empty()) list = curl_slist_append(list, authorization.c_str());
+  Headers headers(list, curl_slist_free_all);
+  Transfer transfer;
+  transfer.on_line = on_line;
+  transfer.keep_going = keep_going;
+  const std::string url = config_.server + path;
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for timeouts
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
+  if (!body.empty() || method == "POST" || method == "PUT") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  if (keep_going) {
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &transfer);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  }
+  if (!config_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, config_.ca_file.c_str());
+  if (config_.insecure) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!config_.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
+  if (!config_.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, config_.client_key_file.c_str());
+  const CURLcode rc = curl_easy_perform(c);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out.status);
+  out.body = std::move(transfer.body);
+  // A watch the caller stopped, or that ran its time, ended as it should.
+  const bool watch_ended = on_line && (rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_OPERATION_TIMEDOUT) &&
+                           out.status == 200;
+  if (rc != CURLE_OK && !watch_ended) out.error = method + " " + url + ": " + curl_easy_strerror(rc);
+  return out;
+}
+
+}  // namespace cuslice::dra
