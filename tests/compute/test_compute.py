@@ -148,12 +148,21 @@ scheduler: {quantum: 20ms, limit_window: 1s}
 tenants:
   - {name: capped, compute: {limit: 30%}}
 """
-    with Scenario(config) as world:
-        [report] = valid(world.run([dict(SPIN, tenant="capped")], 4.0))
-        gated(world, ["capped"])
-    used = 100 * utilisation(report, 4.0)
-    print(f"limit 30%: used {used:.1f}% ({describe([report])})")
-    assert 27 <= used <= 33, describe([report])
+
+    def measure():
+        with Scenario(config) as world:
+            [report] = valid(world.run([dict(SPIN, tenant="capped")], 4.0))
+            gated(world, ["capped"])
+        used = 100 * utilisation(report, 4.0)
+        held_off = report["run_delay_ns"] / 4e9
+        print(f"limit 30%: used {used:.1f}% ({describe([report])}); its threads waited for a CPU "
+              f"{100 * held_off:.0f}% of the window; box lateness {world.lateness}")
+        # Never over the cap, however loaded the box.
+        assert used <= 33, describe([report])
+        # Not under it either, where the box let the worker have the CPU (schedstat): held off
+        # it, the worker launches less than the cap allows.
+        assert used >= 27 or held_off > 0.25, describe([report])
+    settle(measure)
 
 
 def test_high_priority_latency_beside_a_low_priority_spinner():
