@@ -22,9 +22,11 @@ CONFIG = """scheduler:
     resume_margin: 256MiB
 tenants:
   - name: serve
+    allow_env: true
     priority: high
     memory: 13GiB
   - name: train
+    allow_env: true
     priority: low
     memory: 15GiB
     preemptible: true

@@ -200,8 +200,8 @@ TEST_F(SchedulerProcessTest, SharesSplitGpuTime) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
-      "  - {name: a, compute: {share: 70%}}\n"
-      "  - {name: b, compute: {share: 30%}}\n");
+      "  - {name: a, allow_env: true, compute: {share: 70%}}\n"
+      "  - {name: b, allow_env: true, compute: {share: 30%}}\n");
   start_daemon();
   const pid_t a = spawn("a", kernels_for(2500ms));
   const pid_t b = spawn("b", kernels_for(2500ms));
@@ -216,7 +216,7 @@ TEST_F(SchedulerProcessTest, LimitCapsATenantThatIsAlone) {
   write_config(
       "scheduler: {quantum: 10ms, limit_window: 500ms}\n"
       "tenants:\n"
-      "  - {name: a, compute: {limit: 30%}}\n");
+      "  - {name: a, allow_env: true, compute: {limit: 30%}}\n");
   start_daemon();
   const auto start = Clock::now();
   EXPECT_EQ(wait_exit(spawn("a", kernels_for(2500ms))), 0);
@@ -230,8 +230,8 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheGpu) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
-      "  - {name: low, priority: low}\n"
-      "  - {name: high, priority: high}\n");
+      "  - {name: low, allow_env: true, priority: low}\n"
+      "  - {name: high, allow_env: true, priority: high}\n");
   start_daemon();
   spawn("low", kernels_for(3000ms));
   ASSERT_TRUE(eventually([&] { return gpu_time("low") > 0; }, 2000ms));
@@ -252,9 +252,9 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutADrain) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
-      "  - {name: low, priority: low}\n"
-      "  - {name: low2, priority: low}\n"
-      "  - {name: high, priority: high}\n");
+      "  - {name: low, allow_env: true, priority: low}\n"
+      "  - {name: low2, allow_env: true, priority: low}\n"
+      "  - {name: high, allow_env: true, priority: high}\n");
   start_daemon();
   const uint32_t low = tenant_index("low"), high = tenant_index("high");
   spawn("low", [] {
@@ -325,8 +325,8 @@ TEST_F(SchedulerProcessTest, IdleHolderGivesTheTokenUpEarly) {
   write_config(
       "scheduler: {quantum: 5s}\n"
       "tenants:\n"
-      "  - {name: a}\n"
-      "  - {name: b}\n");
+      "  - {name: a, allow_env: true}\n"
+      "  - {name: b, allow_env: true}\n");
   start_daemon();
   const uint32_t ta = tenant_index("a");
   spawn("a", [] {
@@ -351,8 +351,8 @@ TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
   write_config(
       "scheduler:\n  quantum: 10s\n"
       "tenants:\n"
-      "  - {name: a, memory: 1GiB}\n"
-      "  - {name: b}\n");
+      "  - {name: a, allow_env: true, memory: 1GiB}\n"
+      "  - {name: b, allow_env: true}\n");
   start_daemon();
   const uint32_t ta = tenant_index("a"), tb = tenant_index("b");
   const pid_t holder = spawn("a", [] {
@@ -386,7 +386,7 @@ TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
 }
 
 TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
-  write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true, memory: 1GiB}\n");
   start_daemon();
   // Exit code: 0 all good, 1 lost no connection, 2 stalled while the daemon was away,
   // 3 not attached again at the end, 4 reservation not carried over.
@@ -426,7 +426,7 @@ TEST_F(SchedulerProcessTest, AProcessWhoseSegmentIsBindMountedReattachesAfterARe
            mount("tmpfs", "/dev/shm", "tmpfs", 0, nullptr) == 0 && file(path) &&
            mount(pin.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) == 0;
   };
-  write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true, memory: 1GiB}\n");
   start_daemon();
   const pid_t probe = fork();
   if (probe == 0) _exit(pin_segment() ? 0 : 1);
@@ -447,7 +447,7 @@ TEST_F(SchedulerProcessTest, AProcessWhoseSegmentIsBindMountedReattachesAfterARe
 
 TEST_F(SchedulerProcessTest, CleanStopReleasesWaiters) {
   // a outranks b: b waits for as long as a has work, however long a holds the token.
-  write_config("tenants:\n  - {name: a, priority: high}\n  - {name: b, priority: low}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true, priority: high}\n  - {name: b, allow_env: true, priority: low}\n");
   start_daemon();
   spawn("a", []() -> int {
     client::token_acquire(0);
@@ -499,13 +499,13 @@ TEST_F(SchedulerProcessTest, WithoutADaemonEverythingIsUngated) {
 }
 
 TEST_F(SchedulerProcessTest, ReloadKeepsTheRunningConfigurationOnErrors) {
-  write_config("tenants:\n  - {name: a}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true}\n");
   start_daemon();
   write_config("tenants:\n  - {name: a, memroy: 1GiB}\n");
   kill(daemon_, SIGHUP);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(wait_exit(spawn("a", [] { return 0; })), 0) << "the daemon stopped serving";
-  write_config("tenants:\n  - {name: a}\n  - {name: added}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true}\n  - {name: added, allow_env: true}\n");
   kill(daemon_, SIGHUP);
   EXPECT_TRUE(eventually([&] {
     for (const shm::Tenant& t : segment_->tenants)

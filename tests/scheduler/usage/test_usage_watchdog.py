@@ -14,8 +14,8 @@ GiB = 1 << 30
 
 CONFIG = """\
 tenants:
-  - {name: strict, memory: 1GiB, on_violation: kill}
-  - {name: lenient, memory: 1GiB}
+  - {name: strict, allow_env: true, memory: 1GiB, on_violation: kill}
+  - {name: lenient, allow_env: true, memory: 1GiB}
 """
 
 
