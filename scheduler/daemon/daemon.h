@@ -110,8 +110,7 @@ class Daemon final : private DaemonControl {
 
   DaemonOptions options_;
   // Before the segment: a second daemon must fail on the sockets before it replaces the
-  // first one's segment (os_fds.h, lock_socket_path).
-  int socket_lock_fd_ = -1;
+  // first one's segment (os_fds.h: refuse_if_answered, lock_control_directory).
   int control_lock_fd_ = -1;
   SharedSegment segment_;  // holds the lock on the segment itself
   TenantRegions regions_;

@@ -141,7 +141,8 @@ def test_a_suspended_process_killed_leaves_nothing_behind():
         train.ok(f"alloc {12 * GiB}")
         serve = s.worker("serve")
         serve.ok(f"alloc {8 * GiB}", timeout_s=30)
-        journal = s.daemon.socket + ".suspended.json"
+        # Beside the control socket, in the directory only the scheduler writes.
+        journal = os.path.join(os.path.dirname(s.daemon.socket) + "-control", "cuslice.sock.suspended.json")
         assert os.path.exists(journal)
         train.kill()
         wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "running", 10,

@@ -14,14 +14,16 @@ import resource
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from scheduler_harness import DEADLINE, FakeProcess, Scheduler, answers, built, eventually, free_port
+from scheduler_harness import DEADLINE, FakeProcess, Scheduler, answers, built, eventually, free_port, shm_exists
 
 NOBODY = 65534
 CONFIG = """\
@@ -234,3 +236,56 @@ def test_a_scheduler_killed_with_sigkill_is_replaced_at_once(world_dir):
     finally:
         again.terminate()
         again.communicate(timeout=DEADLINE)
+
+
+# Run as the attacker: takes a read lock on every file it can open in the tenant socket's
+# directory and on the segment, each in a thread of its own that waits while the scheduler
+# holds its lock, and says "locked PATH" for each it gets. Keeps them until stdin closes.
+LOCKER = r"""
+import fcntl, os, sys, threading
+def hold(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.lockf(fd, fcntl.LOCK_SH)
+        print("locked", path, flush=True)
+    except OSError:
+        pass
+paths = [os.path.join(sys.argv[1], n) for n in os.listdir(sys.argv[1])] + sys.argv[2:]
+for p in paths:
+    threading.Thread(target=hold, args=(p,), daemon=True).start()
+print("waiting", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
+    first = Scheduler(world_dir, config=CONFIG).wait_ready()
+    segment = "/dev/shm" + first.shm_name
+    locker = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                               sys.executable, "-c", LOCKER, str(world_dir), segment],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    said = []
+    threading.Thread(target=lambda: said.extend(line.strip() for line in locker.stdout), daemon=True).start()
+    again = None
+    try:
+        eventually(lambda: "waiting" in said, "the attacker to queue for its locks")
+        first.process.kill()  # the segment stays behind, as after a crash
+        first.process.wait(timeout=DEADLINE)
+        # The lock the attacker queued for on the segment is its own once the scheduler is gone.
+        eventually(lambda: f"locked {segment}" in said, "the attacker's lock")
+        again = subprocess.Popen([str(built("CUSLICE_SCHEDULER_BIN")), "--config", str(first.config), "--socket",
+                                  str(first.socket), "--shm-name", first.shm_name],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eventually(lambda: answers(first.socket) or again.poll() is not None, "the new scheduler")
+        assert again.poll() is None, again.communicate()[1]
+        p = FakeProcess(first.socket, None)
+        p.close()
+    finally:
+        locker.stdin.close()
+        locker.wait(timeout=DEADLINE)
+        if again is not None:
+            again.terminate()
+            again.communicate(timeout=DEADLINE)
+        if shm_exists(first.shm_name):
+            os.unlink(segment)
+
