@@ -111,6 +111,10 @@ Daemon::Daemon(DaemonOptions options)
     watch(config_watch_->fd());
   }
 
+  // First: the card sizes, which the watchdog and preemption take from NVML, never a tenant.
+  usage_fd_ = usage_check_.start();
+  if (usage_fd_ >= 0) watch(usage_fd_);
+  preemptor_.set_card_sizes(usage_check_.card_sizes());
   preemptor_.read_journal();  // before the configuration: a journal to adopt needs the checkpoint API
   apply_tenants();
   preemptor_.adopt_journal();
@@ -118,8 +122,6 @@ Daemon::Daemon(DaemonOptions options)
   segment_->daemon_pid = getpid();
   segment_->flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
 
-  usage_fd_ = usage_check_.start();
-  if (usage_fd_ >= 0) watch(usage_fd_);
   const Config& config = tenants_.config();
   if (const auto port = options_.metrics_port ? options_.metrics_port : config.scheduler.metrics_port)
     start_metrics(*port);

@@ -128,7 +128,7 @@ std::vector<GpuMemory> Preemptor::gpu_memory() const {
   std::vector<GpuMemory> gpus(shm::kMaxGpus);
   const std::optional<uint64_t> configured = tenants_.config().scheduler.gpu_memory;
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
-    uint64_t total = segment_->gpus[g].memory_total.load(std::memory_order_relaxed);
+    uint64_t total = card_[g];
     if (total == 0 && configured) total = *configured;
     uint64_t used = 0;
     for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {

@@ -55,6 +55,9 @@ class Preemptor {
   // Start-up, in this order: read_journal(), then configure() once the tenant table is
   // applied, then adopt_journal().
   void read_journal();
+  // Each card's memory as the daemon itself knows it (NVML; 0: unknown, then the
+  // configuration's gpu_memory). What a tenant's hook reports is never used.
+  void set_card_sizes(const std::array<uint64_t, shm::kMaxGpus>& sizes) { card_ = sizes; }
   // After every application of the tenant table: the policy's parameters, the allocation wait
   // the hooks read, and the driver's API loaded when a preemptible tenant first appears.
   void configure();
@@ -123,6 +126,7 @@ class Preemptor {
   std::vector<uint64_t> charged(uint32_t t, uint32_t slot) const;
 
   PreemptionOptions options_;
+  std::array<uint64_t, shm::kMaxGpus> card_{};
   SharedSegment& segment_;
   TenantRegions& regions_;
   const ProcessTable& processes_;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ppm.h"
 #include "segment_snapshot.h"
 
 namespace cuslice {
@@ -24,6 +25,11 @@ int UsageCheck::start() {
     spdlog::info("usage watchdog off: {}", nvml->unavailable());
     return -1;
   }
+  const std::vector<uint64_t> totals = nvml->memory_totals();
+  for (size_t g = 0; g < totals.size() && g < card_.size(); ++g) {
+    card_[g] = totals[g];
+    if (totals[g] != 0) segment_->gpus[g].memory_total.store(totals[g], std::memory_order_relaxed);
+  }
   poller_ = std::make_unique<DriverPoller>(std::move(nvml), kPeriod);
   spdlog::info("usage watchdog on: checking the driver's per-process memory every {} ms", kPeriod.count() / 1'000'000);
   return poller_->event_fd();
@@ -37,10 +43,12 @@ std::vector<WatchedTenant> UsageCheck::watched_tenants() const {
     WatchedTenant& w = tenants[t.index];
     w.name = t.name;
     w.quota.assign(shm::kMaxGpus, std::nullopt);
-    for (const TenantGpuSnapshot& use : t.gpus) w.quota[snap.gpus[use.gpu].index] = use.memory_quota;
-    // A quota in bytes holds on every GPU; one in percent only where a hook reported the card
-    // (the snapshot resolved it), which every GPU a registered process uses is.
-    if (t.memory_quota_bytes) w.quota.assign(shm::kMaxGpus, t.memory_quota_bytes);
+    // A quota in bytes holds on every GPU; one in percent where the daemon knows the card
+    // itself (NVML), never against the size a tenant's hook reported.
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      if (t.memory_quota_bytes) w.quota[g] = t.memory_quota_bytes;
+      else if (t.memory_quota_ppm && card_[g] != 0) w.quota[g] = ppm_of_bytes(card_[g], *t.memory_quota_ppm);
+    }
     const int c = config.find_tenant(t.name);
     w.kill_on_violation = c >= 0 && config.tenants[static_cast<size_t>(c)].kill_on_violation;
   }

@@ -4,12 +4,17 @@
 // for `cuslice status` and the metrics, logs each violation once when it begins, and kills
 // under `on_violation: kill`.
 //
-// Owns the poller and the watchdog's memory of what it reported. Reads the registered
-// processes, the tenant regions and the configuration; writes only the segment's
-// unhooked/over-quota figures. Never touches the sockets, the token or preemption.
+// The size of each card is the daemon's own (NVML's, read once at start), published in the
+// segment and handed to the daemon: a tenant's report of it never decides anything.
+//
+// Owns the poller, the card sizes and the watchdog's memory of what it reported. Reads the
+// registered processes, the tenant regions and the configuration; writes only the segment's
+// card sizes and unhooked/over-quota figures. Never touches the sockets, the token or preemption.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 
 #include "driver_poller.h"
@@ -32,6 +37,8 @@ class UsageCheck {
   int start();
   // Takes the newest reading and acts on it.
   void on_reading();
+  // Each card's memory as NVML said at start(); 0 where unknown (no NVML).
+  const std::array<uint64_t, shm::kMaxGpus>& card_sizes() const { return card_; }
 
  private:
   // The tenants as the watchdog needs them: names, quotas per GPU, kill or not.
@@ -42,6 +49,7 @@ class UsageCheck {
   TenantRegions& regions_;
   const ProcessTable& processes_;
   const TenantTable& tenants_;
+  std::array<uint64_t, shm::kMaxGpus> card_{};
   std::unique_ptr<DriverPoller> poller_;
   UsageWatchdog watchdog_;
   bool error_logged_ = false;
