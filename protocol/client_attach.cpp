@@ -43,6 +43,12 @@ void mark_lost(Attachment* att) {
     cb(Event::kLost, "the scheduler went away: compute ungated, memory on local limits");
 }
 
+void send_blocker_claim(int fd) noexcept {
+  wire::BlockerClaim claim;
+  claim.flags = g.checkpoint_flags.load(std::memory_order_relaxed);
+  if (fd >= 0 && claim.flags != 0) send(fd, &claim, sizeof claim, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 }  // namespace internal
 
 using namespace internal;
@@ -317,6 +323,7 @@ void publish_attachment(int s, Attachment* att) {
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
   send_workload(g.fd.load(std::memory_order_relaxed));
+  send_blocker_claim(g.fd.load(std::memory_order_relaxed));  // what it said to an earlier daemon
 }
 
 // One registration attempt; the caller holds g.attaching.

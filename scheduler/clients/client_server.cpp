@@ -166,7 +166,8 @@ void ClientServer::on_readable(int fd) {
 }
 
 void ClientServer::on_hook_messages(int fd, Client& client) {
-  // A hook's messages are kicks, once the workload it runs in, and memory requests; a lease
+  // A hook's messages are kicks, once the workload it runs in, memory requests and claims of
+  // what the checkpoint cannot move (for this connection's own process only); a lease
   // sends none (a kick from a command that inherited it is harmless). EOF means the process
   // (and, for a lease, every process that inherited the connection) is gone.
   alignas(wire::WorkloadMessage) unsigned char buf[sizeof(wire::WorkloadMessage) + 1];
@@ -185,6 +186,7 @@ void ClientServer::on_hook_messages(int fd, Client& client) {
         processes_.set_workload(slot, {m.pod_namespace, m.pod_name, m.container_name});
       if (m.kind == HookMessage::Kind::kMemory)
         if (const ProcessRecord* process = processes_.at(slot)) preemptor_.on_memory_request(*process, m.memory);
+      if (m.kind == HookMessage::Kind::kClaim) processes_.add_checkpoint_claims(slot, m.claim);
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;

@@ -93,7 +93,7 @@ std::vector<PreemptTenant> Preemptor::preempt_tenants() const {
     const uint32_t t = rec.tenant;  // the daemon's own record
     const shm::TenantRegion* region = regions_.get(t);
     if (t >= shm::kMaxTenants || !out[t].present || region == nullptr) continue;
-    // What the process says of itself, in its tenant's region: a claim about its own tenant
+    // What the process said of itself on its own connection: a claim about its own tenant
     // only, which never spares the tenant unless `unsuspendable: keep` (memory_preemption.h).
     const shm::ProcessUse& use = region->processes[rec.slot];
     PreemptProcess p;
@@ -101,7 +101,7 @@ std::vector<PreemptTenant> Preemptor::preempt_tenants() const {
     p.start_time = rec.start_time;
     p.gpu_bytes.resize(shm::kMaxGpus);
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.gpu_bytes[g] = use.charged[g].load(std::memory_order_relaxed);
-    const uint32_t flags = use.checkpoint_flags.load(std::memory_order_relaxed);
+    const uint32_t flags = rec.checkpoint_claims;
     p.ipc = (flags & shm::ProcessSlot::kUsesIpc) != 0;
     p.managed = (flags & shm::ProcessSlot::kUsesManaged) != 0;
     p.mps = (flags & shm::ProcessSlot::kUsesMps) != 0;
@@ -297,7 +297,7 @@ void Preemptor::note_claims() {
   for (const ProcessRecord& rec : processes_.all()) {
     const shm::TenantRegion* region = regions_.get(rec.tenant);
     if (region == nullptr) continue;
-    const uint32_t flags = region->processes[rec.slot].checkpoint_flags.load(std::memory_order_relaxed);
+    const uint32_t flags = rec.checkpoint_claims;
     if (flags == 0 || !preemptible(rec.tenant)) continue;
     if (claims_logged_.count({rec.pid, rec.start_time})) continue;
     // Forget the processes that left before remembering one more.

@@ -265,6 +265,24 @@ def test_a_process_that_only_says_it_cannot_be_moved_spares_nobody():
         wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
 
 
+def test_a_process_cannot_say_for_another_that_it_cannot_be_moved():
+    # A process of the tenant writes the claim into its sibling's record, as any process of the
+    # tenant can write: the sibling must still be suspended, not stopped.
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        mallory = s.process("train", hooked=False)
+        mallory.ok("attach")
+        mallory.ok(f"claim-for {train.pid} {2 | 1}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert train.exited() is None, "stopped on another process's word"
+        assert f"pid {train.pid} stopped" not in s.daemon.log_text()
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
+
+
 def test_with_keep_a_tenant_that_says_it_cannot_be_moved_is_not_suspended():
     with Scenario(KEEP) as s:
         train = s.worker("train")
