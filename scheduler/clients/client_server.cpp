@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "clock.h"
 #include "message_decoder.h"
 #include "os_fds.h"
+#include "process_handle.h"
 #include "replies.h"
 
 namespace cuslice {
@@ -58,8 +60,12 @@ void ClientServer::listen() {
 }
 
 void ClientServer::shut_down() {
-  for (const auto& [fd, client] : clients_) close(fd);
+  for (const auto& [fd, client] : clients_) {
+    close(fd);
+    if (client.pidfd >= 0) close(client.pidfd);
+  }
   clients_.clear();
+  by_pidfd_.clear();
   for (int* fd : {&listen_fd_, &control_listen_fd_}) {
     if (*fd < 0) continue;
     close(*fd);
@@ -109,16 +115,34 @@ void ClientServer::accept_clients(int listen_fd) {
                                   " open, the most one user may have");
       continue;
     }
+    Client client;
+    // Who connected, now: a message that comes later may come from a child the socket was
+    // handed to, or after the pid went to another process.
+    const bool control = listen_fd == control_listen_fd_;
+    if (!control) {
+      std::optional<PeerProcess> peer = identify_peer(fd, cred.pid);
+      if (!peer) {
+        close(fd);  // it exited already: nobody to register
+        continue;
+      }
+      client.pidfd = peer->pidfd;
+      client.start_time = peer->start_time;
+      client.cgroup = std::move(peer->cgroup);
+      epoll_event exit_ev{};
+      exit_ev.events = EPOLLIN;
+      exit_ev.data.fd = client.pidfd;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, client.pidfd, &exit_ev);
+      by_pidfd_[client.pidfd] = fd;
+    }
     ++usage.connections;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    Client client;
     client.pid = cred.pid;
     client.uid = cred.uid;
     client.gid = cred.gid;
-    client.control = listen_fd == control_listen_fd_;
+    client.control = control;
     client.connected = std::chrono::nanoseconds(now_ns());
     clients_[fd] = client;
     daemon_.connections_changed();
@@ -155,6 +179,16 @@ void ClientServer::close_silent_clients() {
 }
 
 void ClientServer::on_readable(int fd) {
+  // A pidfd is readable only once its process exited (a stale event of a number reused
+  // within one batch is not).
+  if (auto exited = by_pidfd_.find(fd); exited != by_pidfd_.end() && !pidfd_alive(fd)) {
+    const int connection = exited->second;
+    if (const auto c = clients_.find(connection); c != clients_.end() && c->second.kind == Kind::kHook)
+      spdlog::info("pid {} exited: its registration ends, whoever holds its connection", c->second.pid);
+    drop_client(connection);
+    daemon_.step();
+    return;
+  }
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
   if (it->second.kind == Kind::kNew) {
@@ -277,7 +311,7 @@ void ClientServer::register_client(int fd, Client& client, const wire::RegisterR
     drop_client(fd);
     return;
   }
-  const Admission a = registrar_.admit({client.pid, client.uid, client.gid}, req);
+  const Admission a = registrar_.admit({client.pid, client.uid, client.gid, client.start_time, client.cgroup}, req);
   reply.status = a.status;
   if (a.status != wire::RegisterStatus::kOk) {
     if (a.status == wire::RegisterStatus::kRefused)
@@ -320,6 +354,11 @@ void ClientServer::drop_client(int fd) {
   if (usage.connections == 0) {
     per_uid_.erase(uid);
     refusals_.forget_if_quiet(uid);
+  }
+  if (const int pidfd = it->second.pidfd; pidfd >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+    by_pidfd_.erase(pidfd);
+    close(pidfd);
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);

@@ -8,7 +8,10 @@
 //
 // Every client is untrusted: what it sends is decoded by message_decoder.h, a connection that
 // stays silent past kFirstMessageTimeout is closed, and what one uid may hold is bounded
-// (kMaxProcessesPerUid, kMaxConnectionsPerUid). At the descriptor limit the listening sockets
+// (kMaxProcessesPerUid, kMaxConnectionsPerUid). A tenant-socket connection is its process's
+// (process_handle.h): a pidfd, start time and cgroup taken at accept, and the connection is
+// closed, its registration ended, when that process exits, even where a child still holds
+// the socket. At the descriptor limit the listening sockets
 // are taken out of epoll until tick() puts them back.
 //
 // Owns the listening sockets, the client connections and the per-uid counts. Registers its
@@ -65,7 +68,8 @@ class ClientServer {
 
   bool is_listener(int fd) const { return fd >= 0 && (fd == listen_fd_ || fd == control_listen_fd_); }
   void accept_clients(int listen_fd);
-  // A client's descriptor is readable (or closed); an unknown descriptor is ignored.
+  // A client's descriptor is readable (or closed), or a client's process exited (its pidfd);
+  // an unknown descriptor is ignored.
   void on_readable(int fd);
   // A few times a second: closes silent connections, resumes accepting after the limit.
   void tick();
@@ -86,6 +90,11 @@ class ClientServer {
     bool control = false;                   // connected through the control socket
     std::chrono::nanoseconds connected{0};  // monotonic, for kFirstMessageTimeout
     std::string lease;                      // kLease only: the tenant `cuslice run` ensured
+    // Tenant socket only (a lease outlives `cuslice run` in its command): the process that
+    // connected, watched in epoll; its exit ends the connection.
+    int pidfd = -1;
+    uint64_t start_time = 0;
+    std::string cgroup;
   };
   struct UidUsage {
     int connections = 0;
@@ -114,6 +123,7 @@ class ClientServer {
   bool accept_paused_ = false;
   bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unordered_map<int, Client> clients_;
+  std::unordered_map<int, int> by_pidfd_;  // a client's pidfd -> its connection
   std::unordered_map<uid_t, UidUsage> per_uid_;
   std::unordered_map<std::string, int> leases_;  // open leases by tenant
 };

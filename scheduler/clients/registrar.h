@@ -22,10 +22,12 @@
 
 namespace cuslice {
 
-struct Peer {  // the kernel's word on a connection's process (SO_PEERCRED)
-  pid_t pid = 0;
+struct Peer {  // the kernel's word on a connection's process, taken when it was accepted
+  pid_t pid = 0;  // SO_PEERCRED
   uid_t uid = 0;
   gid_t gid = 0;
+  uint64_t start_time = 0;  // process_handle.h: read at accept, while its pidfd showed it alive
+  std::string cgroup;       // likewise; never read again when the first message arrives
 };
 
 struct Admission {

@@ -2,7 +2,8 @@
 // memory (read off the daemon's thread by DriverPoller), sets it against the registered
 // processes and the tenants' quotas (UsageWatchdog), publishes the findings in the segment
 // for `cuslice status` and the metrics, logs each violation once when it begins, and kills
-// under `on_violation: kill`.
+// under `on_violation: kill`. NVML's pids are matched to registered processes by pid and start
+// time, and a kill goes through a pidfd checked against both.
 //
 // The size of each card is the daemon's own (NVML's, read once at start), published in the
 // segment and handed to the daemon: a tenant's report of it never decides anything.
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 
 #include "driver_poller.h"
 #include "process_table.h"
@@ -52,6 +54,7 @@ class UsageCheck {
   std::array<uint64_t, shm::kMaxGpus> card_{};
   std::unique_ptr<DriverPoller> poller_;
   UsageWatchdog watchdog_;
+  std::unordered_map<pid_t, uint64_t> started_;  // the last reading's registered processes' start times
   bool error_logged_ = false;
 };
 

@@ -289,3 +289,91 @@ def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
         if shm_exists(first.shm_name):
             os.unlink(segment)
 
+
+# Registers with the scheduler by hand as tenant argv[2], hands the connection to a child that
+# keeps it (and never exits by itself), says "registered PID CHILD", and exits once a line
+# comes on stdin.
+HAND_OVER = r"""
+import os, signal, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(struct.pack("<IHH64s16Q", 0x43534C43, 2, 200, sys.argv[2].encode(), *([0] * 16)))
+s.recvmsg(4096, socket.CMSG_SPACE(8))
+child = os.fork()
+if child == 0:
+    while True:
+        signal.pause()
+print("registered", os.getpid(), child, flush=True)
+sys.stdin.readline()
+"""
+
+
+def spawn_at_pid(pid, argv):
+    """`argv` started as process `pid` (the kernel's next pid set through ns_last_pid), or
+    None when other processes keep taking it."""
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(argv)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+def test_a_pid_reused_after_its_process_left_is_not_taken_for_it(tmp_path):
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("cannot choose the next pid here")
+    shown = tmp_path / "nvml-pids"
+    shown.write_text("")
+    port = free_port()
+    config = "tenants:\n  - {name: strict, allow_env: true, memory: 1GiB, on_violation: kill}\n"
+    sched = Scheduler(tmp_path, ["--metrics-port", str(port)], config=config, env={
+        "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")), "FAKE_NVML_OTHER_PIDS_FILE": str(shown)}).wait_ready()
+    leaver = subprocess.Popen([sys.executable, "-c", HAND_OVER, str(sched.socket), "strict"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = victim = None
+    try:
+        words = leaver.stdout.readline().split()
+        assert words[0] == "registered", words
+        gone, child = int(words[1]), int(words[2])
+        eventually(lambda: status(sched)["strict"]["pids"] == [gone], "the registration")
+        leaver.stdin.write("\n")
+        leaver.stdin.flush()
+        leaver.wait(timeout=DEADLINE)
+        # Another user's GPU process, without the hook, takes the pid; the child still holds
+        # the connection.
+        victim = spawn_at_pid(gone, ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                                     "sleep", "600"])
+        if victim is None:
+            pytest.skip(f"pid {gone} kept being taken by other processes")
+        shown.write_text(f"{gone}:{2 << 30}\n")
+        # Reported as a process in no tenant (from the watchdog's second reading on), never
+        # killed as the tenant's.
+        eventually(lambda: victim.poll() is not None or
+                   sample_metric(scrape_metrics(port), "cuslice_gpu_unhooked_processes") == 1,
+                   "the victim reported as unhooked")
+        assert victim.poll() is None, "the watchdog killed another user's process that took a tenant's pid"
+        assert status(sched)["strict"]["pids"] == [], "a registration outlived its process"
+    finally:
+        if victim is not None:
+            victim.kill()
+            victim.wait()
+        if child is not None:
+            os.kill(child, 9)
+        leaver.kill()
+        leaver.wait()
+        sched.stop()
+
+
+def scrape_metrics(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def sample_metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None

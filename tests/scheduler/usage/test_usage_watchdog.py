@@ -130,7 +130,8 @@ def test_a_tenant_reporting_a_tiny_card_does_not_get_another_tenant_killed(tmp_p
         shown.write_text(f"{victim.pid}:{2 * GiB}\n{unhooked.pid}:{MiB}\n")
         eventually(lambda: sample(scrape(port), "cuslice_gpu_unhooked_processes") == 1, "a first reading")
         shown.write_text(f"{victim.pid}:{2 * GiB}\n")
-        eventually(lambda: sample(scrape(port), "cuslice_gpu_unhooked_processes") == 0, "a second reading")
+        eventually(lambda: victim.process.poll() is not None or
+                   sample(scrape(port), "cuslice_gpu_unhooked_processes") == 0, "a second reading")
         assert victim.process.poll() is None, "killed against the card's size as another tenant reported it"
         assert sample(scrape(port), "cuslice_tenant_over_quota_bytes", tenant="victim") == 0
         assert sample(scrape(port), "cuslice_gpu_memory_total_bytes") == 16 * GiB, "the daemon's own NVML"
