@@ -170,7 +170,8 @@ void Daemon::apply_tenants() {
   }
 }
 
-void Daemon::step() {
+void Daemon::step_now() {
+  step_due_ = false;
   const Nanos now{now_ns()};
   ledger_.charge_gpu_time(now);
   const Nanos wake = scheduler_.step(now, preemptor_.suspended_mask());

@@ -181,9 +181,21 @@ void Preemptor::on_memory_request(const ProcessRecord& process, const wire::Memo
     answer(slot, sequence, shm::MemoryDecision::kRefused);
     return;
   }
+  // Pending requests are bounded per process, per user and overall, so that no user can
+  // make the decisions (and the loop) slow for everybody: past a bound, a request is refused.
+  const auto pending_of = [&](auto same) {
+    return std::count_if(memory_waits_.begin(), memory_waits_.end(), same);
+  };
+  if (memory_waits_.size() >= kMaxWaits ||
+      pending_of([&](const MemoryWait& m) { return m.slot == slot; }) >= kMaxWaitsPerProcess ||
+      pending_of([&](const MemoryWait& m) { return m.uid == process.uid; }) >= kMaxWaitsPerUid) {
+    answer(slot, sequence, shm::MemoryDecision::kRefused);
+    return;
+  }
   MemoryWait w;
   w.slot = slot;
   w.pid = process.pid;
+  w.uid = process.uid;
   w.tenant = process.tenant;
   w.gpu = request.gpu;
   w.sequence = sequence;
@@ -191,30 +203,28 @@ void Preemptor::on_memory_request(const ProcessRecord& process, const wire::Memo
   w.reported_free = request.free_bytes;
   w.asked = Nanos{now_ns()};
   w.deadline = w.asked + Nanos(wait);
-  // A process cannot pile requests up in the daemon: past a few pending, it is refused.
-  constexpr std::ptrdiff_t kMaxWaitsPerProcess = 16;
-  const auto pending = std::count_if(memory_waits_.begin(), memory_waits_.end(),
-                                     [&](const MemoryWait& m) { return m.slot == slot; });
-  if (pending >= kMaxWaitsPerProcess) {
-    answer(slot, sequence, shm::MemoryDecision::kRefused);
-    return;
-  }
   memory_waits_.push_back(w);
-  decide_memory_waits();
+  // Decided at the next step, once for every request of this wake-up.
+  decide_due_ = true;
 }
 
 void Preemptor::decide_memory_waits() {
+  decide_due_ = false;
   if (memory_waits_.empty()) return;
   const Nanos now = Nanos{now_ns()};
   preemption_.update(preempt_tenants());
+  // The system's facts once per pass, not once per request: /proc/meminfo and the tenants'
+  // counters say the same for every wait decided now.
+  const std::vector<GpuMemory> card = gpu_memory();
+  const uint64_t host = host_available();
   std::vector<MemoryWait> still;
   for (MemoryWait& w : memory_waits_) {
     if (now >= w.deadline) continue;  // the hook gave up already
-    std::vector<GpuMemory> gpus = gpu_memory();
+    std::vector<GpuMemory> gpus = card;
     // On the GPU asked for: what the driver said was free, plus what suspensions freed since.
     // The daemon's own account cannot see memory held outside the hooks; the driver's can.
     gpus[w.gpu].free = w.reported_free + w.freed;
-    const Verdict v = preemption_.request({w.tenant, w.gpu, w.bytes}, gpus, host_available(), now);
+    const Verdict v = preemption_.request({w.tenant, w.gpu, w.bytes}, gpus, host, now);
     switch (v.kind) {
       case Verdict::Kind::kFits:
         if (w.freed > 0) {
@@ -322,6 +332,7 @@ void Preemptor::note_claims() {
 
 Nanos Preemptor::step(Nanos now) {
   if (!suspender_) return kNever;
+  if (decide_due_) decide_memory_waits();
   note_claims();
   bool any = !memory_waits_.empty();
   for (uint32_t t = 0; t < shm::kMaxTenants && !any; ++t) any = preemption_.state(t) != SuspendState::kRunning;

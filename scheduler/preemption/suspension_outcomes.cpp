@@ -46,7 +46,7 @@ void Preemptor::on_suspender_outcomes() {
     publish_state(t);
   }
   write_journal();
-  decide_memory_waits();
+  decide_due_ = true;  // at the step that follows
 }
 
 void Preemptor::on_suspend_outcome(const SuspendOutcome& o, Nanos now) {
