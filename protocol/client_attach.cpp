@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -210,11 +211,14 @@ int connect_to_daemon(AttachStatus& failure) {
     failure = AttachStatus::kFailed;
     return -1;
   }
-  // A Unix-socket connect completes or fails at once; EAGAIN (backlog full) counts as absent.
+  // A Unix-socket connect completes or fails at once. EAGAIN: the backlog is full, so a
+  // scheduler listens but takes no connection now (busy, not absent).
   if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    set_error("no scheduler listening", strerror(errno));
+    const int error = errno;
+    set_error(error == EAGAIN ? "the scheduler is not accepting connections now" : "no scheduler listening",
+              strerror(error));
     close(s);
-    failure = AttachStatus::kNoDaemon;
+    failure = error == EAGAIN ? AttachStatus::kBusy : AttachStatus::kNoDaemon;
     return -1;
   }
   return s;
@@ -241,8 +245,14 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
     return false;
   }
   fds[0] = fds[1] = -1;
-  if (poll(&p, 1, kReplyTimeoutMs) != 1 || !receive_reply(s, reply, fds) || reply.magic != wire::kMagic ||
-      reply.version != wire::kVersion) {
+  if (poll(&p, 1, kReplyTimeoutMs) != 1) {
+    // Connected, so a scheduler is there: queued behind others, it has no room for us yet.
+    set_error("the scheduler did not answer the registration in time", "");
+    close(s);
+    failure = AttachStatus::kBusy;
+    return false;
+  }
+  if (!receive_reply(s, reply, fds) || reply.magic != wire::kMagic || reply.version != wire::kVersion) {
     set_error("no valid reply from the scheduler", "");
     close_both(fds);
     close(s);
@@ -254,6 +264,11 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
     set_error("the scheduler refused this process", reply.message);
     close_both(fds);
     close(s);
+    if (reply.status == wire::RegisterStatus::kFull) {
+      set_error("no process slot for it", reply.message);
+      failure = AttachStatus::kBusy;
+      return false;
+    }
     if (reply.status != wire::RegisterStatus::kRefused) {
       failure = AttachStatus::kFailed;
       return false;
@@ -365,7 +380,15 @@ AttachStatus attach() noexcept {
   AttachLock lock(/*wait=*/true);
   if (g.current.load(std::memory_order_acquire)) return AttachStatus::kAttached;
   if (g.refused.load(std::memory_order_relaxed)) return AttachStatus::kRefused;
-  const AttachStatus status = register_now();
+  AttachStatus status = register_now();
+  // A scheduler without room now may have some in a moment (a process exits, a silent
+  // connection is closed): wait a little rather than fail, never run ungated meanwhile.
+  const int64_t give_up = now_ns() + int64_t{kBusyWaitSeconds} * 1'000'000'000;
+  while (status == AttachStatus::kBusy && now_ns() < give_up) {
+    const timespec pause{0, 100'000'000};
+    nanosleep(&pause, nullptr);
+    status = register_now();
+  }
   if (status != AttachStatus::kAttached) {
     g.next_attempt_ns.store(now_ns() + int64_t{kReattachIntervalSeconds} * 1'000'000'000,
                             std::memory_order_relaxed);

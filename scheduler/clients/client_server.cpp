@@ -4,6 +4,7 @@
 #include "client_server.h"
 
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "clock.h"
@@ -53,6 +55,12 @@ ClientServer::ClientServer(ClientSockets sockets, int epoll_fd, Registrar& regis
 ClientServer::~ClientServer() { shut_down(); }
 
 void ClientServer::listen() {
+  // Each tenant socket connection costs two descriptors (the socket, its process's pidfd).
+  rlimit limit{};
+  const rlim_t have = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+  const rlim_t usable = std::min<rlim_t>(have, rlim_t{1} << 24);
+  const rlim_t left = usable > kReservedDescriptors ? (usable - kReservedDescriptors) / 2 : 0;
+  max_tenant_connections_ = std::max(kMinTenantConnections, static_cast<int>(left));
   control_listen_fd_ = listen_on(sockets_.control_socket_path, SocketAccess::kOwner);
   watch(epoll_fd_, control_listen_fd_, EPOLLIN);
   listen_fd_ = listen_on(sockets_.socket_path, SocketAccess::kEveryone);
@@ -74,25 +82,32 @@ void ClientServer::shut_down() {
   }
 }
 
-void ClientServer::pause_accepting() {
-  // The connection stays queued; the listening socket stays ready. Stop watching both until
-  // tick(), so that the loop does not spin on them.
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, control_listen_fd_, nullptr);
-  accept_paused_ = true;
+void ClientServer::pause_accepting(int listen_fd, const std::string& why) {
+  // The connection stays queued; the listening socket stays ready. Stop watching it until
+  // tick(), so that the loop does not spin on it. Only that socket: the control socket is
+  // not paused because the tenant socket's connections took the descriptors.
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd, nullptr);
+  (listen_fd == listen_fd_ ? tenant_paused_ : control_paused_) = true;
   if (!fd_limit_reported_) {
-    spdlog::warn("accept: {} ({} connections open): new connections wait until some close", std::strerror(errno),
-                 clients_.size());
+    spdlog::warn("{} ({} connections open): new connections on {} wait until some close", why, clients_.size(),
+                 listen_fd == listen_fd_ ? sockets_.socket_path : sockets_.control_socket_path);
     fd_limit_reported_ = true;
   }
 }
 
 void ClientServer::accept_clients(int listen_fd) {
   for (;;) {
+    // Every user's connections together stop short of the descriptor limit, so that the
+    // control socket, the tenants' regions and the metrics always have theirs.
+    if (listen_fd == listen_fd_ && tenant_connections_ >= max_tenant_connections_) {
+      pause_accepting(listen_fd, std::to_string(tenant_connections_) +
+                                     " tenant socket connections, the most for all users together");
+      return;
+    }
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        pause_accepting();
+        pause_accepting(listen_fd, std::string("accept: ") + std::strerror(errno));
       } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
         spdlog::warn("accept: {}", std::strerror(errno));
       }
@@ -135,6 +150,7 @@ void ClientServer::accept_clients(int listen_fd) {
       by_pidfd_[client.pidfd] = fd;
     }
     ++usage.connections;
+    if (!control) ++tenant_connections_;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
@@ -150,19 +166,19 @@ void ClientServer::accept_clients(int listen_fd) {
 }
 
 void ClientServer::resume_accepting() {
-  bool resumed = true;
   for (const int fd : {listen_fd_, control_listen_fd_}) {
+    bool& paused = fd == listen_fd_ ? tenant_paused_ : control_paused_;
+    if (!paused || (fd == listen_fd_ && tenant_connections_ >= max_tenant_connections_)) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) resumed = false;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST) paused = false;
   }
-  if (resumed) accept_paused_ = false;
 }
 
 void ClientServer::tick() {
   close_silent_clients();
-  if (accept_paused_) resume_accepting();
+  if (tenant_paused_ || control_paused_) resume_accepting();
 }
 
 void ClientServer::close_silent_clients() {
@@ -337,6 +353,7 @@ void ClientServer::drop_client(int fd) {
   const uid_t uid = it->second.uid;
   UidUsage& usage = per_uid_[uid];
   --usage.connections;
+  if (!it->second.control) --tenant_connections_;
   if (it->second.slot >= 0) {
     const auto slot = static_cast<uint32_t>(it->second.slot);
     spdlog::info("pid {} left (slot {})", it->second.pid, slot);

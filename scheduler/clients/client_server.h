@@ -11,8 +11,9 @@
 // (kMaxProcessesPerUid, kMaxConnectionsPerUid). A tenant-socket connection is its process's
 // (process_handle.h): a pidfd, start time and cgroup taken at accept, and the connection is
 // closed, its registration ended, when that process exits, even where a child still holds
-// the socket. At the descriptor limit the listening sockets
-// are taken out of epoll until tick() puts them back.
+// the socket. What all users hold together is bounded too: the tenant socket's connections
+// stop short of the descriptor limit. A listening socket that reaches its limit is taken out
+// of epoll until tick() puts it back; the other one is not.
 //
 // Owns the listening sockets, the client connections and the per-uid counts. Registers its
 // descriptors in the daemon's epoll set; asks the daemon for a scheduling step after a
@@ -52,6 +53,12 @@ class ClientServer {
   // cannot leave the others none; connections: its processes, their leases and requests.
   static constexpr int kMaxProcessesPerUid = static_cast<int>(shm::kMaxProcesses) / 4;
   static constexpr int kMaxConnectionsPerUid = 2 * kMaxProcessesPerUid;
+  // Descriptors kept from the tenant socket's connections, all users together: the control
+  // socket's, the metrics endpoint's (2048), the regions, timers and NVML. The tenant socket
+  // stops accepting (its connections queue, and a hook that finds the queue full fails its
+  // CUDA initialisation rather than run unscheduled) before the daemon runs out.
+  static constexpr unsigned kReservedDescriptors = 2048 + 512;
+  static constexpr int kMinTenantConnections = 64;
 
   ClientServer(ClientSockets sockets, int epoll_fd, Registrar& registrar, ControlDesk& desk, Preemptor& preemptor,
                ProcessTable& processes, UsageLedger& ledger, RefusalLog& refusals, DaemonControl& daemon);
@@ -101,7 +108,7 @@ class ClientServer {
     int processes = 0;
   };
 
-  void pause_accepting();
+  void pause_accepting(int listen_fd, const std::string& why);
   void resume_accepting();
   void close_silent_clients();
   void on_first_message(int fd, Client& client);
@@ -120,7 +127,10 @@ class ClientServer {
   DaemonControl& daemon_;
   int listen_fd_ = -1;
   int control_listen_fd_ = -1;
-  bool accept_paused_ = false;
+  bool tenant_paused_ = false;
+  bool control_paused_ = false;
+  int tenant_connections_ = 0;      // open on the tenant socket, all users together
+  int max_tenant_connections_ = 0;  // set by listen() from the descriptor limit
   bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unordered_map<int, Client> clients_;
   std::unordered_map<int, int> by_pidfd_;  // a client's pidfd -> its connection

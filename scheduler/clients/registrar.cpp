@@ -33,12 +33,22 @@ Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& reques
   uint32_t tenant = shm::kNoTenant;
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
     if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) tenant = t;
-  uint32_t slot = shm::kMaxProcesses;
-  for (uint32_t s = 0; s < shm::kMaxProcesses && slot == shm::kMaxProcesses; ++s)
-    if (segment_->processes[s].state.load() == shm::ProcessSlot::kFree) slot = s;
-  std::string problem = tenant == shm::kNoTenant    ? "tenant table full"
-                        : slot == shm::kMaxProcesses ? "all process slots are in use"
-                                                     : "";
+  uint32_t slot = shm::kMaxProcesses, free = 0;
+  for (uint32_t s = 0; s < shm::kMaxProcesses; ++s) {
+    if (segment_->processes[s].state.load() != shm::ProcessSlot::kFree) continue;
+    if (slot == shm::kMaxProcesses) slot = s;
+    ++free;
+  }
+  const int has = tenant == shm::kNoTenant ? 0 : processes_.in_tenant(tenant);
+  std::string problem =
+      tenant == shm::kNoTenant      ? "tenant table full"
+      : slot == shm::kMaxProcesses  ? "all process slots are in use"
+      : has >= kMaxProcessesPerTenant ? "tenant " + name + " already has " + std::to_string(has) +
+                                           " processes, the most one tenant may have"
+      : free <= kReservedSlots && has >= kSmallTenantProcesses
+          ? "the last " + std::to_string(free) + " process slots are kept for tenants with fewer than " +
+                std::to_string(kSmallTenantProcesses) + " processes"
+          : "";
   if (problem.empty() && regions_.get(tenant) == nullptr) {
     try {
       regions_.create(tenant);  // its creation failed when the tenant was added

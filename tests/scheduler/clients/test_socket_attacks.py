@@ -11,6 +11,7 @@ root (to start the scheduler as root and drop to another uid); they skip otherwi
 import json
 import os
 import resource
+import select
 import shutil
 import socket
 import subprocess
@@ -36,6 +37,9 @@ tenants:
   - name: intruder
     memory: 1GiB
     match: {uid: 65534}
+  - name: crowd
+    memory: 1GiB
+    allow_env: true
 """
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
@@ -137,6 +141,35 @@ def test_one_user_cannot_take_every_process_slot(scheduler, victim):
     finally:
         hog.stdin.close()
         hog.wait(timeout=DEADLINE)
+
+
+def test_users_who_share_a_tenant_cannot_take_every_process_slot(scheduler, victim):
+    # Four users, each within its own limit, all in one tenant: together they may not leave
+    # another tenant's process without a slot (it would then be refused, or run unscheduled).
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, max(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+    hogs = []
+    try:
+        held = 0
+        for uid in (65531, 65532, 65533, NOBODY):
+            hog = subprocess.Popen(["prlimit", "--nofile=4096", "setpriv", f"--reuid={uid}", f"--regid={uid}",
+                                    "--clear-groups", "--", str(built("CUSLICE_SOCKET_ATTACKER")), "hold",
+                                    str(scheduler.socket), "crowd", "256"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            hogs.append(hog)
+            assert select.select([hog.stdout], [], [], DEADLINE * 4)[0], f"uid {uid}'s registrations went unanswered"
+            words = hog.stdout.readline().split()
+            assert words[0] == "ok", words
+            held += int(words[1])
+        assert held == 256, f"one tenant holds {held} process slots"
+        # Full for that tenant: its hooks are told "no room" and fail, rather than run.
+        out = attack("register", scheduler.socket, "crowd", 0)
+        assert out.startswith("refused 2 ") and "the most one tenant may have" in out, out
+        assert_unaffected(scheduler, victim)
+    finally:
+        for hog in hogs:
+            hog.stdin.close()
+            hog.kill()
+            hog.wait(timeout=DEADLINE)
 
 
 def test_silent_connections_are_closed(scheduler, victim):

@@ -23,6 +23,7 @@
 
 #include "client.h"
 #include "shm_protocol.h"
+#include "socket_protocol.h"
 
 namespace cuslice {
 namespace {
@@ -479,6 +480,49 @@ TEST_F(SchedulerProcessTest, RefusesProcessesWithoutATenantWithAReason) {
     }
     children_.push_back(pid);
     EXPECT_EQ(wait_exit(pid), 0) << "CUSLICE_TENANT=" << tenant;
+  }
+}
+
+// A scheduler that answers every registration "full", or never answers, has no room for
+// the process: the client says so (kBusy, on which the hook fails CUDA's initialisation)
+// after a short wait, and never lets the process run unscheduled on it.
+TEST_F(SchedulerProcessTest, AProcessTheSchedulerHasNoRoomForIsToldSo) {
+  for (const bool answers : {true, false}) {
+    const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+    unlink(socket_.c_str());
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(listener, 8), 0);
+    std::thread full([listener, answers] {
+      // Answers (or ignores) registrations until the listener is shut down.
+      for (;;) {
+        const int c = accept(listener, nullptr, nullptr);
+        if (c < 0) return;
+        wire::RegisterRequest req;
+        if (recv(c, &req, sizeof req, 0) == sizeof req && answers) {
+          wire::RegisterReply reply;
+          reply.status = wire::RegisterStatus::kFull;
+          std::strncpy(reply.message, "all process slots are in use", sizeof reply.message - 1);
+          send(c, &reply, sizeof reply, MSG_NOSIGNAL);
+        }
+        std::this_thread::sleep_for(600ms);  // past the client's wait for a reply
+        close(c);
+      }
+    });
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+      const bool busy = client::attach() == client::AttachStatus::kBusy;
+      const bool explained = !answers || std::strstr(client::last_error(), "all process slots") != nullptr;
+      _exit(busy && explained && !client::attached() ? 0 : 1);
+    }
+    children_.push_back(pid);
+    EXPECT_EQ(wait_exit(pid), 0) << (answers ? "answered full" : "never answered");
+    shutdown(listener, SHUT_RDWR);
+    full.join();
+    close(listener);
   }
 }
 
