@@ -410,3 +410,45 @@ def sample_metric(text, name):
         if line.startswith(name + "{") or line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+# Connects without registering, hands the connection to a child and exits; the child sends
+# the registration (tenant argv[2]) once a line comes on stdin, and says "answered" or
+# "closed".
+LATE_REGISTRATION = r"""
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+if os.fork() != 0:
+    print("connected", os.getpid(), flush=True)
+    os._exit(0)
+sys.stdin.readline()
+try:
+    s.send(struct.pack("<IHH64s16Q", 0x43534C43, 2, 200, sys.argv[2].encode(), *([0] * 16)))
+    reply = s.recv(4096)
+except OSError:
+    reply = b""
+print("answered" if reply else "closed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_registration_sent_after_the_connecting_process_left_is_not_taken(scheduler, victim):
+    # What /proc says about a pid when a late message arrives may be another process's (the
+    # pid reused, in another cgroup): the connection is judged by the process that connected,
+    # and goes with it.
+    late = subprocess.Popen([sys.executable, "-c", LATE_REGISTRATION, str(scheduler.socket), "crowd"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        words = late.stdout.readline().split()
+        assert words[0] == "connected", words
+        late.wait(timeout=DEADLINE)  # the process that connected; its child holds the socket
+        late.stdin.write("\n")
+        late.stdin.flush()
+        assert select.select([late.stdout], [], [], DEADLINE)[0], "no word from the child"
+        assert late.stdout.readline().strip() == "closed", "a registration outlived the process that connected"
+        assert status(scheduler)["crowd"]["pids"] == []
+        assert_unaffected(scheduler, victim)
+    finally:
+        late.stdin.close()  # the child reads it to its end, then exits
+        late.wait()
