@@ -74,7 +74,7 @@
 // Kubernetes names in a WorkloadMessage), a declared `charged` above 2^48 bytes is refused.
 // Kicks are at most 8 bytes. Anything else closes that connection, and only it. A
 // connection must send its first message within 5 s; one uid may hold at most 256
-// registered processes and 512 connections. The hook maps the segment only if it belongs to
+// registered processes and 512 connections, one tenant 256 registered processes. The hook maps the segment only if it belongs to
 // the daemon's uid (SO_PEERCRED on its side of the socket).
 #pragma once
 

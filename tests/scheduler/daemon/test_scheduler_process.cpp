@@ -20,6 +20,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client.h"
 #include "shm_protocol.h"
@@ -496,10 +497,14 @@ TEST_F(SchedulerProcessTest, AProcessTheSchedulerHasNoRoomForIsToldSo) {
     ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     ASSERT_EQ(listen(listener, 8), 0);
     std::thread full([listener, answers] {
-      // Answers (or ignores) registrations until the listener is shut down.
+      // Answers (or ignores) registrations until the listener is shut down; keeps every
+      // connection open meanwhile, so that a client's wait for the answer ends only by it
+      // or by the client's own timeout, however slowly either side runs.
+      std::vector<int> kept;
       for (;;) {
         const int c = accept(listener, nullptr, nullptr);
-        if (c < 0) return;
+        if (c < 0) break;
+        kept.push_back(c);
         wire::RegisterRequest req;
         if (recv(c, &req, sizeof req, 0) == sizeof req && answers) {
           wire::RegisterReply reply;
@@ -507,9 +512,8 @@ TEST_F(SchedulerProcessTest, AProcessTheSchedulerHasNoRoomForIsToldSo) {
           std::strncpy(reply.message, "all process slots are in use", sizeof reply.message - 1);
           send(c, &reply, sizeof reply, MSG_NOSIGNAL);
         }
-        std::this_thread::sleep_for(600ms);  // past the client's wait for a reply
-        close(c);
       }
+      for (const int c : kept) close(c);
     });
     const pid_t pid = fork();
     if (pid == 0) {
