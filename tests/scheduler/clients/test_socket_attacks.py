@@ -301,7 +301,7 @@ def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
     threading.Thread(target=lambda: said.extend(line.strip() for line in locker.stdout), daemon=True).start()
     again = None
     try:
-        eventually(lambda: "waiting" in said, "the attacker to queue for its locks")
+        eventually(lambda: "waiting" in said, "the attacker to queue for its locks", timeout=DEADLINE * 2)
         first.process.kill()  # the segment stays behind, as after a crash
         first.process.wait(timeout=DEADLINE)
         # The lock the attacker queued for on the segment is its own once the scheduler is gone.
@@ -452,3 +452,47 @@ def test_a_registration_sent_after_the_connecting_process_left_is_not_taken(sche
     finally:
         late.stdin.close()  # the child reads it to its end, then exits
         late.wait()
+
+
+def tenant_socket_full(path):
+    """Whether the tenant socket's queue is full: the scheduler takes no connection now."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    probe.setblocking(False)
+    try:
+        probe.connect(str(path))
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def test_users_together_cannot_take_the_descriptors_others_need(world_dir):
+    # Nine users, each within its own 512 connections, against a scheduler with 3000
+    # descriptors: the control socket must keep answering, and a process that starts then
+    # must not run unscheduled (it registers, or its hook fails for want of room).
+    s = Scheduler(world_dir, config=CONFIG, prefix=("prlimit", "--nofile=3000:3000")).wait_ready()
+    floods = []
+    try:
+        for uid in range(65525, 65534):
+            floods.append(subprocess.Popen(
+                ["prlimit", "--nofile=4096", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                 str(built("CUSLICE_SOCKET_ATTACKER")), "connections", str(s.socket), "512"],
+                stdout=subprocess.DEVNULL))
+        eventually(lambda: tenant_socket_full(s.socket), "the tenant socket to take no more connections")
+        asked = time.monotonic()
+        out = subprocess.run([str(built("CUSLICE_SOCKET_ATTACKER")), "control", str(s.control_socket), "describe"],
+                             capture_output=True, text=True, timeout=DEADLINE * 2).stdout
+        assert out.startswith("status 0"), out
+        assert time.monotonic() - asked < 3, "the control socket waited behind the tenant socket's connections"
+        late = subprocess.run([str(built("CUSLICE_FAKE_PROCESS"))], input="", capture_output=True, text=True,
+                              timeout=DEADLINE * 2,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUSLICE_SOCKET": str(s.socket)})
+        assert late.returncode == 0 or "no scheduler listening" not in late.stderr, late.stderr
+    finally:
+        for flood in floods:
+            flood.kill()
+            flood.wait()
+        s.stop()
