@@ -38,7 +38,8 @@
 //       memory: 20GiB          # per GPU, bytes or % of the card; absent: no tenant quota
 //       compute: {share: 60%, limit: 80%}   # share absent: an equal part of what is left
 //       match: {uid: 1001, gid: 100, cgroup: /kubepods/burstable}  # all given must hold
-//       allow_env: false       # refuse CUSLICE_TENANT=inference unless `match` holds too
+//       allow_env: true        # accept CUSLICE_TENANT=inference from any process; default
+//                              # false: only from processes `match` selects
 //       preemptible: false     # true: may be suspended to host memory for higher priorities,
 //                              # and may hold memory the card cannot guarantee
 //
@@ -75,7 +76,8 @@ struct TenantConfig {
   std::optional<SizeSpec> memory;       // per GPU; absent: no tenant-wide quota
   std::optional<double> share_percent;  // (0, 100]; absent: see effective_shares()
   double limit_percent = 100.0;         // (0, 100]; 100 means uncapped
-  bool allow_env = true;
+  // Off unless the file says so: a tenant joined by name alone is anybody's to join.
+  bool allow_env = false;
   // What the usage watchdog does when the driver shows the tenant over its quota (a process
   // that bypassed the hook): report (log, metric, status) or also kill the process holding
   // the most beyond what its hook charged.

@@ -64,6 +64,11 @@ bool start() {
     case client::AttachStatus::kRefused:
       CUSLICE_LOG(kError, "%s; CUDA initialisation refused", client::last_error());
       return false;
+    case client::AttachStatus::kBusy:
+      // Never ungated for want of room: the process fails now and may be started again.
+      CUSLICE_LOG(kError, "the scheduler has no room for this process (%s); CUDA initialisation refused",
+                  client::last_error());
+      return false;
     case client::AttachStatus::kNoDaemon:
     case client::AttachStatus::kFailed:
       if (tenant != nullptr && *tenant != '\0') {

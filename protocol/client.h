@@ -11,7 +11,8 @@
 // What the hook calls where
 //   - First CUDA call (lazily, from the pthread_once that initialises the hook): attach().
 //     kNoDaemon / kFailed: keep going on local limits (CUSLICE_MEMORY_LIMIT), compute
-//     ungated, warn once. kRefused: fail the CUDA call with an error and log last_error().
+//     ungated, warn once. kRefused or kBusy: fail the CUDA call with an error and log
+//     last_error(): a process the scheduler cannot take never runs past it.
 //   - After learning a device's total memory and UUID (cuDeviceTotalMem, cuDeviceGetUuid):
 //     set_device().
 //   - Allocation: memory_try_reserve() before the driver allocates, memory_release() after a
@@ -47,7 +48,14 @@ enum class AttachStatus {
   kNoDaemon,  // nobody listens on the socket: run on local limits, try again later
   kRefused,   // the daemon has no tenant for this process; last_error() says why. Final.
   kFailed,    // protocol or mapping failure; last_error() says why. Tried again later.
+  // The scheduler is there but has no room for this process (its process slots, or its
+  // tenant's share of them, are taken; it is not accepting connections, or does not answer
+  // in time). attach() tries again for up to kBusyWaitSeconds first; last_error() says why.
+  kBusy,
 };
+
+// How long a first attach() waits for room in a busy scheduler before it gives up.
+inline constexpr int kBusyWaitSeconds = 5;
 
 enum class Reserve {
   kOk,         // charged to the tenant; release it with memory_release()

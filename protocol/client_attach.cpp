@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,12 @@ void mark_lost(Attachment* att) {
                           std::memory_order_relaxed);
   if (EventCallback cb = g.callback.load(std::memory_order_acquire))
     cb(Event::kLost, "the scheduler went away: compute ungated, memory on local limits");
+}
+
+void send_blocker_claim(int fd) noexcept {
+  wire::BlockerClaim claim;
+  claim.flags = g.checkpoint_flags.load(std::memory_order_relaxed);
+  if (fd >= 0 && claim.flags != 0) send(fd, &claim, sizeof claim, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 }  // namespace internal
@@ -204,11 +211,14 @@ int connect_to_daemon(AttachStatus& failure) {
     failure = AttachStatus::kFailed;
     return -1;
   }
-  // A Unix-socket connect completes or fails at once; EAGAIN (backlog full) counts as absent.
+  // A Unix-socket connect completes or fails at once. EAGAIN: the backlog is full, so a
+  // scheduler listens but takes no connection now (busy, not absent).
   if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    set_error("no scheduler listening", strerror(errno));
+    const int error = errno;
+    set_error(error == EAGAIN ? "the scheduler is not accepting connections now" : "no scheduler listening",
+              strerror(error));
     close(s);
-    failure = AttachStatus::kNoDaemon;
+    failure = error == EAGAIN ? AttachStatus::kBusy : AttachStatus::kNoDaemon;
     return -1;
   }
   return s;
@@ -235,8 +245,14 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
     return false;
   }
   fds[0] = fds[1] = -1;
-  if (poll(&p, 1, kReplyTimeoutMs) != 1 || !receive_reply(s, reply, fds) || reply.magic != wire::kMagic ||
-      reply.version != wire::kVersion) {
+  if (poll(&p, 1, kReplyTimeoutMs) != 1) {
+    // Connected, so a scheduler is there: queued behind others, it has no room for us yet.
+    set_error("the scheduler did not answer the registration in time", "");
+    close(s);
+    failure = AttachStatus::kBusy;
+    return false;
+  }
+  if (!receive_reply(s, reply, fds) || reply.magic != wire::kMagic || reply.version != wire::kVersion) {
     set_error("no valid reply from the scheduler", "");
     close_both(fds);
     close(s);
@@ -248,6 +264,11 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
     set_error("the scheduler refused this process", reply.message);
     close_both(fds);
     close(s);
+    if (reply.status == wire::RegisterStatus::kFull) {
+      set_error("no process slot for it", reply.message);
+      failure = AttachStatus::kBusy;
+      return false;
+    }
     if (reply.status != wire::RegisterStatus::kRefused) {
       failure = AttachStatus::kFailed;
       return false;
@@ -317,6 +338,7 @@ void publish_attachment(int s, Attachment* att) {
   g.current.store(att, std::memory_order_release);
   publish_devices(att);
   send_workload(g.fd.load(std::memory_order_relaxed));
+  send_blocker_claim(g.fd.load(std::memory_order_relaxed));  // what it said to an earlier daemon
 }
 
 // One registration attempt; the caller holds g.attaching.
@@ -358,7 +380,15 @@ AttachStatus attach() noexcept {
   AttachLock lock(/*wait=*/true);
   if (g.current.load(std::memory_order_acquire)) return AttachStatus::kAttached;
   if (g.refused.load(std::memory_order_relaxed)) return AttachStatus::kRefused;
-  const AttachStatus status = register_now();
+  AttachStatus status = register_now();
+  // A scheduler without room now may have some in a moment (a process exits, a silent
+  // connection is closed): wait a little rather than fail, never run ungated meanwhile.
+  const int64_t give_up = now_ns() + int64_t{kBusyWaitSeconds} * 1'000'000'000;
+  while (status == AttachStatus::kBusy && now_ns() < give_up) {
+    const timespec pause{0, 100'000'000};
+    nanosleep(&pause, nullptr);
+    status = register_now();
+  }
   if (status != AttachStatus::kAttached) {
     g.next_attempt_ns.store(now_ns() + int64_t{kReattachIntervalSeconds} * 1'000'000'000,
                             std::memory_order_relaxed);

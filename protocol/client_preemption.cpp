@@ -91,9 +91,12 @@ bool wait_while_suspended() noexcept {
 }
 
 void note_checkpoint_blocker(uint32_t flag) noexcept {
-  g.checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);
-  if (const Attachment* att = g.current.load(std::memory_order_acquire); usable(att))
-    att->self().checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);
+  const uint32_t before = g.checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);
+  if (const Attachment* att = g.current.load(std::memory_order_acquire); usable(att)) {
+    att->self().checkpoint_flags.fetch_or(flag, std::memory_order_relaxed);  // for older daemons
+    // The daemon takes the claim from this process's own connection only; once per use.
+    if ((before & flag) != flag) send_blocker_claim(g.fd.load(std::memory_order_relaxed));
+  }
 }
 
 }  // namespace cuslice::client

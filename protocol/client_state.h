@@ -58,5 +58,8 @@ extern constinit State g;
 bool connection_lost(const Attachment* att);
 // Detaches from `att` (unless another thread already moved on) and says so once.
 void mark_lost(Attachment* att);
+// Tells the daemon on `fd` what this process uses that the checkpoint cannot move
+// (checkpoint_flags; wire::BlockerClaim), when anything. One send, no allocation.
+void send_blocker_claim(int fd) noexcept;
 
 }  // namespace cuslice::client::internal

@@ -154,11 +154,12 @@ struct alignas(64) GpuState {
   // Number of times the token changed hands; statistics for the CLI, written by the daemon.
   std::atomic<uint64_t> handoffs;
 
-  // The card's total memory in bytes, 0 while unknown. Stored (relaxed) by the daemon, once,
-  // from the first tenant region whose hooks reported one (TenantGpuUse::memory_total).
-  // Read by the CLI and the metrics, to show a quota given as a share of the card in bytes.
-  // A hook's report is not verified: it only changes what is shown (each hook resolves its
-  // tenant's quota against the total its own driver reports).
+  // The card's total memory in bytes, 0 while unknown. Stored (relaxed) by the daemon, once:
+  // NVML's figure at start; where NVML does not say, the first tenant region whose hooks
+  // reported one (TenantGpuUse::memory_total). Read by the CLI and the metrics, to show a
+  // quota given as a share of the card in bytes. A hook's report only changes what is shown:
+  // the daemon decides with its own figure, and each hook resolves its tenant's quota against
+  // the total its own driver reports.
   std::atomic<uint64_t> memory_total;
   // The card's UUID: CUuuid's bytes 0-7 and 8-15, each memcpy'd into one word (so the words
   // hold them in the machine's byte order); both words 0 while unknown. Stored (relaxed) by
@@ -362,8 +363,8 @@ struct alignas(64) TenantGpuUse {
   std::atomic<uint64_t> oom_refusals;
   // The card's memory and UUID as the tenant's hooks learnt them from the driver
   // (cuDeviceTotalMem, cuDeviceGetUuid; same encoding as GpuState): stored (relaxed) by
-  // hooks, every hook the same values; read by the daemon, which publishes the first it
-  // finds in GpuState.
+  // hooks, every hook the same values; read by the daemon, which shows the first it finds in
+  // GpuState where it has no figure of its own.
   std::atomic<uint64_t> memory_total;
   std::atomic<uint64_t> uuid[2];
   // Bytes of the quota every process of the tenant leaves free when it reserves, besides its

@@ -14,7 +14,8 @@
 //      the daemon's user (or root) owns it.
 //   3. From then on the hook sends only kicks (one byte, any value): "look at my GPUs now",
 //      sent when it starts waiting for a token or goes idle while holding one; its workload
-//      (WorkloadMessage), once; and MemoryRequests, when an allocation did not fit the card.
+//      (WorkloadMessage), once; MemoryRequests, when an allocation did not fit the card; and
+//      BlockerClaims, when it first uses what the driver's checkpoint cannot move.
 //      The daemon sends nothing more: it answers a MemoryRequest in the shared segment.
 // The connection is the process's lease: when the process exits or is killed the kernel
 // closes it, and the daemon gives back the process's memory and token. When the daemon goes
@@ -73,7 +74,7 @@
 // Kubernetes names in a WorkloadMessage), a declared `charged` above 2^48 bytes is refused.
 // Kicks are at most 8 bytes. Anything else closes that connection, and only it. A
 // connection must send its first message within 5 s; one uid may hold at most 256
-// registered processes and 512 connections. The hook maps the segment only if it belongs to
+// registered processes and 512 connections, one tenant 256 registered processes. The hook maps the segment only if it belongs to
 // the daemon's uid (SO_PEERCRED on its side of the socket).
 #pragma once
 
@@ -143,6 +144,21 @@ struct MemoryRequest {
   uint64_t bytes = 0;       // the allocation that did not fit
   uint64_t free_bytes = 0;  // the card's free memory, as the driver reported it just before
 };
+
+// Sent by a registered hook when its process first uses what the driver's checkpoint cannot
+// move (shm::kUsesIpc, kUsesManaged, kUsesMps), and again after it registers anew: memory
+// preemption then stops the process rather than checkpointing it. The daemon takes the claim
+// from this connection only, for the process registered on it, so a process can make it for
+// itself and for no other (the region's ProcessUse::checkpoint_flags, which any process of
+// the tenant can write, is not read). Eight bytes: a daemon that does not know it reads it as
+// a kick.
+inline constexpr uint32_t kBlockerMagic = 0x4B424C43;  // "CLBK"
+
+struct BlockerClaim {
+  uint32_t magic = kBlockerMagic;
+  uint32_t flags = 0;  // shm::kUses*; unknown bits are ignored
+};
+static_assert(sizeof(BlockerClaim) == 8, "read as a kick by a daemon that does not know it");
 
 enum class RegisterStatus : int32_t {
   kOk = 0,

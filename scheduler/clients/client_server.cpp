@@ -4,6 +4,7 @@
 #include "client_server.h"
 
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,11 +13,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "clock.h"
 #include "message_decoder.h"
 #include "os_fds.h"
+#include "process_handle.h"
 #include "replies.h"
 
 namespace cuslice {
@@ -51,6 +55,12 @@ ClientServer::ClientServer(ClientSockets sockets, int epoll_fd, Registrar& regis
 ClientServer::~ClientServer() { shut_down(); }
 
 void ClientServer::listen() {
+  // Each tenant socket connection costs two descriptors (the socket, its process's pidfd).
+  rlimit limit{};
+  const rlim_t have = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+  const rlim_t usable = std::min<rlim_t>(have, rlim_t{1} << 24);
+  const rlim_t left = usable > kReservedDescriptors ? (usable - kReservedDescriptors) / 2 : 0;
+  max_tenant_connections_ = std::max(kMinTenantConnections, static_cast<int>(left));
   control_listen_fd_ = listen_on(sockets_.control_socket_path, SocketAccess::kOwner);
   watch(epoll_fd_, control_listen_fd_, EPOLLIN);
   listen_fd_ = listen_on(sockets_.socket_path, SocketAccess::kEveryone);
@@ -58,8 +68,12 @@ void ClientServer::listen() {
 }
 
 void ClientServer::shut_down() {
-  for (const auto& [fd, client] : clients_) close(fd);
+  for (const auto& [fd, client] : clients_) {
+    close(fd);
+    if (client.pidfd >= 0) close(client.pidfd);
+  }
   clients_.clear();
+  by_pidfd_.clear();
   for (int* fd : {&listen_fd_, &control_listen_fd_}) {
     if (*fd < 0) continue;
     close(*fd);
@@ -68,25 +82,32 @@ void ClientServer::shut_down() {
   }
 }
 
-void ClientServer::pause_accepting() {
-  // The connection stays queued; the listening socket stays ready. Stop watching both until
-  // tick(), so that the loop does not spin on them.
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, control_listen_fd_, nullptr);
-  accept_paused_ = true;
+void ClientServer::pause_accepting(int listen_fd, const std::string& why) {
+  // The connection stays queued; the listening socket stays ready. Stop watching it until
+  // tick(), so that the loop does not spin on it. Only that socket: the control socket is
+  // not paused because the tenant socket's connections took the descriptors.
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd, nullptr);
+  (listen_fd == listen_fd_ ? tenant_paused_ : control_paused_) = true;
   if (!fd_limit_reported_) {
-    spdlog::warn("accept: {} ({} connections open): new connections wait until some close", std::strerror(errno),
-                 clients_.size());
+    spdlog::warn("{} ({} connections open): new connections on {} wait until some close", why, clients_.size(),
+                 listen_fd == listen_fd_ ? sockets_.socket_path : sockets_.control_socket_path);
     fd_limit_reported_ = true;
   }
 }
 
 void ClientServer::accept_clients(int listen_fd) {
   for (;;) {
+    // Every user's connections together stop short of the descriptor limit, so that the
+    // control socket, the tenants' regions and the metrics always have theirs.
+    if (listen_fd == listen_fd_ && tenant_connections_ >= max_tenant_connections_) {
+      pause_accepting(listen_fd, std::to_string(tenant_connections_) +
+                                     " tenant socket connections, the most for all users together");
+      return;
+    }
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        pause_accepting();
+        pause_accepting(listen_fd, std::string("accept: ") + std::strerror(errno));
       } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
         spdlog::warn("accept: {}", std::strerror(errno));
       }
@@ -109,16 +130,35 @@ void ClientServer::accept_clients(int listen_fd) {
                                   " open, the most one user may have");
       continue;
     }
+    Client client;
+    // Who connected, now: a message that comes later may come from a child the socket was
+    // handed to, or after the pid went to another process.
+    const bool control = listen_fd == control_listen_fd_;
+    if (!control) {
+      std::optional<PeerProcess> peer = identify_peer(fd, cred.pid);
+      if (!peer) {
+        close(fd);  // it exited already: nobody to register
+        continue;
+      }
+      client.pidfd = peer->pidfd;
+      client.start_time = peer->start_time;
+      client.cgroup = std::move(peer->cgroup);
+      epoll_event exit_ev{};
+      exit_ev.events = EPOLLIN;
+      exit_ev.data.fd = client.pidfd;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, client.pidfd, &exit_ev);
+      by_pidfd_[client.pidfd] = fd;
+    }
     ++usage.connections;
+    if (!control) ++tenant_connections_;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    Client client;
     client.pid = cred.pid;
     client.uid = cred.uid;
     client.gid = cred.gid;
-    client.control = listen_fd == control_listen_fd_;
+    client.control = control;
     client.connected = std::chrono::nanoseconds(now_ns());
     clients_[fd] = client;
     daemon_.connections_changed();
@@ -126,19 +166,19 @@ void ClientServer::accept_clients(int listen_fd) {
 }
 
 void ClientServer::resume_accepting() {
-  bool resumed = true;
   for (const int fd : {listen_fd_, control_listen_fd_}) {
+    bool& paused = fd == listen_fd_ ? tenant_paused_ : control_paused_;
+    if (!paused || (fd == listen_fd_ && tenant_connections_ >= max_tenant_connections_)) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) resumed = false;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST) paused = false;
   }
-  if (resumed) accept_paused_ = false;
 }
 
 void ClientServer::tick() {
   close_silent_clients();
-  if (accept_paused_) resume_accepting();
+  if (tenant_paused_ || control_paused_) resume_accepting();
 }
 
 void ClientServer::close_silent_clients() {
@@ -155,6 +195,16 @@ void ClientServer::close_silent_clients() {
 }
 
 void ClientServer::on_readable(int fd) {
+  // A pidfd is readable only once its process exited (a stale event of a number reused
+  // within one batch is not).
+  if (auto exited = by_pidfd_.find(fd); exited != by_pidfd_.end() && !pidfd_alive(fd)) {
+    const int connection = exited->second;
+    if (const auto c = clients_.find(connection); c != clients_.end() && c->second.kind == Kind::kHook)
+      spdlog::info("pid {} exited: its registration ends, whoever holds its connection", c->second.pid);
+    drop_client(connection);
+    daemon_.step();
+    return;
+  }
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
   if (it->second.kind == Kind::kNew) {
@@ -166,7 +216,8 @@ void ClientServer::on_readable(int fd) {
 }
 
 void ClientServer::on_hook_messages(int fd, Client& client) {
-  // A hook's messages are kicks, once the workload it runs in, and memory requests; a lease
+  // A hook's messages are kicks, once the workload it runs in, memory requests and claims of
+  // what the checkpoint cannot move (for this connection's own process only); a lease
   // sends none (a kick from a command that inherited it is harmless). EOF means the process
   // (and, for a lease, every process that inherited the connection) is gone.
   alignas(wire::WorkloadMessage) unsigned char buf[sizeof(wire::WorkloadMessage) + 1];
@@ -185,6 +236,7 @@ void ClientServer::on_hook_messages(int fd, Client& client) {
         processes_.set_workload(slot, {m.pod_namespace, m.pod_name, m.container_name});
       if (m.kind == HookMessage::Kind::kMemory)
         if (const ProcessRecord* process = processes_.at(slot)) preemptor_.on_memory_request(*process, m.memory);
+      if (m.kind == HookMessage::Kind::kClaim) processes_.add_checkpoint_claims(slot, m.claim);
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -275,7 +327,7 @@ void ClientServer::register_client(int fd, Client& client, const wire::RegisterR
     drop_client(fd);
     return;
   }
-  const Admission a = registrar_.admit({client.pid, client.uid, client.gid}, req);
+  const Admission a = registrar_.admit({client.pid, client.uid, client.gid, client.start_time, client.cgroup}, req);
   reply.status = a.status;
   if (a.status != wire::RegisterStatus::kOk) {
     if (a.status == wire::RegisterStatus::kRefused)
@@ -301,6 +353,7 @@ void ClientServer::drop_client(int fd) {
   const uid_t uid = it->second.uid;
   UidUsage& usage = per_uid_[uid];
   --usage.connections;
+  if (!it->second.control) --tenant_connections_;
   if (it->second.slot >= 0) {
     const auto slot = static_cast<uint32_t>(it->second.slot);
     spdlog::info("pid {} left (slot {})", it->second.pid, slot);
@@ -318,6 +371,11 @@ void ClientServer::drop_client(int fd) {
   if (usage.connections == 0) {
     per_uid_.erase(uid);
     refusals_.forget_if_quiet(uid);
+  }
+  if (const int pidfd = it->second.pidfd; pidfd >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+    by_pidfd_.erase(pidfd);
+    close(pidfd);
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);

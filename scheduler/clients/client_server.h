@@ -8,8 +8,12 @@
 //
 // Every client is untrusted: what it sends is decoded by message_decoder.h, a connection that
 // stays silent past kFirstMessageTimeout is closed, and what one uid may hold is bounded
-// (kMaxProcessesPerUid, kMaxConnectionsPerUid). At the descriptor limit the listening sockets
-// are taken out of epoll until tick() puts them back.
+// (kMaxProcessesPerUid, kMaxConnectionsPerUid). A tenant-socket connection is its process's
+// (process_handle.h): a pidfd, start time and cgroup taken at accept, and the connection is
+// closed, its registration ended, when that process exits, even where a child still holds
+// the socket. What all users hold together is bounded too: the tenant socket's connections
+// stop short of the descriptor limit. A listening socket that reaches its limit is taken out
+// of epoll until tick() puts it back; the other one is not.
 //
 // Owns the listening sockets, the client connections and the per-uid counts. Registers its
 // descriptors in the daemon's epoll set; asks the daemon for a scheduling step after a
@@ -49,6 +53,12 @@ class ClientServer {
   // cannot leave the others none; connections: its processes, their leases and requests.
   static constexpr int kMaxProcessesPerUid = static_cast<int>(shm::kMaxProcesses) / 4;
   static constexpr int kMaxConnectionsPerUid = 2 * kMaxProcessesPerUid;
+  // Descriptors kept from the tenant socket's connections, all users together: the control
+  // socket's, the metrics endpoint's (2048), the regions, timers and NVML. The tenant socket
+  // stops accepting (its connections queue, and a hook that finds the queue full fails its
+  // CUDA initialisation rather than run unscheduled) before the daemon runs out.
+  static constexpr unsigned kReservedDescriptors = 2048 + 512;
+  static constexpr int kMinTenantConnections = 64;
 
   ClientServer(ClientSockets sockets, int epoll_fd, Registrar& registrar, ControlDesk& desk, Preemptor& preemptor,
                ProcessTable& processes, UsageLedger& ledger, RefusalLog& refusals, DaemonControl& daemon);
@@ -65,7 +75,8 @@ class ClientServer {
 
   bool is_listener(int fd) const { return fd >= 0 && (fd == listen_fd_ || fd == control_listen_fd_); }
   void accept_clients(int listen_fd);
-  // A client's descriptor is readable (or closed); an unknown descriptor is ignored.
+  // A client's descriptor is readable (or closed), or a client's process exited (its pidfd);
+  // an unknown descriptor is ignored.
   void on_readable(int fd);
   // A few times a second: closes silent connections, resumes accepting after the limit.
   void tick();
@@ -86,13 +97,18 @@ class ClientServer {
     bool control = false;                   // connected through the control socket
     std::chrono::nanoseconds connected{0};  // monotonic, for kFirstMessageTimeout
     std::string lease;                      // kLease only: the tenant `cuslice run` ensured
+    // Tenant socket only (a lease outlives `cuslice run` in its command): the process that
+    // connected, watched in epoll; its exit ends the connection.
+    int pidfd = -1;
+    uint64_t start_time = 0;
+    std::string cgroup;
   };
   struct UidUsage {
     int connections = 0;
     int processes = 0;
   };
 
-  void pause_accepting();
+  void pause_accepting(int listen_fd, const std::string& why);
   void resume_accepting();
   void close_silent_clients();
   void on_first_message(int fd, Client& client);
@@ -111,9 +127,13 @@ class ClientServer {
   DaemonControl& daemon_;
   int listen_fd_ = -1;
   int control_listen_fd_ = -1;
-  bool accept_paused_ = false;
+  bool tenant_paused_ = false;
+  bool control_paused_ = false;
+  int tenant_connections_ = 0;      // open on the tenant socket, all users together
+  int max_tenant_connections_ = 0;  // set by listen() from the descriptor limit
   bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unordered_map<int, Client> clients_;
+  std::unordered_map<int, int> by_pidfd_;  // a client's pidfd -> its connection
   std::unordered_map<uid_t, UidUsage> per_uid_;
   std::unordered_map<std::string, int> leases_;  // open leases by tenant
 };

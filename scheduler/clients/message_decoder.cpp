@@ -156,6 +156,15 @@ FirstMessage decode_first_message(const void* bytes, size_t n) {
 
 HookMessage decode_hook_message(const void* bytes, size_t n) {
   HookMessage m;
+  if (n == sizeof(wire::BlockerClaim)) {
+    wire::BlockerClaim claim;
+    std::memcpy(&claim, bytes, sizeof claim);
+    if (claim.magic == wire::kBlockerMagic) {
+      m.kind = HookMessage::Kind::kClaim;
+      m.claim = claim.flags & (shm::kUsesIpc | shm::kUsesManaged | shm::kUsesMps);
+      return m;
+    }
+  }
   if (n <= kMaxKickBytes) {
     m.kind = HookMessage::Kind::kKick;
     return m;

@@ -46,11 +46,12 @@ struct FirstMessage {
 // that a longer message shows as n > sizeof (SOCK_SEQPACKET cuts it to the buffer).
 FirstMessage decode_first_message(const void* bytes, size_t n);
 
-// A registered hook's later messages: kicks (any short message), once the workload, and
-// memory requests (memory preemption).
+// A registered hook's later messages: kicks (any short message), once the workload, memory
+// requests (memory preemption) and claims of what the checkpoint cannot move.
 struct HookMessage {
-  enum class Kind { kKick, kWorkload, kMemory, kDrop };
+  enum class Kind { kKick, kWorkload, kMemory, kClaim, kDrop };
   Kind kind = Kind::kDrop;
+  uint32_t claim = 0;                                   // kClaim: shm::kUses* bits, others cleared
   std::string pod_namespace, pod_name, container_name;  // kWorkload: Kubernetes names or empty
   wire::MemoryRequest memory;                           // kMemory: right size and version
   std::string why;                                      // kDrop

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <system_error>
 
-#include "process_info.h"
 #include "tenant_assignment.h"
 
 namespace cuslice {
@@ -19,7 +18,7 @@ Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& reques
   Admission out;
   // The decoder checked the name's form and bounded the declared charges.
   req.tenant[sizeof req.tenant - 1] = '\0';
-  const PeerIdentity identity{peer.pid, peer.uid, peer.gid, process_cgroup(peer.pid)};
+  const PeerIdentity identity{peer.pid, peer.uid, peer.gid, peer.cgroup};
   // A device plugin tenant is joined with its credential from its pod only (plugin_tenants.h).
   const PluginJoin join = tenants_.plugin_tenants().check_join(req.tenant, identity.cgroup);
   const Config& config = tenants_.config();
@@ -34,12 +33,22 @@ Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& reques
   uint32_t tenant = shm::kNoTenant;
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
     if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) tenant = t;
-  uint32_t slot = shm::kMaxProcesses;
-  for (uint32_t s = 0; s < shm::kMaxProcesses && slot == shm::kMaxProcesses; ++s)
-    if (segment_->processes[s].state.load() == shm::ProcessSlot::kFree) slot = s;
-  std::string problem = tenant == shm::kNoTenant    ? "tenant table full"
-                        : slot == shm::kMaxProcesses ? "all process slots are in use"
-                                                     : "";
+  uint32_t slot = shm::kMaxProcesses, free = 0;
+  for (uint32_t s = 0; s < shm::kMaxProcesses; ++s) {
+    if (segment_->processes[s].state.load() != shm::ProcessSlot::kFree) continue;
+    if (slot == shm::kMaxProcesses) slot = s;
+    ++free;
+  }
+  const int has = tenant == shm::kNoTenant ? 0 : processes_.in_tenant(tenant);
+  std::string problem =
+      tenant == shm::kNoTenant      ? "tenant table full"
+      : slot == shm::kMaxProcesses  ? "all process slots are in use"
+      : has >= kMaxProcessesPerTenant ? "tenant " + name + " already has " + std::to_string(has) +
+                                           " processes, the most one tenant may have"
+      : free <= kReservedSlots && has >= kSmallTenantProcesses
+          ? "the last " + std::to_string(free) + " process slots are kept for tenants with fewer than " +
+                std::to_string(kSmallTenantProcesses) + " processes"
+          : "";
   if (problem.empty() && regions_.get(tenant) == nullptr) {
     try {
       regions_.create(tenant);  // its creation failed when the tenant was added
@@ -70,7 +79,7 @@ uint64_t Registrar::fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, 
   shm::ProcessSlot& ps = segment_->processes[slot];
   shm::TenantRegion& region = *regions_.get(tenant);
   shm::ProcessUse& use = region.processes[slot];
-  const uint64_t start_time = process_start_time(peer.pid).value_or(0);
+  const uint64_t start_time = peer.start_time;
   const std::optional<uint64_t> card = tenants_.config().scheduler.gpu_memory;
   ps.tenant.store(tenant, std::memory_order_relaxed);
   ps.pid.store(peer.pid, std::memory_order_relaxed);

@@ -22,10 +22,12 @@
 
 namespace cuslice {
 
-struct Peer {  // the kernel's word on a connection's process (SO_PEERCRED)
-  pid_t pid = 0;
+struct Peer {  // the kernel's word on a connection's process, taken when it was accepted
+  pid_t pid = 0;  // SO_PEERCRED
   uid_t uid = 0;
   gid_t gid = 0;
+  uint64_t start_time = 0;  // process_handle.h: read at accept, while its pidfd showed it alive
+  std::string cgroup;       // likewise; never read again when the first message arrives
 };
 
 struct Admission {
@@ -40,10 +42,20 @@ struct Admission {
 
 class Registrar {
  public:
+  // Process slots one tenant may hold, whatever users its processes run as: a quarter of
+  // them, as for one user, so that users who share a tenant cannot fill the segment.
+  static constexpr int kMaxProcessesPerTenant = static_cast<int>(shm::kMaxProcesses) / 4;
+  // The last kReservedSlots free slots go only to tenants with fewer than
+  // kSmallTenantProcesses processes: several tenants that each stay under their limit still
+  // leave every other tenant a few.
+  static constexpr uint32_t kReservedSlots = 64;
+  static constexpr int kSmallTenantProcesses = 4;
+
   Registrar(SharedSegment& segment, TenantRegions& regions, TenantTable& tenants, ProcessTable& processes);
 
   // pre: the request's version and size are checked, and the peer is within its user's
-  // limits. kOk, kRefused (the rules said no: the caller logs it) or kFull.
+  // limits. kOk, kRefused (the rules said no: the caller logs it) or kFull (no slot, or none
+  // the tenant may take: the hook then fails, never runs unscheduled).
   Admission admit(const Peer& peer, const wire::RegisterRequest& request);
   // The process in `slot` left. True when its tenant had been removed and its entry is now
   // free (the policies must forget the tenant).

@@ -43,6 +43,14 @@ void raise_descriptor_limit() {
   if (setrlimit(RLIMIT_NOFILE, &limit) != 0) spdlog::warn("cannot raise the descriptor limit: {}", std::strerror(errno));
 }
 
+// The lock in the control directory, once no daemon answers on the tenant socket (one with
+// a control directory of its own would not hold this lock). Nothing a tenant can open takes
+// part: the lock file is the daemon's user's alone, and only a listening daemon answers.
+int exclude_other_daemons(const DaemonOptions& options) {
+  refuse_if_answered(options.socket_path);
+  return lock_control_directory(options.control_socket_path);
+}
+
 int make_epoll() {
   const int fd = epoll_create1(EPOLL_CLOEXEC);
   if (fd < 0) throw_errno("epoll_create1");
@@ -53,15 +61,14 @@ int make_epoll() {
 
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
-      socket_lock_fd_(lock_socket_path(options_.socket_path, SocketAccess::kEveryone)),
-      control_lock_fd_(lock_socket_path(options_.control_socket_path, SocketAccess::kOwner)),
+      control_lock_fd_(exclude_other_daemons(options_)),
       segment_(options_.shm_name, make_generation()),
       regions_(segment_->generation),
       tenants_({options_.config_path, options_.ephemeral},
                load_tenant_config({options_.config_path, options_.ephemeral}), segment_, regions_, processes_),
       scheduler_(segment_, regions_, processes_, tenants_),
       ledger_(segment_, regions_, processes_, tenants_, scheduler_.policies()),
-      preemptor_({options_.cuda_library, options_.meminfo_path, options_.socket_path + ".suspended.json"}, segment_,
+      preemptor_({options_.cuda_library, options_.meminfo_path, options_.control_socket_path + ".suspended.json"}, segment_,
                  regions_, processes_, tenants_),
       usage_check_(segment_, regions_, processes_, tenants_),
       registrar_(segment_, regions_, tenants_, processes_),
@@ -104,6 +111,10 @@ Daemon::Daemon(DaemonOptions options)
     watch(config_watch_->fd());
   }
 
+  // First: the card sizes, which the watchdog and preemption take from NVML, never a tenant.
+  usage_fd_ = usage_check_.start();
+  if (usage_fd_ >= 0) watch(usage_fd_);
+  preemptor_.set_card_sizes(usage_check_.card_sizes());
   preemptor_.read_journal();  // before the configuration: a journal to adopt needs the checkpoint API
   apply_tenants();
   preemptor_.adopt_journal();
@@ -111,8 +122,6 @@ Daemon::Daemon(DaemonOptions options)
   segment_->daemon_pid = getpid();
   segment_->flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
 
-  usage_fd_ = usage_check_.start();
-  if (usage_fd_ >= 0) watch(usage_fd_);
   const Config& config = tenants_.config();
   if (const auto port = options_.metrics_port ? options_.metrics_port : config.scheduler.metrics_port)
     start_metrics(*port);
@@ -138,7 +147,6 @@ Daemon::~Daemon() {
   for (int fd : {epoll_fd_, signal_fd_, timer_fd_, stats_fd_, watchdog_fd_, idle_fd_})
     if (fd >= 0) close(fd);
   close(control_lock_fd_);
-  close(socket_lock_fd_);
 }
 
 void Daemon::watch(int fd) {
@@ -162,7 +170,8 @@ void Daemon::apply_tenants() {
   }
 }
 
-void Daemon::step() {
+void Daemon::step_now() {
+  step_due_ = false;
   const Nanos now{now_ns()};
   ledger_.charge_gpu_time(now);
   const Nanos wake = scheduler_.step(now, preemptor_.suspended_mask());

@@ -88,8 +88,9 @@ class Daemon final : private DaemonControl {
  private:
   using Nanos = TokenPolicy::Nanos;
 
-  // DaemonControl, for the clients component.
-  void step() override;
+  // DaemonControl, for the clients component. step(): one scheduling step once every event
+  // of this wake-up is handled (step_now()), however many asked for one.
+  void step() override { step_due_ = true; }
   ReloadOutcome reload() override;  // with systemd told
   void tenants_changed() override;
   void tenant_released() override;
@@ -107,11 +108,12 @@ class Daemon final : private DaemonControl {
   void stop();
   // One ready descriptor; false when the daemon is to stop.
   bool dispatch(int fd);
+  // The scheduling step: GPU time charged, the token policies, preemption; the timer armed.
+  void step_now();
 
   DaemonOptions options_;
   // Before the segment: a second daemon must fail on the sockets before it replaces the
-  // first one's segment (os_fds.h, lock_socket_path).
-  int socket_lock_fd_ = -1;
+  // first one's segment (os_fds.h: refuse_if_answered, lock_control_directory).
   int control_lock_fd_ = -1;
   SharedSegment segment_;  // holds the lock on the segment itself
   TenantRegions regions_;
@@ -134,6 +136,7 @@ class Daemon final : private DaemonControl {
   int watchdog_fd_ = -1;    // -1: systemd did not ask for watchdog pings
   int idle_fd_ = -1;        // -1: without exit_when_idle
   bool idle_armed_ = false;
+  bool step_due_ = false;  // step() was asked for during this wake-up
   std::unique_ptr<ConfigWatch> config_watch_;  // with watch_config only
   std::unique_ptr<MetricsServer> metrics_;
   std::mutex state_mutex_;  // see the top of this file

@@ -29,6 +29,9 @@ int Daemon::run() {
     std::lock_guard<std::mutex> lock(state_mutex_);  // released while epoll waits
     for (int i = 0; i < n; ++i)
       if (!dispatch(events[i].data.fd)) return 0;
+    // Decisions once per wake-up, not once per message: a flood of kicks and requests costs
+    // one step, and a signal in the same batch is not kept waiting behind many.
+    if (step_due_) step_now();
   }
 }
 

@@ -66,39 +66,56 @@ pid_t lock_whole_file(int fd) {
   return holder.l_pid;
 }
 
-pid_t file_lock_holder(int fd) {
+pid_t write_lock_holder(int fd) {
   struct flock probe {};
   probe.l_type = F_WRLCK;
   probe.l_whence = SEEK_SET;
   if (fcntl(fd, F_GETLK, &probe) != 0) throw_errno("fcntl F_GETLK");
-  if (probe.l_type == F_UNLCK) return 0;
+  if (probe.l_type != F_WRLCK) return 0;
   return probe.l_pid > 0 ? probe.l_pid : -1;
 }
 
-int lock_socket_path(const std::string& socket_path, SocketAccess access) {
-  make_safe_directory(std::filesystem::path(socket_path).parent_path(), access);
-  const std::string path = socket_path + ".scheduler.lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+int lock_control_directory(const std::string& control_socket_path) {
+  make_safe_directory(std::filesystem::path(control_socket_path).parent_path(), SocketAccess::kOwner);
+  const std::string path = control_socket_path + ".scheduler.lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
   if (fd < 0) throw_errno("open " + path);
+  // An older daemon made it 0644; nobody else may open it, or lock it.
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
+      ((st.st_mode & 077) != 0 && fchmod(fd, 0600) != 0)) {
+    close(fd);
+    throw std::runtime_error(path + " is not a regular file of this user's that it can keep to itself: remove it");
+  }
   const pid_t holder = lock_whole_file(fd);
   if (holder != 0) {
     close(fd);
     throw std::runtime_error("another scheduler" + (holder > 0 ? " (pid " + std::to_string(holder) + ")" : std::string()) +
-                             " is already listening on " + socket_path + " (it holds " + path + ")");
+                             " is already listening on " + control_socket_path + " (it holds " + path + ")");
   }
-  // A scheduler of an older version holds no lock: one that answers is alive.
+  return fd;
+}
+
+void refuse_if_answered(const std::string& socket_path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path too long: " + socket_path);
   std::strcpy(addr.sun_path, socket_path.c_str());
-  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  const bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  if (probe >= 0) close(probe);
+  struct stat st {};
+  if (lstat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0))
+    return;
+  // Non-blocking: a daemon whose backlog is full answers EAGAIN, and is alive.
+  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (probe < 0) throw_errno("socket");
+  const bool live = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 || errno == EAGAIN;
+  ucred peer{};
+  socklen_t length = sizeof peer;
+  const bool known = live && getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0 && peer.pid > 0;
+  close(probe);
   if (live) {
-    close(fd);
-    throw std::runtime_error("another scheduler is already listening on " + socket_path);
+    throw std::runtime_error("another scheduler" + (known ? " (pid " + std::to_string(peer.pid) + ")" : std::string()) +
+                             " is already listening on " + socket_path);
   }
-  return fd;
 }
 
 int listen_on(const std::string& path, SocketAccess access) {

@@ -13,17 +13,19 @@ namespace cuslice {
 
 [[noreturn]] void throw_errno(const std::string& what);
 
-// One daemon per socket and per segment, with POSIX record locks (fcntl F_SETLK): the kernel
-// drops them when the holder dies, however it dies, so a restart after SIGKILL never finds
-// a stale lock. pre: nothing else in the process opens the locked file (closing any of the
-// process's descriptors of a file drops its record locks on it).
+// One daemon per control directory, with a POSIX record lock (fcntl F_SETLK) on a file in it
+// that only the daemon's user can open: the kernel drops the lock when the holder dies,
+// however it dies, so a restart after SIGKILL never finds a stale lock, and no other user can
+// hold or queue for a lock on that file. pre: nothing else in the process opens the locked
+// file (closing any of the process's descriptors of a file drops its record locks on it).
 //
 // A write lock on the whole of fd's file: 0 when taken, else the pid that holds it (as this
 // process's pid namespace sees it; -1 when the kernel does not say).
 pid_t lock_whole_file(int fd);
-// Who holds a write lock on fd's file: 0 when nobody, else as lock_whole_file. Needs no
-// write access to the file.
-pid_t file_lock_holder(int fd);
+// Who holds a write lock on fd's file: 0 when nobody, else as lock_whole_file. Read locks
+// are not reported: any reader of the file may take one, so they say nothing about a daemon
+// (and no write lock can be held beside one).
+pid_t write_lock_holder(int fd);
 // Who may connect to a socket the daemon listens on.
 enum class SocketAccess {
   // The tenant socket: every local user (mode 0666). Its directory is created 0755 when
@@ -36,14 +38,21 @@ enum class SocketAccess {
   kOwner,
 };
 
-// Locks `<socket_path>.scheduler.lock` (created 0644 beside the socket; its directory is created and
-// checked as listen_on does) and returns its descriptor, to keep open for the daemon's
-// life. Throws, naming the holder's pid, when another daemon holds it or (a daemon of an
-// older version, without locks) answers on the socket.
-int lock_socket_path(const std::string& socket_path, SocketAccess access);
+// Locks `<control_socket_path>.scheduler.lock` (mode 0600, in the control socket's
+// directory, created and checked as listen_on does for SocketAccess::kOwner) and returns its
+// descriptor, to keep open for the daemon's life. Throws, naming the holder's pid, when
+// another daemon holds it.
+int lock_control_directory(const std::string& control_socket_path);
+// Throws, naming its pid where the kernel says, when a daemon answers on `socket_path`: one
+// with another control directory, or of an older version. Only a socket file owned by this
+// user or root is tried (no other user can bind one where a daemon's socket is; in a sticky
+// directory another user's file is no daemon's), and the answer comes from the kernel: a
+// socket nobody listens on refuses the connection.
+void refuse_if_answered(const std::string& socket_path);
 
 // A listening SOCK_SEQPACKET socket at `path`, open to whom `access` says; removes the
-// socket file a dead daemon left behind (the caller holds lock_socket_path).
+// socket file a dead daemon left behind (the caller holds lock_control_directory and found
+// nobody answering on `path`).
 int listen_on(const std::string& path, SocketAccess access);
 
 // A non-blocking CLOCK_MONOTONIC timerfd, disarmed.

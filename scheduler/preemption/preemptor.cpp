@@ -93,7 +93,7 @@ std::vector<PreemptTenant> Preemptor::preempt_tenants() const {
     const uint32_t t = rec.tenant;  // the daemon's own record
     const shm::TenantRegion* region = regions_.get(t);
     if (t >= shm::kMaxTenants || !out[t].present || region == nullptr) continue;
-    // What the process says of itself, in its tenant's region: a claim about its own tenant
+    // What the process said of itself on its own connection: a claim about its own tenant
     // only, which never spares the tenant unless `unsuspendable: keep` (memory_preemption.h).
     const shm::ProcessUse& use = region->processes[rec.slot];
     PreemptProcess p;
@@ -101,7 +101,7 @@ std::vector<PreemptTenant> Preemptor::preempt_tenants() const {
     p.start_time = rec.start_time;
     p.gpu_bytes.resize(shm::kMaxGpus);
     for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.gpu_bytes[g] = use.charged[g].load(std::memory_order_relaxed);
-    const uint32_t flags = use.checkpoint_flags.load(std::memory_order_relaxed);
+    const uint32_t flags = rec.checkpoint_claims;
     p.ipc = (flags & shm::ProcessSlot::kUsesIpc) != 0;
     p.managed = (flags & shm::ProcessSlot::kUsesManaged) != 0;
     p.mps = (flags & shm::ProcessSlot::kUsesMps) != 0;
@@ -128,7 +128,7 @@ std::vector<GpuMemory> Preemptor::gpu_memory() const {
   std::vector<GpuMemory> gpus(shm::kMaxGpus);
   const std::optional<uint64_t> configured = tenants_.config().scheduler.gpu_memory;
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
-    uint64_t total = segment_->gpus[g].memory_total.load(std::memory_order_relaxed);
+    uint64_t total = card_[g];
     if (total == 0 && configured) total = *configured;
     uint64_t used = 0;
     for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
@@ -181,9 +181,21 @@ void Preemptor::on_memory_request(const ProcessRecord& process, const wire::Memo
     answer(slot, sequence, shm::MemoryDecision::kRefused);
     return;
   }
+  // Pending requests are bounded per process, per user and overall, so that no user can
+  // make the decisions (and the loop) slow for everybody: past a bound, a request is refused.
+  const auto pending_of = [&](auto same) {
+    return std::count_if(memory_waits_.begin(), memory_waits_.end(), same);
+  };
+  if (memory_waits_.size() >= kMaxWaits ||
+      pending_of([&](const MemoryWait& m) { return m.slot == slot; }) >= kMaxWaitsPerProcess ||
+      pending_of([&](const MemoryWait& m) { return m.uid == process.uid; }) >= kMaxWaitsPerUid) {
+    answer(slot, sequence, shm::MemoryDecision::kRefused);
+    return;
+  }
   MemoryWait w;
   w.slot = slot;
   w.pid = process.pid;
+  w.uid = process.uid;
   w.tenant = process.tenant;
   w.gpu = request.gpu;
   w.sequence = sequence;
@@ -191,30 +203,28 @@ void Preemptor::on_memory_request(const ProcessRecord& process, const wire::Memo
   w.reported_free = request.free_bytes;
   w.asked = Nanos{now_ns()};
   w.deadline = w.asked + Nanos(wait);
-  // A process cannot pile requests up in the daemon: past a few pending, it is refused.
-  constexpr std::ptrdiff_t kMaxWaitsPerProcess = 16;
-  const auto pending = std::count_if(memory_waits_.begin(), memory_waits_.end(),
-                                     [&](const MemoryWait& m) { return m.slot == slot; });
-  if (pending >= kMaxWaitsPerProcess) {
-    answer(slot, sequence, shm::MemoryDecision::kRefused);
-    return;
-  }
   memory_waits_.push_back(w);
-  decide_memory_waits();
+  // Decided at the next step, once for every request of this wake-up.
+  decide_due_ = true;
 }
 
 void Preemptor::decide_memory_waits() {
+  decide_due_ = false;
   if (memory_waits_.empty()) return;
   const Nanos now = Nanos{now_ns()};
   preemption_.update(preempt_tenants());
+  // The system's facts once per pass, not once per request: /proc/meminfo and the tenants'
+  // counters say the same for every wait decided now.
+  const std::vector<GpuMemory> card = gpu_memory();
+  const uint64_t host = host_available();
   std::vector<MemoryWait> still;
   for (MemoryWait& w : memory_waits_) {
     if (now >= w.deadline) continue;  // the hook gave up already
-    std::vector<GpuMemory> gpus = gpu_memory();
+    std::vector<GpuMemory> gpus = card;
     // On the GPU asked for: what the driver said was free, plus what suspensions freed since.
     // The daemon's own account cannot see memory held outside the hooks; the driver's can.
     gpus[w.gpu].free = w.reported_free + w.freed;
-    const Verdict v = preemption_.request({w.tenant, w.gpu, w.bytes}, gpus, host_available(), now);
+    const Verdict v = preemption_.request({w.tenant, w.gpu, w.bytes}, gpus, host, now);
     switch (v.kind) {
       case Verdict::Kind::kFits:
         if (w.freed > 0) {
@@ -297,7 +307,7 @@ void Preemptor::note_claims() {
   for (const ProcessRecord& rec : processes_.all()) {
     const shm::TenantRegion* region = regions_.get(rec.tenant);
     if (region == nullptr) continue;
-    const uint32_t flags = region->processes[rec.slot].checkpoint_flags.load(std::memory_order_relaxed);
+    const uint32_t flags = rec.checkpoint_claims;
     if (flags == 0 || !preemptible(rec.tenant)) continue;
     if (claims_logged_.count({rec.pid, rec.start_time})) continue;
     // Forget the processes that left before remembering one more.
@@ -322,6 +332,7 @@ void Preemptor::note_claims() {
 
 Nanos Preemptor::step(Nanos now) {
   if (!suspender_) return kNever;
+  if (decide_due_) decide_memory_waits();
   note_claims();
   bool any = !memory_waits_.empty();
   for (uint32_t t = 0; t < shm::kMaxTenants && !any; ++t) any = preemption_.state(t) != SuspendState::kRunning;

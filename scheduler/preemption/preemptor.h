@@ -13,8 +13,11 @@
 // tells the scheduling step which tenants are suspended).
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,6 +58,9 @@ class Preemptor {
   // Start-up, in this order: read_journal(), then configure() once the tenant table is
   // applied, then adopt_journal().
   void read_journal();
+  // Each card's memory as the daemon itself knows it (NVML; 0: unknown, then the
+  // configuration's gpu_memory). What a tenant's hook reports is never used.
+  void set_card_sizes(const std::array<uint64_t, shm::kMaxGpus>& sizes) { card_ = sizes; }
   // After every application of the tenant table: the policy's parameters, the allocation wait
   // the hooks read, and the driver's API loaded when a preemptible tenant first appears.
   void configure();
@@ -63,13 +69,22 @@ class Preemptor {
   // while preemption is off.
   int event_fd() const { return suspender_ ? suspender_->event_fd() : -1; }
 
-  // A registered process's request for room (clients hand it over as it arrives).
+  // Bounds on pending requests for room: per process, per user, overall. A request past one
+  // is refused at once.
+  static constexpr std::ptrdiff_t kMaxWaitsPerProcess = 16;
+  static constexpr std::ptrdiff_t kMaxWaitsPerUid = 64;
+  static constexpr size_t kMaxWaits = 256;
+
+  // A registered process's request for room (clients hand it over as it arrives); decided at
+  // the next step() with every other request of the same wake-up.
   void on_memory_request(const ProcessRecord& process, const wire::MemoryRequest& request);
   // The process in `slot` left: its requests go with it.
   void forget_memory_waits_of(uint32_t slot);
   // Takes the suspender's outcomes; a scheduling step should follow.
   void on_suspender_outcomes();
-  // Resumes what may be, drops waits given up; returns when to run again. Run at every step.
+  // Decides the requests and outcomes that arrived since the last step (once for all of
+  // them), resumes what may be, drops waits given up; returns when to run again. Run at
+  // every step.
   Nanos step(Nanos now);
   // Bit t: tenant entry t is suspended.
   uint64_t suspended_mask() const;
@@ -83,6 +98,7 @@ class Preemptor {
   struct MemoryWait {  // an allocation waiting for room (a MemoryRequest not yet answered)
     uint32_t slot = 0;
     int32_t pid = 0;
+    uid_t uid = 0;
     uint32_t tenant = 0, gpu = 0, sequence = 0;
     uint64_t bytes = 0;
     uint64_t reported_free = 0;  // the card's free memory as the hook's driver said
@@ -123,6 +139,7 @@ class Preemptor {
   std::vector<uint64_t> charged(uint32_t t, uint32_t slot) const;
 
   PreemptionOptions options_;
+  std::array<uint64_t, shm::kMaxGpus> card_{};
   SharedSegment& segment_;
   TenantRegions& regions_;
   const ProcessTable& processes_;
@@ -133,6 +150,7 @@ class Preemptor {
   std::unique_ptr<TenantSuspender> suspender_;
   MemoryPreemption preemption_;
   std::vector<MemoryWait> memory_waits_;
+  bool decide_due_ = false;  // requests or outcomes arrived since the waits were last decided
   std::array<Suspension, shm::kMaxTenants> suspensions_{};
   std::map<uint32_t, std::string> last_refusal_;  // by tenant: why its last request was refused
   std::set<std::pair<int32_t, uint64_t>> claims_logged_;  // pid, start time: note_claims() said it

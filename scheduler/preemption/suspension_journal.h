@@ -1,8 +1,12 @@
-// The suspension journal: what is suspended, written beside the tenant socket before the
+// The suspension journal: what is suspended, written beside the control socket before the
 // first driver call of every suspension and after every change, so that a scheduler started
 // again finds the processes an earlier one left locked or checkpointed and resumes them.
 // A JSON file, replaced whole by rename so that a crash never leaves half of one. Owns the
 // file's format and its writing; what the entries mean is the Preemptor's.
+//
+// pre: the journal's directory is one only the scheduler's user (or root) can write: the
+// control socket's, which the daemon checks. Even so no link is followed (O_NOFOLLOW on every
+// open): a link found in the journal's place is refused, never written through.
 #pragma once
 
 #include <cstdint>

@@ -46,7 +46,7 @@ void Preemptor::on_suspender_outcomes() {
     publish_state(t);
   }
   write_journal();
-  decide_memory_waits();
+  decide_due_ = true;  // at the step that follows
 }
 
 void Preemptor::on_suspend_outcome(const SuspendOutcome& o, Nanos now) {
@@ -134,7 +134,7 @@ Nanos Preemptor::suspend_joiners(uint32_t t, Nanos now) {
     const bool already = std::any_of(s.processes.begin(), s.processes.end(),
                                      [&](const Suspension::Process& p) { return p.pid == rec.pid; });
     if (already || s.join_skipped.count(rec.pid)) continue;
-    const bool claims = region->processes[rec.slot].checkpoint_flags.load(std::memory_order_relaxed) != 0;
+    const bool claims = rec.checkpoint_claims != 0;  // said on its own connection
     if (claims && !stop) continue;  // `keep`: left to run, reported
     (claims ? job.stop : job.processes).push_back({rec.pid, rec.start_time});
   }

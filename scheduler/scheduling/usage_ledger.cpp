@@ -71,8 +71,9 @@ void UsageLedger::publish_usage() {
       out.wait_ns.store(seen.wait_ns, std::memory_order_relaxed);
       advance(seen.oom_refusals, use.oom_refusals.load(std::memory_order_relaxed), span * kRefusalsPerNs);
       out.oom_refusals.store(seen.oom_refusals, std::memory_order_relaxed);
-      // The card, as the first tenant to report it says (shown only: every hook enforces its
-      // quota against its own driver's figure).
+      // Where the daemon has no figure of its own (no NVML), the card as the first tenant to
+      // report it says: shown only. The watchdog and preemption use the daemon's own
+      // (UsageCheck::card_sizes), and every hook enforces its quota against its own driver's.
       shm::GpuState& gs = segment_->gpus[g];
       if (gs.memory_total.load(std::memory_order_relaxed) == 0)
         gs.memory_total.store(use.memory_total.load(std::memory_order_relaxed), std::memory_order_relaxed);

@@ -32,6 +32,11 @@ void ProcessTable::set_workload(uint32_t slot, const Workload& workload) {
   if (slot < shm::kMaxProcesses && position_[slot] >= 0) records_[static_cast<size_t>(position_[slot])].workload = workload;
 }
 
+void ProcessTable::add_checkpoint_claims(uint32_t slot, uint32_t flags) {
+  if (slot < shm::kMaxProcesses && position_[slot] >= 0)
+    records_[static_cast<size_t>(position_[slot])].checkpoint_claims |= flags;
+}
+
 const ProcessRecord* ProcessTable::at(uint32_t slot) const {
   return slot < shm::kMaxProcesses && position_[slot] >= 0 ? &records_[static_cast<size_t>(position_[slot])] : nullptr;
 }

@@ -1,6 +1,6 @@
 // The daemon's own record of the hook processes registered with it, by process slot: the pid
-// and uid their connection carried, the tenant they were accepted into, their start time and
-// the workload they said they run in. Written by the clients component alone, when a process
+// and uid their connection carried, the tenant they were accepted into, their start time,
+// the workload they said they run in and what they claimed the checkpoint cannot move. Written by the clients component alone, when a process
 // registers and when it leaves; read by scheduling, preemption and the usage check, which
 // must take a process's tenant and slot from here and never from anything a tenant can
 // write. Touches neither the segment nor the tenant regions.
@@ -24,6 +24,9 @@ struct ProcessRecord {
   uid_t uid = 0;
   uint64_t start_time = 0;  // process_info.h: tells this process from a later one with its pid
   Workload workload;        // empty until the process sends a WorkloadMessage
+  // shm::kUses*: what the process said, on its own connection (wire::BlockerClaim), it uses
+  // that the driver's checkpoint cannot move. Only ever grows while the process lives.
+  uint32_t checkpoint_claims = 0;
 };
 
 class ProcessTable {
@@ -35,6 +38,7 @@ class ProcessTable {
   // The slot's process left; nothing when the slot holds nobody.
   void remove(uint32_t slot);
   void set_workload(uint32_t slot, const Workload& workload);
+  void add_checkpoint_claims(uint32_t slot, uint32_t flags);
 
   // Every registered process, in no particular order. Invalidated by add() and remove().
   const std::vector<ProcessRecord>& all() const { return records_; }

@@ -18,9 +18,11 @@
 namespace cuslice {
 
 SharedSegment::SharedSegment(std::string name, uint64_t generation) : name_(std::move(name)) {
-  // A segment of that name is either a live daemon's (locked) or a dead one's (replaced).
+  // A segment of that name is either a live daemon's (write-locked: only its user or root can
+  // open it for writing) or a dead one's (replaced). The read locks any reader may take on it
+  // do not count.
   if (const int old = shm_open(name_.c_str(), O_RDONLY | O_CLOEXEC, 0); old >= 0) {
-    const pid_t holder = file_lock_holder(old);
+    const pid_t holder = write_lock_holder(old);
     close(old);
     if (holder != 0) {
       throw std::runtime_error("another scheduler" +

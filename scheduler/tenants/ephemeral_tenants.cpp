@@ -59,6 +59,8 @@ bool same_memory(const std::optional<SizeSpec>& a, const std::optional<SizeSpec>
 // The spec as a TenantConfig, or the reason it is not one.
 std::optional<TenantConfig> to_tenant(const wire::TenantSpec& spec, std::string& why) {
   TenantConfig t;
+  // `cuslice run` starts its command with CUSLICE_TENANT: its tenants are joined by name.
+  t.allow_env = true;
   t.name.assign(spec.name, strnlen(spec.name, sizeof spec.name));
   if (!valid_tenant_name(t.name)) {
     why = fmt::format("bad tenant name `{}`: 1 to {} characters of letters, digits, '-', '_' or '.'", t.name,

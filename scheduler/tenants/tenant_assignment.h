@@ -1,9 +1,9 @@
 // Which tenant a registering process joins: pure logic over the configuration and what the
 // kernel says about the process.
 //
-//   1. CUSLICE_TENANT names a tenant: joined, unless that tenant says `allow_env: false` and
-//      its match rules do not hold for the process. An unknown name is refused, not ignored,
-//      so a typo is not silently billed to someone else.
+//   1. CUSLICE_TENANT names a tenant: joined when that tenant says `allow_env: true` or its
+//      match rules hold for the process (allow_env is false unless the file says so). An
+//      unknown name is refused, not ignored, so a typo is not silently billed to someone else.
 //   2. Otherwise the first tenant (in file order) whose match rules all hold.
 //   3. Otherwise the default tenant, or refusal.
 #pragma once

@@ -1,4 +1,4 @@
-// NvmlReader: the three queries the watchdog needs, on NVML as nvml/nvml_library.h opens it.
+// NvmlReader: the queries the watchdog and the card sizes need, on NVML as nvml/nvml_library.h opens it.
 // NVML's declarations come from hook/nvml_api.h, the one place they live.
 #include "nvml_reader.h"
 
@@ -11,6 +11,7 @@ struct NvmlReader::Api {
   decltype(&nvmlDeviceGetCount_v2) count = nullptr;
   decltype(&nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) running = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;  // optional: without it no card size
 };
 
 NvmlReader::NvmlReader() {
@@ -18,7 +19,8 @@ NvmlReader::NvmlReader() {
   nvml::OpenFailure failure;
   api->library = nvml::Library::open({{"nvmlDeviceGetCount_v2", api->count},
                                       {"nvmlDeviceGetHandleByIndex_v2", api->by_index},
-                                      {"nvmlDeviceGetComputeRunningProcesses_v3", api->running}},
+                                      {"nvmlDeviceGetComputeRunningProcesses_v3", api->running},
+                                      {"nvmlDeviceGetMemoryInfo", api->memory, nvml::Need::kOptional}},
                                      failure);
   if (api->library == nullptr) {
     unavailable_ = failure.step == nvml::OpenFailure::Step::kResolve
@@ -61,6 +63,20 @@ std::optional<std::vector<std::vector<DriverProcess>>> NvmlReader::processes(std
         out[g].push_back({static_cast<pid_t>(infos[i].pid), infos[i].usedGpuMemory == ~0ull ? 0 : infos[i].usedGpuMemory});
       break;
     }
+  }
+  return out;
+}
+
+std::vector<uint64_t> NvmlReader::memory_totals() const {
+  std::vector<uint64_t> out;
+  unsigned int count = 0;
+  if (api_ == nullptr || api_->memory == nullptr || api_->count(&count) != NVML_SUCCESS) return out;
+  out.assign(count, 0);
+  for (unsigned int g = 0; g < count; ++g) {
+    nvmlDevice_t device = nullptr;
+    nvmlMemory_t memory{};
+    if (api_->by_index(g, &device) == NVML_SUCCESS && api_->memory(device, &memory) == NVML_SUCCESS)
+      out[g] = memory.total;
   }
   return out;
 }

@@ -3,13 +3,18 @@
 #include "usage_check.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
+#include "ppm.h"
+#include "process_handle.h"
+#include "process_info.h"
 #include "segment_snapshot.h"
 
 namespace cuslice {
@@ -24,6 +29,11 @@ int UsageCheck::start() {
     spdlog::info("usage watchdog off: {}", nvml->unavailable());
     return -1;
   }
+  const std::vector<uint64_t> totals = nvml->memory_totals();
+  for (size_t g = 0; g < totals.size() && g < card_.size(); ++g) {
+    card_[g] = totals[g];
+    if (totals[g] != 0) segment_->gpus[g].memory_total.store(totals[g], std::memory_order_relaxed);
+  }
   poller_ = std::make_unique<DriverPoller>(std::move(nvml), kPeriod);
   spdlog::info("usage watchdog on: checking the driver's per-process memory every {} ms", kPeriod.count() / 1'000'000);
   return poller_->event_fd();
@@ -37,10 +47,12 @@ std::vector<WatchedTenant> UsageCheck::watched_tenants() const {
     WatchedTenant& w = tenants[t.index];
     w.name = t.name;
     w.quota.assign(shm::kMaxGpus, std::nullopt);
-    for (const TenantGpuSnapshot& use : t.gpus) w.quota[snap.gpus[use.gpu].index] = use.memory_quota;
-    // A quota in bytes holds on every GPU; one in percent only where a hook reported the card
-    // (the snapshot resolved it), which every GPU a registered process uses is.
-    if (t.memory_quota_bytes) w.quota.assign(shm::kMaxGpus, t.memory_quota_bytes);
+    // A quota in bytes holds on every GPU; one in percent where the daemon knows the card
+    // itself (NVML), never against the size a tenant's hook reported.
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+      if (t.memory_quota_bytes) w.quota[g] = t.memory_quota_bytes;
+      else if (t.memory_quota_ppm && card_[g] != 0) w.quota[g] = ppm_of_bytes(card_[g], *t.memory_quota_ppm);
+    }
     const int c = config.find_tenant(t.name);
     w.kill_on_violation = c >= 0 && config.tenants[static_cast<size_t>(c)].kill_on_violation;
   }
@@ -58,10 +70,18 @@ void UsageCheck::on_reading() {
   }
   error_logged_ = false;
 
+  // NVML names processes by pid alone: one is a registered process only if it is the very
+  // process that registered (its start time too), never a later one that got its pid.
+  std::unordered_set<pid_t> on_gpus;
+  for (const auto& gpu : *driver)
+    for (const DriverProcess& p : gpu) on_gpus.insert(p.pid);
   std::vector<RegisteredProcess> registered;
+  started_.clear();
   for (const ProcessRecord& rec : processes_.all()) {
     const shm::TenantRegion* region = regions_.get(rec.tenant);
     if (region == nullptr) continue;
+    if (on_gpus.count(rec.pid) && process_start_time(rec.pid) != rec.start_time) continue;
+    started_[rec.pid] = rec.start_time;
     // The tenant is the daemon's own record; the charged bytes are what the process says
     // (in its tenant's region), which only decides which of that tenant's processes is named.
     RegisteredProcess p{rec.pid, rec.tenant, {}};
@@ -94,14 +114,20 @@ void UsageCheck::publish(const std::vector<Violation>& found, const std::vector<
                    "allowance of {} bytes (pid {} holds the most beyond what its hook charged)",
                    tenants[t].name, v.used_bytes, v.gpu, v.quota_bytes, v.pid);
     if (!v.kill) continue;
-    if (kill(v.pid, SIGKILL) == 0) {
+    // Through a pidfd of the process that registered: a pid reused since is never hit.
+    const auto started = started_.find(v.pid);
+    const int pidfd = started == started_.end() ? -1 : pidfd_of(v.pid, started->second);
+    if (pidfd < 0) continue;  // it exited meanwhile
+    const int error = pidfd_signal(pidfd, SIGKILL);
+    close(pidfd);
+    if (error == 0) {
       spdlog::warn("usage watchdog: killed pid {} of tenant {} (on_violation: kill)", v.pid, tenants[t].name);
       segment_->tenants[t].gpu[v.gpu].watchdog_kills.fetch_add(1, std::memory_order_relaxed);
     } else if (v.is_new) {
       // Typically EPERM: the daemon lacks CAP_KILL for another user's process.
       spdlog::error("usage watchdog: cannot kill pid {} of tenant {}: {} (the scheduler needs CAP_KILL to end "
                     "other users' processes; docs/operations.md)",
-                    v.pid, tenants[t].name, std::strerror(errno));
+                    v.pid, tenants[t].name, std::strerror(error));
     }
   }
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {

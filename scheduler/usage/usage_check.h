@@ -2,15 +2,22 @@
 // memory (read off the daemon's thread by DriverPoller), sets it against the registered
 // processes and the tenants' quotas (UsageWatchdog), publishes the findings in the segment
 // for `cuslice status` and the metrics, logs each violation once when it begins, and kills
-// under `on_violation: kill`.
+// under `on_violation: kill`. NVML's pids are matched to registered processes by pid and start
+// time, and a kill goes through a pidfd checked against both.
 //
-// Owns the poller and the watchdog's memory of what it reported. Reads the registered
-// processes, the tenant regions and the configuration; writes only the segment's
-// unhooked/over-quota figures. Never touches the sockets, the token or preemption.
+// The size of each card is the daemon's own (NVML's, read once at start), published in the
+// segment and handed to the daemon: a tenant's report of it never decides anything.
+//
+// Owns the poller, the card sizes and the watchdog's memory of what it reported. Reads the
+// registered processes, the tenant regions and the configuration; writes only the segment's
+// card sizes and unhooked/over-quota figures. Never touches the sockets, the token or preemption.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <unordered_map>
 
 #include "driver_poller.h"
 #include "process_table.h"
@@ -32,6 +39,8 @@ class UsageCheck {
   int start();
   // Takes the newest reading and acts on it.
   void on_reading();
+  // Each card's memory as NVML said at start(); 0 where unknown (no NVML).
+  const std::array<uint64_t, shm::kMaxGpus>& card_sizes() const { return card_; }
 
  private:
   // The tenants as the watchdog needs them: names, quotas per GPU, kill or not.
@@ -42,8 +51,10 @@ class UsageCheck {
   TenantRegions& regions_;
   const ProcessTable& processes_;
   const TenantTable& tenants_;
+  std::array<uint64_t, shm::kMaxGpus> card_{};
   std::unique_ptr<DriverPoller> poller_;
   UsageWatchdog watchdog_;
+  std::unordered_map<pid_t, uint64_t> started_;  // the last reading's registered processes' start times
   bool error_logged_ = false;
 };
 

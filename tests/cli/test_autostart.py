@@ -234,8 +234,8 @@ def test_a_runs_own_tenant_goes_with_its_command(run_cuslice, cuslice_bin, hook,
 
 CONFIGURED = """\
 tenants:
-  - {name: a, priority: high, compute: {share: 60%, limit: 90%}}
-  - {name: b}
+  - {name: a, allow_env: true, priority: high, compute: {share: 60%, limit: 90%}}
+  - {name: b, allow_env: true}
 """
 
 

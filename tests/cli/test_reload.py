@@ -5,7 +5,7 @@ import pytest
 
 from scheduler_harness import Scheduler
 
-GOOD = "tenants:\n  - {name: a}\n"
+GOOD = "tenants:\n  - {name: a, allow_env: true}\n"
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def tenant_names(run_cuslice, scheduler):
 
 
 def test_reload_applies_a_good_file(run_cuslice, scheduler):
-    scheduler.config.write_text(GOOD + "  - {name: b, compute: {share: 50%}}\n")
+    scheduler.config.write_text(GOOD + "  - {name: b, allow_env: true, compute: {share: 50%}}\n")
     result = run_cuslice("reload", "--socket", scheduler.socket)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"reloaded {scheduler.config}\n"

@@ -16,8 +16,8 @@ GiB = 1 << 30
 CONFIG = """\
 scheduler: {quantum: 10ms, lower_priority_timeslice: 150us}
 tenants:
-  - {name: train, memory: 4GiB, compute: {share: 60%, limit: 80%}}
-  - {name: serve, priority: high, memory: 25%, compute: {share: 30%}}
+  - {name: train, allow_env: true, memory: 4GiB, compute: {share: 60%, limit: 80%}}
+  - {name: serve, allow_env: true, priority: high, memory: 25%, compute: {share: 30%}}
 """
 
 

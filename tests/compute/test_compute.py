@@ -32,8 +32,8 @@ SPIN = {"mode": "spin", "kernel_us": 2000, "sync_every": 4}
 SERVICE_AND_BATCH = """
 scheduler: {quantum: 20ms}
 tenants:
-  - {name: service, priority: high}
-  - {name: batch, priority: low}
+  - {name: service, allow_env: true, priority: high}
+  - {name: batch, allow_env: true, priority: low}
 """
 WINDOW_S = 3.0
 
@@ -104,8 +104,8 @@ def test_two_tenants_share_70_30():
     config = """
 scheduler: {quantum: 20ms}
 tenants:
-  - {name: a, compute: {share: 70%}}
-  - {name: b, compute: {share: 30%}}
+  - {name: a, allow_env: true, compute: {share: 70%}}
+  - {name: b, allow_env: true, compute: {share: 30%}}
 """
 
     def measure():
@@ -122,9 +122,9 @@ def test_three_tenants_share_50_30_20():
     config = """
 scheduler: {quantum: 20ms}
 tenants:
-  - {name: a, compute: {share: 50%}}
-  - {name: b, compute: {share: 30%}}
-  - {name: c, compute: {share: 20%}}
+  - {name: a, allow_env: true, compute: {share: 50%}}
+  - {name: b, allow_env: true, compute: {share: 30%}}
+  - {name: c, allow_env: true, compute: {share: 20%}}
 """
 
     def measure():
@@ -146,7 +146,7 @@ def test_limit_caps_a_tenant_alone():
     config = """
 scheduler: {quantum: 20ms, limit_window: 1s}
 tenants:
-  - {name: capped, compute: {limit: 30%}}
+  - {name: capped, allow_env: true, compute: {limit: 30%}}
 """
 
     def measure():
@@ -336,11 +336,11 @@ def test_a_low_tenant_preempted_by_its_time_slices_is_not_held_back():
         _, sliced = valid(world.run([service, batch], WINDOW_S))
     with Scenario(SERVICE_AND_BATCH.replace("{quantum: 20ms}", "{quantum: 20ms, lower_priority_timeslice: off}")) as world:
         _, off = valid(world.run([service, batch], WINDOW_S))
-    with Scenario(SERVICE_AND_BATCH + "  - {name: other, priority: low}\n") as world:
+    with Scenario(SERVICE_AND_BATCH + "  - {name: other, allow_env: true, priority: low}\n") as world:
         _, beside_peer, _ = valid(world.run(
             [service, batch, {"tenant": "other", "mode": "spin", "kernel_us": 100, "sync_every": 20}], WINDOW_S))
-    with Scenario(SERVICE_AND_BATCH.replace("{name: batch, priority: low}",
-                                            "{name: batch, priority: low, compute: {limit: 90%}}")) as world:
+    with Scenario(SERVICE_AND_BATCH.replace("{name: batch, allow_env: true, priority: low}",
+                                            "{name: batch, allow_env: true, priority: low, compute: {limit: 90%}}")) as world:
         _, capped = valid(world.run([service, batch], WINDOW_S))
     counts = {name: exit_counts(r)
               for name, r in (("sliced", sliced), ("off", off), ("peer", beside_peer), ("capped", capped))}
@@ -382,8 +382,8 @@ def test_work_conserving_a_tenant_alone_takes_the_whole_device():
     config = """
 scheduler: {quantum: 20ms}
 tenants:
-  - {name: small, compute: {share: 30%}}
-  - {name: absent, compute: {share: 70%}}
+  - {name: small, allow_env: true, compute: {share: 30%}}
+  - {name: absent, allow_env: true, compute: {share: 70%}}
 """
     with Scenario(config) as world:
         [report] = valid(world.run([dict(SPIN, tenant="small")], WINDOW_S))
@@ -399,8 +399,8 @@ def test_sigkill_of_the_token_holder_does_not_stall_the_other_tenant():
     config = """
 scheduler: {quantum: 20ms}
 tenants:
-  - {name: holder, compute: {share: 50%}}
-  - {name: survivor, compute: {share: 50%}}
+  - {name: holder, allow_env: true, compute: {share: 50%}}
+  - {name: survivor, allow_env: true, compute: {share: 50%}}
 """
     request = {"tenant": "survivor", "mode": "request", "kernel_us": 1000, "period_ms": 50}
     held_when_killed = []

@@ -57,6 +57,7 @@ tenants:
     memory: 50%
     compute: {share: 30%, limit: 80%}
   - name: batch
+    allow_env: true
 )";
 
 TEST_F(TenantConfigTest, ParsesEveryField) {
@@ -85,8 +86,9 @@ TEST_F(TenantConfigTest, ParsesEveryField) {
   EXPECT_EQ(tr.memory->kind, SizeSpec::Kind::kPercent);
   EXPECT_EQ(tr.memory->percent, 50.0);
   EXPECT_EQ(tr.limit_percent, 80.0);
-  EXPECT_TRUE(tr.allow_env);
+  EXPECT_FALSE(tr.allow_env) << "joined by name only where the file says so";
   const TenantConfig& batch = c.tenants[2];
+  EXPECT_TRUE(batch.allow_env);
   EXPECT_EQ(batch.priority, Priority::kNormal);
   EXPECT_FALSE(batch.memory);
   EXPECT_TRUE(batch.match.empty());

@@ -239,7 +239,7 @@ def test_eight_gpus_each_container_on_its_own_gpu_and_all_cleaned_up(make_node):
 def test_a_configmap_tenants_quota_is_memory_the_plugin_does_not_hand_out(make_node, tmp_path):
     node = make_node(gpus=1)
     (tmp_path / "cuslice.yaml").write_text(
-        "scheduler:\n  quantum: 50ms\ntenants:\n  - name: batch\n    memory: 6GiB\n    match: {uid: 4242}\n")
+        "scheduler:\n  quantum: 50ms\ntenants:\n  - name: batch\n    allow_env: true\n    memory: 6GiB\n    match: {uid: 4242}\n")
     node.scheduler.process.send_signal(signal.SIGHUP)
     node.kubelet.ok("wait_devices", resource=MEMORY, total=10, healthy=10)
     assert not node.kubelet.admit("a", memory=11)["ok"]
@@ -250,7 +250,7 @@ def test_a_preemptible_configmap_tenant_keeps_no_memory_back(make_node, tmp_path
     # Its memory is given back when a tenant with a quota needs it (docs/preemption.md).
     node = make_node(gpus=1)
     (tmp_path / "cuslice.yaml").write_text(
-        "scheduler:\n  quantum: 50ms\n  gpu_memory: 16GiB\ntenants:\n  - name: batch\n    memory: 12GiB\n"
+        "scheduler:\n  quantum: 50ms\n  gpu_memory: 16GiB\ntenants:\n  - name: batch\n    allow_env: true\n    memory: 12GiB\n"
         "    priority: low\n    preemptible: true\n    match: {uid: 4242}\n")
     node.scheduler.process.send_signal(signal.SIGHUP)
     node.kubelet.ok("wait_devices", resource=MEMORY, total=16, healthy=16)

@@ -146,7 +146,7 @@ def test_a_share_the_scheduler_cannot_fit_beside_its_file_tenants_is_refused_wit
                                                                                              order):
     # The plugin does not see the file tenants' shares; the scheduler keeps each GPU within 100%.
     (tmp_path / "cuslice.yaml").write_text(
-        "scheduler:\n  quantum: 50ms\ntenants:\n  - name: batch\n    compute: {share: 50%}\n    memory: 1GiB\n"
+        "scheduler:\n  quantum: 50ms\ntenants:\n  - name: batch\n    allow_env: true\n    compute: {share: 50%}\n    memory: 1GiB\n"
         "    match: {uid: 4242}\n")
     node = make_node(gpus=1)
     pod = node.kubelet.admit("p", memory=2, compute=60, order=ORDERS[order])

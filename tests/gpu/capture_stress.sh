@@ -27,8 +27,8 @@ trap 'rm -rf "$work"' EXIT
 sock=$work/cuslice.sock
 cat >"$work/capture.yaml" <<'YAML'
 tenants:
-  - {name: svc, priority: high}
-  - {name: gemm, priority: low}
+  - {name: svc, allow_env: true, priority: high}
+  - {name: gemm, allow_env: true, priority: low}
 YAML
 # ok_count JSON_LINE: the "ok" field of capture_stress.py's result line (0 if none).
 ok_count() { "$PY" -c 'import json, sys; print(json.loads(sys.argv[1] or "{}").get("ok", 0))' "$1" 2>/dev/null || echo 0; }

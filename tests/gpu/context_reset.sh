@@ -45,7 +45,7 @@ for t in "${!trees[@]}"; do for run in $(seq "$runs"); do
   slice=default
   (( run % 2 )) || slice=off
   { [ "$slice" = off ] && printf 'scheduler: {lower_priority_timeslice: off}\n'
-    printf 'tenants:\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n'; } >"$cfg"
+    printf 'tenants:\n  - {name: hi, allow_env: true, priority: high}\n  - {name: lo, allow_env: true, priority: low}\n'; } >"$cfg"
   "$tree/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-reset-test \
     >>"$OUT/scheduler.log" 2>&1 &
   daemon=$!

@@ -52,8 +52,8 @@ trap cleanup EXIT
 
 cat >"$work/cuslice.yaml" <<'YAML'
 tenants:
-  - {name: a, memory: 8GiB, compute: {share: 50%}}
-  - {name: b, memory: 8GiB, compute: {share: 50%}}
+  - {name: a, allow_env: true, memory: 8GiB, compute: {share: 50%}}
+  - {name: b, allow_env: true, memory: 8GiB, compute: {share: 50%}}
 YAML
 cat >"$work/holder.py" <<'PY'
 import os, sys, time, torch

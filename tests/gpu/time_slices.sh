@@ -27,7 +27,7 @@ daemon=""
 trap 'kill $daemon 2>/dev/null; rm -rf "$work"' EXIT
 nvcc -O2 -std=c++17 -arch="${CUDA_ARCH:-sm_90}" -o "$work/probe" "$root/bench/time_slices/probe.cu" \
   || { echo "nvcc failed"; exit 1; }
-printf 'tenants:\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$work/cuslice.yaml"
+printf 'tenants:\n  - {name: hi, allow_env: true, priority: high}\n  - {name: lo, allow_env: true, priority: low}\n' >"$work/cuslice.yaml"
 "$tree/bin/cuslice-scheduler" --config "$work/cuslice.yaml" --socket "$work/cuslice.sock" \
   --shm-name "/cuslice-time-slices-$$" >"$OUT/scheduler.log" 2>&1 &
 daemon=$!

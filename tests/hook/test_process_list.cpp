@@ -215,8 +215,8 @@ class ProcessListTenant : public ::testing::Test {
     scheduler_ = std::make_unique<Scheduler>(
         "scheduler:\n  quantum: 20ms\n  gpu_memory: 16GiB\n"
         "tenants:\n"
-        "  - name: a\n    memory: 4GiB\n    compute: {share: 50%}\n"
-        "  - name: b\n    memory: 4GiB\n    compute: {share: 50%}\n");
+        "  - name: a\n    allow_env: true\n    memory: 4GiB\n    compute: {share: 50%}\n"
+        "  - name: b\n    allow_env: true\n    memory: 4GiB\n    compute: {share: 50%}\n");
     ASSERT_TRUE(scheduler_->running()) << "the scheduler did not start";
   }
   void TearDown() override { scheduler_.reset(); }

@@ -259,8 +259,8 @@ class Tenant : public ::testing::Test {
     shm_ = "/cuslice-tenant-test-" + std::to_string(getpid());
     std::ofstream(dir_ + "/config.yaml") << "scheduler:\n  quantum: 20ms\n  gpu_memory: 16GiB\n"
                                             "tenants:\n"
-                                            "  - name: a\n    memory: 3GiB\n    compute: {share: 50%}\n"
-                                            "  - name: b\n    memory: 2GiB\n    compute: {share: 50%}\n";
+                                            "  - name: a\n    allow_env: true\n    memory: 3GiB\n    compute: {share: 50%}\n"
+                                            "  - name: b\n    allow_env: true\n    memory: 2GiB\n    compute: {share: 50%}\n";
     daemon_ = spawn({CUSLICE_SCHEDULER_PATH, "--config", dir_ + "/config.yaml", "--socket", socket_,
                      "--shm-name", shm_},
                     {}, /*preload=*/false);

@@ -99,7 +99,7 @@ class TenantMemory : public ::testing::Test {
     setenv("FAKE_CUDA_SHARED_DEVICE", device_.c_str(), 1);
     fake_cuda_reset();
     scheduler_ = std::make_unique<Scheduler>("scheduler:\n  gpu_memory: 16GiB\n"
-                                             "tenants:\n  - name: t\n    memory: 8GiB\n");
+                                             "tenants:\n  - name: t\n    allow_env: true\n    memory: 8GiB\n");
     ASSERT_TRUE(scheduler_->running()) << "the scheduler did not start";
   }
   void TearDown() override {

@@ -151,8 +151,8 @@ class TimeSlice : public ::testing::Test {
   void start(const std::string& slice_line = "  lower_priority_timeslice: 300us\n") {
     scheduler_ = std::make_unique<Scheduler>("scheduler:\n" + slice_line +
                                              "tenants:\n"
-                                             "  - name: hi\n    priority: high\n"
-                                             "  - name: lo\n    priority: low\n");
+                                             "  - name: hi\n    allow_env: true\n    priority: high\n"
+                                             "  - name: lo\n    allow_env: true\n    priority: low\n");
     ASSERT_TRUE(scheduler_->running()) << "the scheduler did not start";
   }
   void TearDown() override { scheduler_.reset(); }

@@ -15,8 +15,10 @@
 // Run without libcuslice.so preloaded, it can also play a process that speaks to the scheduler
 // itself (protocol/client.h, as the hook would) and then does what it likes:
 //   attach           registers with the scheduler (CUSLICE_SOCKET, CUSLICE_TENANT) -> ok MS | err STATUS MS
-//   claim FLAGS      writes FLAGS (shm::kUses*) into its own record, as any process of the
-//                    tenant can                                        -> ok MS
+//   claim FLAGS      says it uses FLAGS (shm::kUses*), as the hook says it: its own record and
+//                    its own connection                                -> ok MS
+//   claim-for PID FLAGS  writes FLAGS into the record of the tenant's process PID, as any
+//                    process of the tenant can write                  -> ok MS | err 1 MS
 //   reserve BYTES    charges BYTES on GPU 0 to the tenant's quota      -> ok MS | err 2 MS
 //
 // MS is how long the call took, in milliseconds: how long a lock or a wait for room held it.
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "client.h"
+#include "client_state.h"
 
 namespace {
 
@@ -108,6 +111,18 @@ int main() {
     } else if (command == "claim") {
       client::note_checkpoint_blocker(static_cast<uint32_t>(bytes));
       answer(CUDA_SUCCESS, started);
+    } else if (command == "claim-for") {
+      // `bytes` is the pid here; the flags follow.
+      unsigned int flags = 0;
+      words >> flags;
+      const cuslice::client::internal::Attachment* att = cuslice::client::internal::g.current.load();
+      bool written = false;
+      for (uint32_t slot = 0; att != nullptr && slot < cuslice::shm::kMaxProcesses; ++slot) {
+        if (att->segment->processes[slot].pid.load() != static_cast<int32_t>(bytes)) continue;
+        att->region->processes[slot].checkpoint_flags.fetch_or(flags);
+        written = true;
+      }
+      answer(written ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE, started);
     } else if (command == "reserve") {
       const bool ok = client::memory_try_reserve(0, bytes) == client::Reserve::kOk;
       answer(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY, started);

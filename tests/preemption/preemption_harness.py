@@ -23,6 +23,7 @@ HOOK = os.environ.get("CUSLICE_HOOK", "")
 SCHEDULER = os.environ.get("CUSLICE_SCHEDULER", "")
 CLI = os.environ.get("CUSLICE_CLI", "")
 WORKER = os.environ.get("MEMORY_WORKER", "")
+SOCKET_ATTACKER = os.environ.get("SOCKET_ATTACKER", "")  # tests/scheduler/clients/socket_attacker.cpp
 FAKE_DRIVER_DIR = os.environ.get("FAKE_DRIVER_DIR", "")
 
 GiB = 1 << 30

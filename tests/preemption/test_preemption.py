@@ -6,12 +6,14 @@ a suspension, a resume meeting a new allocation, a suspended process killed, a s
 restarted with a tenant suspended; and the refusals and failures an operator must see."""
 import os
 import re
+import select
 import signal
+import subprocess
 import time
 
 import pytest
 
-from preemption_harness import CHECKPOINTED, GiB, MiB, RUNNING, Scenario, wait_for
+from preemption_harness import CHECKPOINTED, CLI, GiB, MiB, RUNNING, SOCKET_ATTACKER, Scenario, wait_for
 
 CONFIG = """scheduler:
   gpu_memory: 16GiB
@@ -22,9 +24,11 @@ CONFIG = """scheduler:
     resume_margin: 256MiB
 tenants:
   - name: serve
+    allow_env: true
     priority: high
     memory: 13GiB
   - name: train
+    allow_env: true
     priority: low
     memory: 15GiB
     preemptible: true
@@ -139,7 +143,8 @@ def test_a_suspended_process_killed_leaves_nothing_behind():
         train.ok(f"alloc {12 * GiB}")
         serve = s.worker("serve")
         serve.ok(f"alloc {8 * GiB}", timeout_s=30)
-        journal = s.daemon.socket + ".suspended.json"
+        # Beside the control socket, in the directory only the scheduler writes.
+        journal = os.path.join(os.path.dirname(s.daemon.socket) + "-control", "cuslice.sock.suspended.json")
         assert os.path.exists(journal)
         train.kill()
         wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "running", 10,
@@ -262,6 +267,24 @@ def test_a_process_that_only_says_it_cannot_be_moved_spares_nobody():
         wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
 
 
+def test_a_process_cannot_say_for_another_that_it_cannot_be_moved():
+    # A process of the tenant writes the claim into its sibling's record, as any process of the
+    # tenant can write: the sibling must still be suspended, not stopped.
+    with Scenario(CONFIG) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        mallory = s.process("train", hooked=False)
+        mallory.ok("attach")
+        mallory.ok(f"claim-for {train.pid} {2 | 1}")
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        assert train.exited() is None, "stopped on another process's word"
+        assert f"pid {train.pid} stopped" not in s.daemon.log_text()
+        serve.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 20, "the trainer to be resumed")
+
+
 def test_with_keep_a_tenant_that_says_it_cannot_be_moved_is_not_suspended():
     with Scenario(KEEP) as s:
         train = s.worker("train")
@@ -354,3 +377,41 @@ def subprocess_table(s):
     from preemption_harness import CLI
     return subprocess.run([CLI, "status", "--socket", s.daemon.socket], capture_output=True, text=True,
                           check=True).stdout
+
+
+def test_a_flood_of_memory_requests_during_a_suspension_leaves_the_scheduler_responsive():
+    # A suspension that takes half a minute (three seconds per GiB), and meanwhile 250
+    # registrations sending 16 requests for room each. The scheduler must go on answering
+    # `cuslice status` while the flood comes in, serve the flood itself quickly, and stop
+    # serving at once when told. The bounds are generous (a loaded machine passes them):
+    # deciding every pending request again, with /proc/meminfo read for each, on every request
+    # kept the loop busy for over half a minute.
+    with Scenario(CONFIG, daemon_env={"FAKE_CUDA_CHECKPOINT_MS_PER_GIB": "3000"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.send(f"alloc {8 * GiB}")  # answered once the trainer is suspended
+        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "suspending", 10,
+                 "the suspension to begin")
+        started = time.monotonic()
+        flood = subprocess.Popen([SOCKET_ATTACKER, "requests", s.daemon.socket, "serve", "250", "16"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            slowest = 0.0
+            while not select.select([flood.stdout], [], [], 0)[0] and time.monotonic() - started < 60:
+                asked = time.monotonic()
+                subprocess.run([CLI, "status", "--socket", s.daemon.socket], capture_output=True, check=True,
+                               timeout=60)
+                slowest = max(slowest, time.monotonic() - asked)
+            sent = flood.stdout.readline().split()
+            assert sent and sent[0] == "sent" and int(sent[1]) > 1000, sent
+            served = time.monotonic() - started
+            assert slowest < 3, f"cuslice status waited {slowest:.1f} s behind the requests"
+            assert served < 15, f"the flood's registrations were answered over {served:.1f} s"
+            # Stopped at once: hooks told, nothing served; the process itself exits once the
+            # driver call in flight (the checkpoint) returns.
+            s.daemon.process.send_signal(signal.SIGTERM)
+            wait_for(lambda: "info: stopped" in s.daemon.log_text(), 3, "the scheduler to stop on SIGTERM")
+        finally:
+            flood.stdin.close()
+            flood.wait(timeout=30)

@@ -35,7 +35,7 @@ class KeptFree : public ::testing::Test {
     config_ = dir_ + "/cuslice.yaml";
     setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
     setenv("CUSLICE_TENANT", "a", 1);
-    std::ofstream(config_) << "tenants:\n  - name: a\n    memory: 2GiB\n";
+    std::ofstream(config_) << "tenants:\n  - name: a\n    allow_env: true\n    memory: 2GiB\n";
     daemon_ = fork();
     if (daemon_ == 0) {
       const std::string shm = "/cuslice-kept-test-" + std::to_string(getppid());

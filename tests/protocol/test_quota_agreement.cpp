@@ -146,7 +146,7 @@ class QuotaAgreement : public ::testing::TestWithParam<Case> {
 TEST_P(QuotaAgreement, EveryComponentResolvesThePercentageToTheSameBytes) {
   const Case& c = GetParam();
   const uint64_t want = c.card * c.numerator / c.denominator;  // rounded down
-  const std::string tenant = std::string("  - {name: a, memory: ") + c.percent + "}\n";
+  const std::string tenant = std::string("  - {name: a, allow_env: true, memory: ") + c.percent + "}\n";
 
   // The daemon knows the card's size: it resolves the percentage and publishes bytes.
   const Resolved known =

@@ -70,9 +70,10 @@ def default_control_socket(socket_path):
 
 class Scheduler:
     """cuslice-scheduler on a private socket and segment; its control socket is the default
-    one for that socket (beside tmp_path, never in it) unless `args` say otherwise."""
+    one for that socket (beside tmp_path, never in it) unless `args` say otherwise. `prefix`
+    runs it through another command (prlimit)."""
 
-    def __init__(self, tmp_path, args=(), config=None, env=None):
+    def __init__(self, tmp_path, args=(), config=None, env=None, prefix=()):
         self.socket = tmp_path / "s.sock"
         self.control_socket = default_control_socket(self.socket)
         if "--control-socket" in args:
@@ -85,7 +86,7 @@ class Scheduler:
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         full_env.update(env or {})
         self.process = subprocess.Popen(
-            [str(built("CUSLICE_SCHEDULER_BIN")), "--socket", str(self.socket),
+            [*prefix, str(built("CUSLICE_SCHEDULER_BIN")), "--socket", str(self.socket),
              "--shm-name", self.shm_name, "--log-level", "info", *args],
             env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True,

@@ -8,6 +8,9 @@
 //                                           prints the reply's status and message
 //   attacker hold SOCKET TENANT N           N registrations kept open; prints "ok K refused R"
 //                                           once all are answered, then waits for stdin to close
+//   attacker requests SOCKET TENANT N K     N registrations, each sending K memory requests (1 MiB
+//                                           on GPU 0, the card said full); prints "sent R" with
+//                                           the requests sent, then waits for stdin to close
 //   attacker connections SOCKET N           N connections that send nothing; prints how many
 //                                           the scheduler closed within 10 s
 //   attacker oversized SOCKET               a registration, then a 64 KiB message; prints
@@ -103,6 +106,33 @@ int hold(const char* socket_path, const char* tenant, int n) {
     }
   }
   std::printf("ok %zu refused %d\n", kept.size(), refused);
+  std::fflush(stdout);
+  char buf[16];
+  while (read(0, buf, sizeof buf) > 0) {
+  }
+  for (int s : kept) close(s);
+  return 0;
+}
+
+int memory_requests(const char* socket_path, const char* tenant, int n, int k) {
+  std::vector<int> kept;
+  int sent = 0;
+  for (int i = 0; i < n; ++i) {
+    const int s = connect_to(socket_path);
+    wire::RegisterReply reply;
+    if (s < 0 || !registered(s, tenant, 0, reply)) {
+      if (s >= 0) close(s);
+      continue;
+    }
+    kept.push_back(s);
+    for (int r = 1; r <= k; ++r) {
+      wire::MemoryRequest req;
+      req.sequence = static_cast<uint32_t>(r);
+      req.bytes = uint64_t{1} << 20;
+      if (send(s, &req, sizeof req, MSG_NOSIGNAL) == sizeof req) ++sent;
+    }
+  }
+  std::printf("sent %d\n", sent);
   std::fflush(stdout);
   char buf[16];
   while (read(0, buf, sizeof buf) > 0) {
@@ -228,6 +258,8 @@ int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "register" && argc == 5) return register_once(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0));
   if (cmd == "hold" && argc == 5) return hold(argv[2], argv[3], std::atoi(argv[4]));
+  if (cmd == "requests" && argc == 6)
+    return memory_requests(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
   if (cmd == "connections" && argc == 4) return silent_connections(argv[2], std::atoi(argv[3]));
   if (cmd == "oversized" && argc == 4) return oversized(argv[2], argv[3]);
   if (cmd == "control" && (argc == 4 || argc == 5)) {

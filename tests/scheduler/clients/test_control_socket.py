@@ -23,7 +23,7 @@ from scheduler_harness import DEADLINE, FakeProcess, Scheduler, built, default_c
 
 NOBODY = 65534
 FORBIDDEN = 3  # wire::ControlStatus::kForbidden
-CONFIG = "scheduler: {quantum: 10ms, gpu_memory: 16GiB}\ntenants:\n  - {name: a, memory: 1GiB}\n"
+CONFIG = "scheduler: {quantum: 10ms, gpu_memory: 16GiB}\ntenants:\n  - {name: a, allow_env: true, memory: 1GiB}\n"
 KEY = "0123456789abcdef0123456789abcdef"
 
 
@@ -76,14 +76,14 @@ def test_the_control_socket_is_beside_the_tenant_sockets_directory_and_private(c
 
 
 def test_reload_on_the_tenant_socket_is_refused_even_from_root(configured):
-    configured.config.write_text(CONFIG + "  - {name: b}\n")
+    configured.config.write_text(CONFIG + "  - {name: b, allow_env: true}\n")
     refused_on_tenant_socket(request("control", configured.socket, "reload"), configured, "reload")
     assert set(status(configured)) == {"a"}
     assert "refused a control request" in configured.stop()
 
 
 def test_reload_on_the_control_socket_works(configured):
-    configured.config.write_text(CONFIG + "  - {name: b}\n")
+    configured.config.write_text(CONFIG + "  - {name: b, allow_env: true}\n")
     assert request("control", configured.control_socket, "reload") == f"status 0 reloaded {configured.config}"
     assert set(status(configured)) == {"a", "b"}
 

@@ -177,6 +177,16 @@ TEST(HookMessage, KicksAreShort) {
   EXPECT_EQ(decode_hook_message(oversized.data(), oversized.size()).kind, HookMessage::Kind::kDrop);
 }
 
+TEST(HookMessage, ABlockerClaimKeepsOnlyTheKnownBits) {
+  wire::BlockerClaim claim;
+  claim.flags = shm::kUsesManaged | (1u << 30);
+  const HookMessage m = decode_hook_message(&claim, sizeof claim);
+  EXPECT_EQ(m.kind, HookMessage::Kind::kClaim);
+  EXPECT_EQ(m.claim, shm::kUsesManaged);
+  claim.magic = 0;  // eight bytes of anything else: a kick
+  EXPECT_EQ(decode_hook_message(&claim, sizeof claim).kind, HookMessage::Kind::kKick);
+}
+
 TEST(HookMessage, AMemoryRequest) {
   wire::MemoryRequest r;
   r.gpu = 3;

@@ -11,17 +11,20 @@ root (to start the scheduler as root and drop to another uid); they skip otherwi
 import json
 import os
 import resource
+import select
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from scheduler_harness import DEADLINE, FakeProcess, Scheduler, answers, built, eventually, free_port
+from scheduler_harness import DEADLINE, FakeProcess, Scheduler, answers, built, eventually, free_port, shm_exists
 
 NOBODY = 65534
 CONFIG = """\
@@ -34,6 +37,9 @@ tenants:
   - name: intruder
     memory: 1GiB
     match: {uid: 65534}
+  - name: crowd
+    memory: 1GiB
+    allow_env: true
 """
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
@@ -137,6 +143,35 @@ def test_one_user_cannot_take_every_process_slot(scheduler, victim):
         hog.wait(timeout=DEADLINE)
 
 
+def test_users_who_share_a_tenant_cannot_take_every_process_slot(scheduler, victim):
+    # Four users, each within its own limit, all in one tenant: together they may not leave
+    # another tenant's process without a slot (it would then be refused, or run unscheduled).
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, max(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+    hogs = []
+    try:
+        held = 0
+        for uid in (65531, 65532, 65533, NOBODY):
+            hog = subprocess.Popen(["prlimit", "--nofile=4096", "setpriv", f"--reuid={uid}", f"--regid={uid}",
+                                    "--clear-groups", "--", str(built("CUSLICE_SOCKET_ATTACKER")), "hold",
+                                    str(scheduler.socket), "crowd", "256"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            hogs.append(hog)
+            assert select.select([hog.stdout], [], [], DEADLINE * 4)[0], f"uid {uid}'s registrations went unanswered"
+            words = hog.stdout.readline().split()
+            assert words[0] == "ok", words
+            held += int(words[1])
+        assert held == 256, f"one tenant holds {held} process slots"
+        # Full for that tenant: its hooks are told "no room" and fail, rather than run.
+        out = attack("register", scheduler.socket, "crowd", 0)
+        assert out.startswith("refused 2 ") and "the most one tenant may have" in out, out
+        assert_unaffected(scheduler, victim)
+    finally:
+        for hog in hogs:
+            hog.stdin.close()
+            hog.kill()
+            hog.wait(timeout=DEADLINE)
+
+
 def test_silent_connections_are_closed(scheduler, victim):
     assert attack("connections", scheduler.socket, 20) == "opened 20 closed 20"
     assert_unaffected(scheduler, victim)
@@ -234,3 +269,230 @@ def test_a_scheduler_killed_with_sigkill_is_replaced_at_once(world_dir):
     finally:
         again.terminate()
         again.communicate(timeout=DEADLINE)
+
+
+# Run as the attacker: takes a read lock on every file it can open in the tenant socket's
+# directory and on the segment, each in a thread of its own that waits while the scheduler
+# holds its lock, and says "locked PATH" for each it gets. Keeps them until stdin closes.
+LOCKER = r"""
+import fcntl, os, sys, threading
+def hold(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.lockf(fd, fcntl.LOCK_SH)
+        print("locked", path, flush=True)
+    except OSError:
+        pass
+paths = [os.path.join(sys.argv[1], n) for n in os.listdir(sys.argv[1])] + sys.argv[2:]
+for p in paths:
+    threading.Thread(target=hold, args=(p,), daemon=True).start()
+print("waiting", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
+    first = Scheduler(world_dir, config=CONFIG).wait_ready()
+    segment = "/dev/shm" + first.shm_name
+    locker = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                               sys.executable, "-c", LOCKER, str(world_dir), segment],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    said = []
+    threading.Thread(target=lambda: said.extend(line.strip() for line in locker.stdout), daemon=True).start()
+    again = None
+    try:
+        eventually(lambda: "waiting" in said, "the attacker to queue for its locks", timeout=DEADLINE * 2)
+        first.process.kill()  # the segment stays behind, as after a crash
+        first.process.wait(timeout=DEADLINE)
+        # The lock the attacker queued for on the segment is its own once the scheduler is gone.
+        eventually(lambda: f"locked {segment}" in said, "the attacker's lock")
+        again = subprocess.Popen([str(built("CUSLICE_SCHEDULER_BIN")), "--config", str(first.config), "--socket",
+                                  str(first.socket), "--shm-name", first.shm_name],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        eventually(lambda: answers(first.socket) or again.poll() is not None, "the new scheduler")
+        assert again.poll() is None, again.communicate()[1]
+        p = FakeProcess(first.socket, None)
+        p.close()
+    finally:
+        locker.stdin.close()
+        locker.wait(timeout=DEADLINE)
+        if again is not None:
+            again.terminate()
+            again.communicate(timeout=DEADLINE)
+        if shm_exists(first.shm_name):
+            os.unlink(segment)
+
+
+# Registers with the scheduler by hand as tenant argv[2], hands the connection to a child that
+# keeps it (and never exits by itself), says "registered PID CHILD", and exits once a line
+# comes on stdin.
+HAND_OVER = r"""
+import os, signal, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(struct.pack("<IHH64s16Q", 0x43534C43, 2, 200, sys.argv[2].encode(), *([0] * 16)))
+s.recvmsg(4096, socket.CMSG_SPACE(8))
+child = os.fork()
+if child == 0:
+    while True:
+        signal.pause()
+print("registered", os.getpid(), child, flush=True)
+sys.stdin.readline()
+"""
+
+
+def spawn_at_pid(pid, argv):
+    """`argv` started as process `pid` (the kernel's next pid set through ns_last_pid), or
+    None when other processes keep taking it."""
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(argv)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
+def test_a_pid_reused_after_its_process_left_is_not_taken_for_it(tmp_path):
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("cannot choose the next pid here")
+    shown = tmp_path / "nvml-pids"
+    shown.write_text("")
+    port = free_port()
+    config = "tenants:\n  - {name: strict, allow_env: true, memory: 1GiB, on_violation: kill}\n"
+    sched = Scheduler(tmp_path, ["--metrics-port", str(port)], config=config, env={
+        "LD_LIBRARY_PATH": str(built("CUSLICE_FAKE_DRIVER_DIR")), "FAKE_NVML_OTHER_PIDS_FILE": str(shown)}).wait_ready()
+    leaver = subprocess.Popen([sys.executable, "-c", HAND_OVER, str(sched.socket), "strict"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = victim = None
+    try:
+        words = leaver.stdout.readline().split()
+        assert words[0] == "registered", words
+        gone, child = int(words[1]), int(words[2])
+        eventually(lambda: status(sched)["strict"]["pids"] == [gone], "the registration")
+        leaver.stdin.write("\n")
+        leaver.stdin.flush()
+        leaver.wait(timeout=DEADLINE)
+        # Another user's GPU process, without the hook, takes the pid; the child still holds
+        # the connection.
+        victim = spawn_at_pid(gone, ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                                     "sleep", "600"])
+        if victim is None:
+            pytest.skip(f"pid {gone} kept being taken by other processes")
+        shown.write_text(f"{gone}:{2 << 30}\n")
+        # Reported as a process in no tenant (from the watchdog's second reading on), never
+        # killed as the tenant's.
+        eventually(lambda: victim.poll() is not None or
+                   sample_metric(scrape_metrics(port), "cuslice_gpu_unhooked_processes") == 1,
+                   "the victim reported as unhooked")
+        assert victim.poll() is None, "the watchdog killed another user's process that took a tenant's pid"
+        assert status(sched)["strict"]["pids"] == [], "a registration outlived its process"
+    finally:
+        if victim is not None:
+            victim.kill()
+            victim.wait()
+        if child is not None:
+            os.kill(child, 9)
+        leaver.kill()
+        leaver.wait()
+        sched.stop()
+
+
+def scrape_metrics(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def sample_metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+# Connects without registering, hands the connection to a child and exits; the child sends
+# the registration (tenant argv[2]) once a line comes on stdin, and says "answered" or
+# "closed".
+LATE_REGISTRATION = r"""
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+if os.fork() != 0:
+    print("connected", os.getpid(), flush=True)
+    os._exit(0)
+sys.stdin.readline()
+try:
+    s.send(struct.pack("<IHH64s16Q", 0x43534C43, 2, 200, sys.argv[2].encode(), *([0] * 16)))
+    reply = s.recv(4096)
+except OSError:
+    reply = b""
+print("answered" if reply else "closed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_registration_sent_after_the_connecting_process_left_is_not_taken(scheduler, victim):
+    # What /proc says about a pid when a late message arrives may be another process's (the
+    # pid reused, in another cgroup): the connection is judged by the process that connected,
+    # and goes with it.
+    late = subprocess.Popen([sys.executable, "-c", LATE_REGISTRATION, str(scheduler.socket), "crowd"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        words = late.stdout.readline().split()
+        assert words[0] == "connected", words
+        late.wait(timeout=DEADLINE)  # the process that connected; its child holds the socket
+        late.stdin.write("\n")
+        late.stdin.flush()
+        assert select.select([late.stdout], [], [], DEADLINE)[0], "no word from the child"
+        assert late.stdout.readline().strip() == "closed", "a registration outlived the process that connected"
+        assert status(scheduler)["crowd"]["pids"] == []
+        assert_unaffected(scheduler, victim)
+    finally:
+        late.stdin.close()  # the child reads it to its end, then exits
+        late.wait()
+
+
+def tenant_socket_full(path):
+    """Whether the tenant socket's queue is full: the scheduler takes no connection now."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    probe.setblocking(False)
+    try:
+        probe.connect(str(path))
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def test_users_together_cannot_take_the_descriptors_others_need(world_dir):
+    # Nine users, each within its own 512 connections, against a scheduler with 3000
+    # descriptors: the control socket must keep answering, and a process that starts then
+    # must not run unscheduled (it registers, or its hook fails for want of room).
+    s = Scheduler(world_dir, config=CONFIG, prefix=("prlimit", "--nofile=3000:3000")).wait_ready()
+    floods = []
+    try:
+        for uid in range(65525, 65534):
+            floods.append(subprocess.Popen(
+                ["prlimit", "--nofile=4096", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                 str(built("CUSLICE_SOCKET_ATTACKER")), "connections", str(s.socket), "512"],
+                stdout=subprocess.DEVNULL))
+        eventually(lambda: tenant_socket_full(s.socket), "the tenant socket to take no more connections")
+        asked = time.monotonic()
+        out = subprocess.run([str(built("CUSLICE_SOCKET_ATTACKER")), "control", str(s.control_socket), "describe"],
+                             capture_output=True, text=True, timeout=DEADLINE * 2).stdout
+        assert out.startswith("status 0"), out
+        assert time.monotonic() - asked < 3, "the control socket waited behind the tenant socket's connections"
+        late = subprocess.run([str(built("CUSLICE_FAKE_PROCESS"))], input="", capture_output=True, text=True,
+                              timeout=DEADLINE * 2,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUSLICE_SOCKET": str(s.socket)})
+        assert late.returncode == 0 or "no scheduler listening" not in late.stderr, late.stderr
+    finally:
+        for flood in floods:
+            flood.kill()
+            flood.wait()
+        s.stop()

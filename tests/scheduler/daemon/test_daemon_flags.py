@@ -7,7 +7,7 @@ import pytest
 
 from scheduler_harness import DEADLINE, Scheduler, answers, eventually
 
-CONFIG = "tenants:\n  - {name: a}\n"
+CONFIG = "tenants:\n  - {name: a, allow_env: true}\n"
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_watch_config_reloads_when_the_file_is_rewritten(tmp_path, notify):
                   env={"NOTIFY_SOCKET": str(path)}).wait_ready()
     try:
         receive_until("READY=1")
-        (tmp_path / "new.yaml").write_text("tenants:\n  - {name: a}\n  - {name: b}\n")
+        (tmp_path / "new.yaml").write_text("tenants:\n  - {name: a, allow_env: true}\n  - {name: b, allow_env: true}\n")
         (tmp_path / "new.yaml").rename(s.config)  # how editors and tools save
         receive_until("RELOADING=1")
         receive_until("READY=1")
@@ -123,7 +123,7 @@ def test_watch_config_follows_a_configmap_update(tmp_path, notify):
     try:
         receive_until("READY=1")
         (mount / "..2026_02").mkdir()
-        (mount / "..2026_02" / "cuslice.yaml").write_text("tenants:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
+        (mount / "..2026_02" / "cuslice.yaml").write_text("tenants:\n  - {name: a, allow_env: true}\n  - {name: b, allow_env: true}\n  - {name: c, allow_env: true}\n")
         (mount / "..data_tmp").symlink_to("..2026_02")
         (mount / "..data_tmp").rename(mount / "..data")
         receive_until("RELOADING=1")

@@ -20,9 +20,11 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client.h"
 #include "shm_protocol.h"
+#include "socket_protocol.h"
 
 namespace cuslice {
 namespace {
@@ -200,8 +202,8 @@ TEST_F(SchedulerProcessTest, SharesSplitGpuTime) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
-      "  - {name: a, compute: {share: 70%}}\n"
-      "  - {name: b, compute: {share: 30%}}\n");
+      "  - {name: a, allow_env: true, compute: {share: 70%}}\n"
+      "  - {name: b, allow_env: true, compute: {share: 30%}}\n");
   start_daemon();
   const pid_t a = spawn("a", kernels_for(2500ms));
   const pid_t b = spawn("b", kernels_for(2500ms));
@@ -216,7 +218,7 @@ TEST_F(SchedulerProcessTest, LimitCapsATenantThatIsAlone) {
   write_config(
       "scheduler: {quantum: 10ms, limit_window: 500ms}\n"
       "tenants:\n"
-      "  - {name: a, compute: {limit: 30%}}\n");
+      "  - {name: a, allow_env: true, compute: {limit: 30%}}\n");
   start_daemon();
   const auto start = Clock::now();
   EXPECT_EQ(wait_exit(spawn("a", kernels_for(2500ms))), 0);
@@ -230,8 +232,8 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheGpu) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
-      "  - {name: low, priority: low}\n"
-      "  - {name: high, priority: high}\n");
+      "  - {name: low, allow_env: true, priority: low}\n"
+      "  - {name: high, allow_env: true, priority: high}\n");
   start_daemon();
   spawn("low", kernels_for(3000ms));
   ASSERT_TRUE(eventually([&] { return gpu_time("low") > 0; }, 2000ms));
@@ -252,9 +254,9 @@ TEST_F(SchedulerProcessTest, HigherPriorityTakesTheTokenWithoutADrain) {
   write_config(
       "scheduler: {quantum: 10ms}\n"
       "tenants:\n"
-      "  - {name: low, priority: low}\n"
-      "  - {name: low2, priority: low}\n"
-      "  - {name: high, priority: high}\n");
+      "  - {name: low, allow_env: true, priority: low}\n"
+      "  - {name: low2, allow_env: true, priority: low}\n"
+      "  - {name: high, allow_env: true, priority: high}\n");
   start_daemon();
   const uint32_t low = tenant_index("low"), high = tenant_index("high");
   spawn("low", [] {
@@ -325,8 +327,8 @@ TEST_F(SchedulerProcessTest, IdleHolderGivesTheTokenUpEarly) {
   write_config(
       "scheduler: {quantum: 5s}\n"
       "tenants:\n"
-      "  - {name: a}\n"
-      "  - {name: b}\n");
+      "  - {name: a, allow_env: true}\n"
+      "  - {name: b, allow_env: true}\n");
   start_daemon();
   const uint32_t ta = tenant_index("a");
   spawn("a", [] {
@@ -351,8 +353,8 @@ TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
   write_config(
       "scheduler:\n  quantum: 10s\n"
       "tenants:\n"
-      "  - {name: a, memory: 1GiB}\n"
-      "  - {name: b}\n");
+      "  - {name: a, allow_env: true, memory: 1GiB}\n"
+      "  - {name: b, allow_env: true}\n");
   start_daemon();
   const uint32_t ta = tenant_index("a"), tb = tenant_index("b");
   const pid_t holder = spawn("a", [] {
@@ -409,7 +411,7 @@ TEST_F(SchedulerProcessTest, ATenantHoldsNoMemoryOnAGpuItIsNotGiven) {
 }
 
 TEST_F(SchedulerProcessTest, ClientsSurviveADaemonRestartAndReattach) {
-  write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true, memory: 1GiB}\n");
   start_daemon();
   // Exit code: 0 all good, 1 lost no connection, 2 stalled while the daemon was away,
   // 3 not attached again at the end, 4 reservation not carried over.
@@ -449,7 +451,7 @@ TEST_F(SchedulerProcessTest, AProcessWhoseSegmentIsBindMountedReattachesAfterARe
            mount("tmpfs", "/dev/shm", "tmpfs", 0, nullptr) == 0 && file(path) &&
            mount(pin.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) == 0;
   };
-  write_config("tenants:\n  - {name: a, memory: 1GiB}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true, memory: 1GiB}\n");
   start_daemon();
   const pid_t probe = fork();
   if (probe == 0) _exit(pin_segment() ? 0 : 1);
@@ -470,7 +472,7 @@ TEST_F(SchedulerProcessTest, AProcessWhoseSegmentIsBindMountedReattachesAfterARe
 
 TEST_F(SchedulerProcessTest, CleanStopReleasesWaiters) {
   // a outranks b: b waits for as long as a has work, however long a holds the token.
-  write_config("tenants:\n  - {name: a, priority: high}\n  - {name: b, priority: low}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true, priority: high}\n  - {name: b, allow_env: true, priority: low}\n");
   start_daemon();
   spawn("a", []() -> int {
     client::token_acquire(0);
@@ -505,6 +507,52 @@ TEST_F(SchedulerProcessTest, RefusesProcessesWithoutATenantWithAReason) {
   }
 }
 
+// A scheduler that answers every registration "full", or never answers, has no room for
+// the process: the client says so (kBusy, on which the hook fails CUDA's initialisation)
+// after a short wait, and never lets the process run unscheduled on it.
+TEST_F(SchedulerProcessTest, AProcessTheSchedulerHasNoRoomForIsToldSo) {
+  for (const bool answers : {true, false}) {
+    const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+    unlink(socket_.c_str());
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(listener, 8), 0);
+    std::thread full([listener, answers] {
+      // Answers (or ignores) registrations until the listener is shut down; keeps every
+      // connection open meanwhile, so that a client's wait for the answer ends only by it
+      // or by the client's own timeout, however slowly either side runs.
+      std::vector<int> kept;
+      for (;;) {
+        const int c = accept(listener, nullptr, nullptr);
+        if (c < 0) break;
+        kept.push_back(c);
+        wire::RegisterRequest req;
+        if (recv(c, &req, sizeof req, 0) == sizeof req && answers) {
+          wire::RegisterReply reply;
+          reply.status = wire::RegisterStatus::kFull;
+          std::strncpy(reply.message, "all process slots are in use", sizeof reply.message - 1);
+          send(c, &reply, sizeof reply, MSG_NOSIGNAL);
+        }
+      }
+      for (const int c : kept) close(c);
+    });
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+      const bool busy = client::attach() == client::AttachStatus::kBusy;
+      const bool explained = !answers || std::strstr(client::last_error(), "all process slots") != nullptr;
+      _exit(busy && explained && !client::attached() ? 0 : 1);
+    }
+    children_.push_back(pid);
+    EXPECT_EQ(wait_exit(pid), 0) << (answers ? "answered full" : "never answered");
+    shutdown(listener, SHUT_RDWR);
+    full.join();
+    close(listener);
+  }
+}
+
 TEST_F(SchedulerProcessTest, WithoutADaemonEverythingIsUngated) {
   const pid_t pid = fork();
   if (pid == 0) {
@@ -522,13 +570,13 @@ TEST_F(SchedulerProcessTest, WithoutADaemonEverythingIsUngated) {
 }
 
 TEST_F(SchedulerProcessTest, ReloadKeepsTheRunningConfigurationOnErrors) {
-  write_config("tenants:\n  - {name: a}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true}\n");
   start_daemon();
   write_config("tenants:\n  - {name: a, memroy: 1GiB}\n");
   kill(daemon_, SIGHUP);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(wait_exit(spawn("a", [] { return 0; })), 0) << "the daemon stopped serving";
-  write_config("tenants:\n  - {name: a}\n  - {name: added}\n");
+  write_config("tenants:\n  - {name: a, allow_env: true}\n  - {name: added, allow_env: true}\n");
   kill(daemon_, SIGHUP);
   EXPECT_TRUE(eventually([&] {
     for (const shm::Tenant& t : segment_->tenants)

@@ -13,8 +13,8 @@ UUID_HEX = "00112233445566778899aabbccddeeff"
 UUID = "GPU-00112233-4455-6677-8899-aabbccddeeff"
 CONFIG = """\
 tenants:
-  - {name: train, memory: 2GiB, compute: {share: 60%, limit: 80%}}
-  - {name: serve, priority: high, compute: {share: 40%}}
+  - {name: train, allow_env: true, memory: 2GiB, compute: {share: 60%, limit: 80%}}
+  - {name: serve, allow_env: true, priority: high, compute: {share: 40%}}
 """
 
 # Every family the endpoint promises, with its type.

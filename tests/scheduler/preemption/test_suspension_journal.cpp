@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "suspension_journal.h"
 
@@ -19,6 +20,10 @@ class SuspensionJournalTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string path() const { return (dir_ / "sock.suspended.json").string(); }
   void write_text(const std::string& text) const { std::ofstream(path()) << text; }
+  static std::string read_text(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
 
   std::filesystem::path dir_;
 };
@@ -61,6 +66,27 @@ TEST_F(SuspensionJournalTest, UnreadableOrMalformedEntriesAreSkippedNotFatal) {
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].tenant, "d");
   EXPECT_EQ(entries[0].processes[0].pid, 5);
+}
+
+// Whoever could put a link where the journal is written must not get the scheduler to write
+// (as root) through it, nor to read another file as the journal.
+TEST_F(SuspensionJournalTest, LinksInTheJournalsPlaceAreNeverFollowed) {
+  const std::filesystem::path victim = dir_ / "victim";
+  std::ofstream(victim) << "precious\n";
+  std::filesystem::create_symlink(victim, path() + ".new");
+  SuspensionJournal journal(path());
+  journal.write({{"batch", "suspended", "", {{1, 2, {3}}}}});
+  EXPECT_EQ(read_text(victim), "precious\n") << "written through a link at the temporary name";
+  EXPECT_FALSE(std::filesystem::is_symlink(path() + ".new"));
+  ASSERT_EQ(journal.read().size(), 1u);
+
+  std::filesystem::remove(path());
+  std::ofstream(victim) << R"([{"tenant": "x", "processes": [{"pid": 9}]}])";
+  std::filesystem::create_symlink(victim, path());
+  EXPECT_TRUE(journal.read().empty()) << "read another file through a link as the journal";
+  journal.write({{"batch", "suspended", "", {{1, 2, {3}}}}});
+  EXPECT_FALSE(std::filesystem::is_symlink(path())) << "the link is replaced, not written through";
+  EXPECT_EQ(read_text(victim), R"([{"tenant": "x", "processes": [{"pid": 9}]}])");
 }
 
 }  // namespace

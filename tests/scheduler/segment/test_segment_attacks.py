@@ -216,7 +216,7 @@ def attach(s):
 
 
 def test_the_hook_refuses_a_segment_the_daemons_user_does_not_own(as_root, tmp_path):
-    s = Scheduler(tmp_path, config="tenants:\n  - {name: a}\n").wait_ready()
+    s = Scheduler(tmp_path, config="tenants:\n  - {name: a, allow_env: true}\n").wait_ready()
     path = "/dev/shm" + s.shm_name
     try:
         assert attach(s) == (0, "")

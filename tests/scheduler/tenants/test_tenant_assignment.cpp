@@ -13,6 +13,7 @@ Config config() {
   - name: training
     match: {cgroup: /kubepods/train}
   - name: open
+    allow_env: true
 )", "test.yaml");
   EXPECT_TRUE(r.ok());
   return r.config;
@@ -35,6 +36,13 @@ TEST(TenantAssignment, AllowEnvFalseRefusesSelfSelection) {
   EXPECT_EQ(a.tenant, -1);
   EXPECT_NE(a.reason.find("allow_env: false"), std::string::npos) << a.reason;
   EXPECT_EQ(assign_tenant(config(), peer(1001), "inference").tenant, 0) << "its match rule holds";
+}
+
+TEST(TenantAssignment, ATenantThatSaysNothingIsNotChosenByName) {
+  const Assignment a = assign_tenant(config(), peer(5), "training");
+  EXPECT_EQ(a.tenant, -1) << "allow_env is false unless the file says true";
+  EXPECT_NE(a.reason.find("allow_env: false"), std::string::npos) << a.reason;
+  EXPECT_EQ(assign_tenant(config(), peer(5, "/kubepods/train"), "training").tenant, 1) << "its match rule holds";
 }
 
 TEST(TenantAssignment, MatchRules) {

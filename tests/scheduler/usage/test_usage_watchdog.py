@@ -14,8 +14,8 @@ GiB = 1 << 30
 
 CONFIG = """\
 tenants:
-  - {name: strict, memory: 1GiB, on_violation: kill}
-  - {name: lenient, memory: 1GiB}
+  - {name: strict, allow_env: true, memory: 1GiB, on_violation: kill}
+  - {name: lenient, allow_env: true, memory: 1GiB}
 """
 
 
@@ -107,3 +107,37 @@ def test_when_nvml_cannot_start_the_daemon_runs_and_says_why(tmp_path):
     sched = Scheduler(tmp_path, config=CONFIG, env=env).wait_ready()
     err = sched.stop()
     assert "usage watchdog off: nvmlInit failed: Driver Not Loaded" in err
+
+
+
+def test_a_tenant_reporting_a_tiny_card_does_not_get_another_tenant_killed(tmp_path):
+    # `memory: 50%` of the fake card (16 GiB) is 8 GiB: the victim's 2 GiB is well within it.
+    # A liar's hook says the card has 1 MiB, which would make 50% of it 512 KiB.
+    shown = tmp_path / "nvml-pids"
+    shown.write_text("")
+    config = ("tenants:\n"
+              "  - {name: liar, allow_env: true}\n"
+              "  - {name: victim, allow_env: true, memory: 50%, on_violation: kill}\n")
+    port = free_port()
+    sched = Scheduler(tmp_path, ["--metrics-port", str(port)], config=config, env={
+        "LD_LIBRARY_PATH": fake_nvml_dir(), "FAKE_NVML_OTHER_PIDS_FILE": str(shown)}).wait_ready()
+    unhooked = subprocess.Popen(["sleep", "60"])
+    try:
+        liar = FakeProcess(sched.socket, "liar", "--memory-total", MiB)
+        victim = FakeProcess(sched.socket, "victim", "--reserve", 2 * GiB)
+        # Two readings of the driver with the victim in them, told apart by an unhooked
+        # process that comes and goes.
+        shown.write_text(f"{victim.pid}:{2 * GiB}\n{unhooked.pid}:{MiB}\n")
+        eventually(lambda: sample(scrape(port), "cuslice_gpu_unhooked_processes") == 1, "a first reading")
+        shown.write_text(f"{victim.pid}:{2 * GiB}\n")
+        eventually(lambda: victim.process.poll() is not None or
+                   sample(scrape(port), "cuslice_gpu_unhooked_processes") == 0, "a second reading")
+        assert victim.process.poll() is None, "killed against the card's size as another tenant reported it"
+        assert sample(scrape(port), "cuslice_tenant_over_quota_bytes", tenant="victim") == 0
+        assert sample(scrape(port), "cuslice_gpu_memory_total_bytes") == 16 * GiB, "the daemon's own NVML"
+        victim.close()
+        liar.close()
+    finally:
+        unhooked.kill()
+        unhooked.wait()
+        sched.stop()
