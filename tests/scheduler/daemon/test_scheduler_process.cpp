@@ -390,7 +390,7 @@ TEST_F(SchedulerProcessTest, KilledHolderGivesBackMemoryAndToken) {
 // `gpus` is enforced where memory is: a tenant's process may hold nothing on a GPU its
 // configuration keeps it off, and its quota on its own.
 TEST_F(SchedulerProcessTest, ATenantHoldsNoMemoryOnAGpuItIsNotGiven) {
-  write_config("tenants:\n  - {name: a, memory: 1GiB, gpus: [1]}\n  - {name: b, memory: 1GiB}\n");
+  write_config("tenants:\n  - {name: a, memory: 1GiB, gpus: [1], allow_env: true}\n  - {name: b, memory: 1GiB, allow_env: true}\n");
   start_daemon();
   const pid_t a = spawn("a", [] {
     if (client::memory_try_reserve(0, 1 << 20) != client::Reserve::kOverQuota) return 1;
