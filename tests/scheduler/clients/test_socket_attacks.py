@@ -294,14 +294,19 @@ sys.stdin.read()
 def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
     first = Scheduler(world_dir, config=CONFIG).wait_ready()
     segment = "/dev/shm" + first.shm_name
-    locker = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
-                               sys.executable, "-c", LOCKER, str(world_dir), segment],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    errors = world_dir.parent / f"{world_dir.name}-locker.err"
+    with open(errors, "w") as err:
+        locker = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                                   sys.executable, "-c", LOCKER, str(world_dir), segment],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
     said = []
     threading.Thread(target=lambda: said.extend(line.strip() for line in locker.stdout), daemon=True).start()
     again = None
     try:
-        eventually(lambda: "waiting" in said, "the attacker to queue for its locks", timeout=DEADLINE * 2)
+        # An attacker that could not start says why, at once, rather than after the wait.
+        eventually(lambda: "waiting" in said or locker.poll() is not None, "the attacker to queue for its locks",
+                   timeout=DEADLINE * 4)
+        assert "waiting" in said, f"the attacker exited {locker.returncode}: {errors.read_text()[-2000:]}"
         first.process.kill()  # the segment stays behind, as after a crash
         first.process.wait(timeout=DEADLINE)
         # The lock the attacker queued for on the segment is its own once the scheduler is gone.
@@ -321,6 +326,7 @@ def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
             again.communicate(timeout=DEADLINE)
         if shm_exists(first.shm_name):
             os.unlink(segment)
+        errors.unlink(missing_ok=True)
 
 
 # Registers with the scheduler by hand as tenant argv[2], hands the connection to a child that
