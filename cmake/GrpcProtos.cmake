@@ -7,12 +7,18 @@
 function(cuslice_grpc_protos target proto_dir)
   set(out "${CMAKE_CURRENT_BINARY_DIR}/generated")
   file(MAKE_DIRECTORY "${out}")
+  # The DRA API has proto3 `optional` fields, which protoc 3.12 to 3.14 (Debian 11's 3.12, where
+  # the release tarball is built) accepts only behind this flag; 3.15 and later by default.
+  set(optional_flag)
+  if(Protobuf_VERSION VERSION_LESS 3.15)
+    set(optional_flag --experimental_allow_proto3_optional)
+  endif()
   set(sources)
   foreach(name ${ARGN})
     set(outputs "${out}/${name}.pb.cc" "${out}/${name}.pb.h" "${out}/${name}.grpc.pb.cc" "${out}/${name}.grpc.pb.h")
     add_custom_command(
       OUTPUT ${outputs}
-      COMMAND protobuf::protoc --proto_path=${proto_dir} --cpp_out=${out} --grpc_out=${out}
+      COMMAND protobuf::protoc ${optional_flag} --proto_path=${proto_dir} --cpp_out=${out} --grpc_out=${out}
               --plugin=protoc-gen-grpc=${GRPC_CPP_PLUGIN} "${proto_dir}/${name}.proto"
       DEPENDS "${proto_dir}/${name}.proto"
       COMMENT "Generating the kubelet API ${name}"
