@@ -9,14 +9,13 @@ Waits are bounded polls that return as soon as the condition holds.
 import os
 import socket
 import sys
-import time
 import uuid
 
 import pytest
 
 sys.path.insert(0, os.environ.get("CUSLICE_HARNESS_DIR", ""))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "device_plugin"))
-from scheduler_harness import DEADLINE, built, unique_shm_name  # noqa: E402
+from scheduler_harness import DEADLINE, built, eventually, unique_shm_name  # noqa: E402
 from device_plugin_harness import LineDriven, NodeParts, NodeScheduler, plugin_tenant_records  # noqa: E402
 from api_server import ApiServer  # noqa: E402
 
@@ -27,14 +26,8 @@ SLICE = f"{NODE}-{DRIVER}"
 
 
 def wait_for(what, condition, deadline=DEADLINE):
-    """Polls `condition` until it returns something true; fails after `deadline` seconds."""
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    """scheduler_harness.eventually, with the words first (as these tests read best)."""
+    return eventually(condition, what, timeout=deadline)
 
 
 class Kubelet(LineDriven):
