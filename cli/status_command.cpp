@@ -15,12 +15,14 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cdi_spec.h"
 #include "commands.h"
@@ -68,16 +70,18 @@ std::string check_shm_name(std::string& name) {
 }
 
 // Why tenants are suspended (or were refused, or failed), from the daemon: one line per tenant,
-// `name<TAB>state<TAB>reason`. Nothing from a daemon that does not know the request.
-std::map<std::string, std::string> preemption_reasons(const std::string& socket) {
-  std::map<std::string, std::string> reasons;
+// `name<TAB>state<TAB>reason`, and the fast suspension's figures, `@facts<TAB>name<TAB>path<TAB>
+// moved_out<TAB>host_pool<TAB>movable<TAB>time_to_room_ns`. Nothing from a daemon that does not
+// know the request.
+void read_preemption(const std::string& socket, DaemonView& daemon) {
+  std::map<std::string, std::string>& reasons = daemon.preemption_reasons;
   std::optional<wire::ControlReply> reply;
   try {
     reply = ask_scheduler(socket, wire::ControlCommand::kPreemption, kDescribeTimeoutMs);
   } catch (const Error&) {
-    return reasons;
+    return;
   }
-  if (!reply || reply->status != wire::ControlStatus::kOk) return reasons;
+  if (!reply || reply->status != wire::ControlStatus::kOk) return;
   const std::string text(reply->message, strnlen(reply->message, sizeof reply->message));
   size_t at = 0;
   while (at < text.size()) {
@@ -85,12 +89,29 @@ std::map<std::string, std::string> preemption_reasons(const std::string& socket)
     if (end == std::string::npos) end = text.size();
     const std::string entry = text.substr(at, end - at);
     at = end + 1;
+    if (entry.rfind("@facts\t", 0) == 0) {
+      std::vector<std::string> f;
+      for (size_t from = 0;;) {
+        const size_t tab = entry.find('\t', from);
+        f.push_back(entry.substr(from, tab == std::string::npos ? std::string::npos : tab - from));
+        if (tab == std::string::npos) break;
+        from = tab + 1;
+      }
+      if (f.size() < 7) continue;
+      DaemonView::PreemptionFacts facts;
+      facts.path = f[2] == "-" ? "" : f[2];
+      facts.moved_out = std::strtoull(f[3].c_str(), nullptr, 10);
+      facts.host_pool = std::strtoull(f[4].c_str(), nullptr, 10);
+      facts.movable = std::strtoull(f[5].c_str(), nullptr, 10);
+      facts.time_to_room = static_cast<double>(std::strtoull(f[6].c_str(), nullptr, 10)) / 1e9;
+      daemon.preemption_facts[f[1]] = facts;
+      continue;
+    }
     const size_t first = entry.find('\t');
     const size_t second = first == std::string::npos ? first : entry.find('\t', first + 1);
     if (second == std::string::npos) continue;
     reasons[entry.substr(0, first)] = entry.substr(second + 1);
   }
-  return reasons;
 }
 
 struct Found {
@@ -124,7 +145,7 @@ Found find_scheduler(const StatusOptions& options) {
     } catch (const Error&) {
       // Labels are extra: the status stands without them.
     }
-    daemon.preemption_reasons = preemption_reasons(socket);
+    read_preemption(socket, daemon);
     return {daemon, std::make_unique<SegmentMapping>(daemon.shm_name)};
   }
   for (size_t i = 0; i < choice.candidates.size(); ++i) {

@@ -94,6 +94,12 @@ void tenant_rows(std::string& out, const SegmentSnapshot& s, const DaemonView& d
   }
 }
 
+const DaemonView::PreemptionFacts& facts(const DaemonView& d, const std::string& name) {
+  static const DaemonView::PreemptionFacts kNone;
+  const auto it = d.preemption_facts.find(name);
+  return it != d.preemption_facts.end() ? it->second : kNone;
+}
+
 // Memory preemption: the preemptible tenants, and any tenant the daemon has something to say
 // about (a request of its refused, a failure).
 void preemption_rows(std::string& out, const SegmentSnapshot& s, const DaemonView& d) {
@@ -102,15 +108,18 @@ void preemption_rows(std::string& out, const SegmentSnapshot& s, const DaemonVie
     if (t.preemptible || t.suspension != shm::Tenant::kRunning || d.preemption_reasons.count(t.name)) preempt.push_back(&t);
   if (preempt.empty()) return;
   add_line(out, "");
-  add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", "PREEMPTION", "STATE", "SUSPENSIONS",
-                            "SUSPENDED", "MOVED", "WHY"));
+  add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10} {:<10} {:>10}  {}", "PREEMPTION", "STATE",
+                            "SUSPENSIONS", "SUSPENDED", "MOVED", "LAST", "HOST POOL", "WHY"));
   for (const TenantSnapshot* t : preempt) {
     uint64_t moved = 0;
     for (const TenantGpuSnapshot& use : t->gpus) moved += use.bytes_moved;
     const auto why = d.preemption_reasons.find(t->name);
-    add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10}  {}", t->name, suspension_name(t->suspension),
-                              t->suspensions, format_seconds(static_cast<double>(t->suspended_ns) / kNanosPerSecond),
-                              format_bytes(moved), why != d.preemption_reasons.end() ? why->second : "-"));
+    const DaemonView::PreemptionFacts& f = facts(d, t->name);
+    add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10} {:<10} {:>10}  {}", t->name,
+                              suspension_name(t->suspension), t->suspensions,
+                              format_seconds(static_cast<double>(t->suspended_ns) / kNanosPerSecond),
+                              format_bytes(moved), f.path.empty() ? "-" : f.path, format_bytes(f.host_pool),
+                              why != d.preemption_reasons.end() ? why->second : "-"));
   }
 }
 
@@ -252,7 +261,12 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
           {"suspensions", t.suspensions},
           {"suspended_seconds", static_cast<double>(t.suspended_ns) / kNanosPerSecond},
           {"suspend_seconds", static_cast<double>(t.suspend_ns) / kNanosPerSecond},
-          {"resume_seconds", static_cast<double>(t.resume_ns) / kNanosPerSecond}}},
+          {"resume_seconds", static_cast<double>(t.resume_ns) / kNanosPerSecond},
+          {"path", facts(d, t.name).path},
+          {"moved_out_bytes", facts(d, t.name).moved_out},
+          {"time_to_room_seconds", facts(d, t.name).time_to_room}}},
+        {"host_pool_bytes", facts(d, t.name).host_pool},
+        {"movable_bytes", facts(d, t.name).movable},
     });
   }
 

@@ -30,6 +30,15 @@ struct DaemonView {
   // Memory preemption: why each tenant with something to say is in its state (the daemon's
   // answer to kPreemption), by name.
   std::map<std::string, std::string> preemption_reasons;
+  // The fast suspension's figures, by tenant name (the same answer's "@facts" lines).
+  struct PreemptionFacts {
+    std::string path;             // the last suspension's: "fast", "checkpoint", or empty
+    uint64_t moved_out = 0;       // what the last suspension took off the card
+    uint64_t host_pool = 0;       // pinned host memory its processes prepared
+    uint64_t movable = 0;         // what its processes' hooks can move
+    double time_to_room = 0;      // seconds its last request that needed room waited for it
+  };
+  std::map<std::string, PreemptionFacts> preemption_facts;
 };
 
 nlohmann::json status_json(const SegmentSnapshot& snapshot, const DaemonView& daemon);

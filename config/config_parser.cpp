@@ -106,8 +106,11 @@ class ConfigParser {
 
   void parse_preemption(const YAML::Node& node) {
     if (!read_.expect_map(node, "`preemption`")) return;
-    read_.check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin", "unsuspendable"});
+    read_.check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin", "unsuspendable", "fast"});
     PreemptionSettings& p = config_.scheduler.preemption;
+    if (node["fast"]) {
+      if (auto b = read_.boolean(node["fast"], "fast")) p.fast = *b;
+    }
     if (const YAML::Node v = node["unsuspendable"]) {
       if (read_.expect_scalar(v, "unsuspendable")) {
         if (v.Scalar() == "stop") p.stop_unsuspendable = true;
@@ -135,6 +138,22 @@ class ConfigParser {
   }
 
   // --- tenants: -------------------------------------------------------------------------------
+
+  // Pinned host memory each process of a preemptible tenant prepares for the fast suspension:
+  // bytes, at most what the segment holds in MiB.
+  void parse_host_pool(const YAML::Node& n, TenantConfig& t) {
+    auto spec = read_.size(n, "host_pool");
+    if (!spec) return;
+    if (spec->kind == SizeSpec::Kind::kPercent) {
+      errors_.add(n, "`host_pool` is a size in bytes, e.g. 24GiB, not a percentage");
+      return;
+    }
+    if (spec->bytes > kMaxHostPool) {
+      errors_.add(n, "`host_pool` " + quoted(n) + " is more than 1 PiB");
+      return;
+    }
+    t.host_pool = spec->bytes;
+  }
 
   void parse_tenants(const YAML::Node& node) {
     // Empty is allowed: on a Kubernetes node the device plugin may make every tenant.
@@ -164,7 +183,7 @@ class ConfigParser {
   // other errors are still reported).
   bool parse_tenant(const YAML::Node& item, TenantConfig& t) {
     if (!read_.expect_map(item, "a tenant")) return false;
-    read_.check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible", "gpus"});
+    read_.check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible", "gpus", "host_pool"});
     const bool named = parse_name(item, t);
     if (const YAML::Node p = item["priority"]) parse_priority(p, t);
     if (const YAML::Node m = item["memory"]) parse_memory(m, t);
@@ -178,6 +197,7 @@ class ConfigParser {
       if (auto b = read_.boolean(item["preemptible"], "preemptible")) t.preemptible = *b;
     }
     if (const YAML::Node g = item["gpus"]) parse_gpus(g, t);
+    if (const YAML::Node n = item["host_pool"]) parse_host_pool(n, t);
     return named;
   }
 

@@ -116,6 +116,11 @@ void check_implicit_shares(const Config& c, const SourcePositions& positions, Co
 // needs one, and together they must fit the card (only preemptible tenants may over-commit).
 // Reports the first tenant whose quota takes the sum over, then stops.
 void check_guarantees(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+  for (const TenantConfig& t : c.tenants)
+    if (t.host_pool != 0 && !t.preemptible)
+      errors.add(position_of(positions.tenant_names, t.name),
+                 "tenant `" + t.name + "` has a `host_pool` but is not preemptible: the pool is where a "
+                 "preemptible tenant's memory goes when it is suspended");
   const bool any = std::any_of(c.tenants.begin(), c.tenants.end(), [](const auto& t) { return t.preemptible; });
   if (!any) return;
   const std::optional<uint64_t> card = c.scheduler.gpu_memory;

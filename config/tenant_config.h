@@ -31,6 +31,8 @@
 //       unsuspendable: stop    #   stop | keep: a preemptible tenant's process that cannot be
 //                              #   suspended (it says it uses what the checkpoint cannot move,
 //                              #   or the driver refuses it) is stopped, or the tenant kept
+//       fast: true             #   move only what is needed, from inside the hook, where a
+//                              #   tenant's processes can; false: always the driver's checkpoint
 //     metrics_address: ::1     # where; default 127.0.0.1 (IPv4 or IPv6 literal)
 //   tenants:
 //     - name: inference
@@ -42,6 +44,8 @@
 //                              # false: only from processes `match` selects
 //       preemptible: false     # true: may be suspended to host memory for higher priorities,
 //                              # and may hold memory the card cannot guarantee
+//       host_pool: 24GiB       # preemptible: pinned host memory each of its processes prepares
+//                              # for the fast suspension; default 0 (pageable memory, slower)
 //
 // With a preemptible tenant in the file, the quotas of the others are guarantees: each needs a
 // `memory`, and together they must fit the card.
@@ -88,6 +92,9 @@ struct TenantConfig {
   // 0: every GPU of the node. Its share, limit and priority hold on each of them
   // independently, and its memory quota on each (docs/configuration.md).
   uint32_t gpu_mask = 0;
+  // Preemptible tenants: pinned host memory each process prepares, in the background, for the
+  // fast suspension to copy into (docs/preemption.md). 0: it copies into pageable memory.
+  uint64_t host_pool = 0;
 
   bool on_gpu(uint32_t gpu) const { return gpu_mask == 0 || (gpu < 32 && ((gpu_mask >> gpu) & 1u)); }
 };
@@ -104,6 +111,9 @@ struct PreemptionSettings {
   // memory is needed: true (`stop`), it is killed and the others suspended; false (`keep`), the
   // tenant keeps its memory. What a process says of itself never spares its tenant by default.
   bool stop_unsuspendable = true;
+  // Suspend a tenant by moving only what is needed from inside its processes' hooks where
+  // they can (docs/preemption.md, "Two ways to suspend"); false: always the driver's checkpoint.
+  bool fast = true;
 };
 
 struct SchedulerSettings {
@@ -164,6 +174,8 @@ inline constexpr std::chrono::nanoseconds kMaxLimitWindow = std::chrono::seconds
 // no shorter than theirs.
 inline constexpr std::chrono::nanoseconds kMinLowerTimeslice = std::chrono::microseconds(50);
 inline constexpr std::chrono::nanoseconds kMaxLowerTimeslice = std::chrono::milliseconds(2);
+// `host_pool`: the segment carries it in MiB, in 32 bits.
+inline constexpr uint64_t kMaxHostPool = uint64_t{1} << 50;
 // uid_t and gid_t are 32 bits, and (uid_t)-1 is no one's id.
 inline constexpr uint32_t kMaxId = UINT32_MAX - 1;
 // At most this many errors are listed for one file; a last one says how many were left out.

@@ -6,6 +6,8 @@
 #include "activity.h"
 #include "allocation_table.h"
 #include "driver.h"
+#include "host_pool.h"
+#include "movable_memory.h"
 #include "quota.h"
 #include "settings.h"
 
@@ -108,6 +110,11 @@ CUSLICE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (fn == nullptr) return unavailable_result();
   activity::forget_device(dev);  // its streams die with it
   const CUresult r = fn(dev);
+  // cuMemAlloc's memory goes with the context, so movable memory standing in for it goes too.
+  if (r == CUDA_SUCCESS && valid(dev)) {
+    movable::forget_device(dev);
+    host_pool::forget_device(dev);
+  }
   // Reset destroys every allocation of the primary context.
   if (r == CUDA_SUCCESS && quota::active() && valid(dev)) quota::forget_allocations(dev);
   return r;

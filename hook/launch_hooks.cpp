@@ -10,6 +10,7 @@
 #include "pool_accounting.h"
 #include "quota.h"
 #include "scheduler_link.h"
+#include "work_hold.h"
 
 using namespace cuslice;
 
@@ -53,10 +54,18 @@ uintptr_t key(const CUlaunchConfig* c, CUfunction f) {
   return kernel_key(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes);
 }
 
+// The driver's launch call, through the process's work hold (work_hold.h): once the token is
+// had, a launch still waits while the fast suspension moves the process's memory.
+template <typename Call>
+[[gnu::always_inline]] inline CUresult held(Call call) {
+  const work_hold::Guard guard;
+  return call();
+}
+
 // Forwards a launch between gate() and activity::launched().
 #define CUSLICE_GATED(stream, per_thread, key_expr, call)                                        \
   const activity::Noted noted_ = gate(stream, per_thread);                                       \
-  const CUresult r_ = call;                                                                      \
+  const CUresult r_ = held([&] { return call; });                                                \
   if (noted_.device >= 0) activity::launched(noted_, stream, activity::bounded() ? (key_expr) : 0); \
   return r_
 
@@ -147,7 +156,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream h
   auto fn = real<Sym::cuGraphLaunch>();
   if (fn == nullptr) return unavailable_result();
   const activity::Noted noted = gate(hStream, false);
-  const CUresult r = fn(hGraphExec, hStream);
+  const CUresult r = held([&] { return fn(hGraphExec, hStream); });
   if (noted.device >= 0) activity::launched(noted, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
   if (r == CUDA_SUCCESS && quota::active())
     pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
@@ -158,7 +167,7 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstr
   auto fn = real<Sym::cuGraphLaunch_ptsz>();
   if (fn == nullptr) return unavailable_result();
   const activity::Noted noted = gate(hStream, true);
-  const CUresult r = fn(hGraphExec, hStream);
+  const CUresult r = held([&] { return fn(hGraphExec, hStream); });
   if (noted.device >= 0) activity::launched(noted, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
   if (r == CUDA_SUCCESS && quota::active())
     pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));

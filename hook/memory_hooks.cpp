@@ -1,8 +1,10 @@
 // Allocations the driver makes one call at a time: charged before the driver is asked,
 // remembered in an allocation table, given back when freed. Each first waits while its
-// tenant is suspended (preemption.h).
+// tenant is suspended (preemption.h). In a process whose memory the fast suspension may move,
+// cuMemAlloc's memory is made movable (movable_memory.h).
 #include "allocation_table.h"
 #include "driver.h"
+#include "movable_memory.h"
 #include "preemption.h"
 #include "quota.h"
 #include "shm_protocol.h"
@@ -135,12 +137,24 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
   const quota::Operation op(dev);
   const uint64_t charged = quota::allocation_charge(bytesize);
   if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = preemption::after_out_of_memory(dev, charged, fn(dptr, bytesize), [&] { return fn(dptr, bytesize); });
+  bool movable = movable::enabled();
+  const auto allocate = [&] {
+    if (movable) {
+      const CUresult m = movable::allocate(dev, bytesize, dptr);
+      if (m != CUDA_ERROR_NOT_SUPPORTED) return m;
+      movable = false;  // the driver cannot make it that way: as cuMemAlloc makes it
+    }
+    return fn(dptr, bytesize);
+  };
+  const CUresult r = preemption::after_out_of_memory(dev, charged, allocate(), allocate);
   if (r != CUDA_SUCCESS) {
     quota::uncharge_allocation(dev, charged);
     return r;
   }
-  return remember(device_pointers(), *dptr, dev, charged, [&] { real<Sym::cuMemFree_v2>()(*dptr); });
+  return remember(device_pointers(), *dptr, dev, charged, [&] {
+    CUresult freed;
+    if (!movable::release(*dptr, &freed)) real<Sym::cuMemFree_v2>()(*dptr);
+  });
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
@@ -198,8 +212,20 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
 CUSLICE_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   auto fn = real<Sym::cuMemFree_v2>();
   if (fn == nullptr) return unavailable_result();
-  if (!quota::active()) return fn(dptr);
-  return forget(device_pointers(), dptr, [&] { return fn(dptr); });
+  const auto release = [&] {
+    CUresult r;
+    return movable::release(dptr, &r) ? r : fn(dptr);
+  };
+  if (!quota::active()) return release();
+  return forget(device_pointers(), dptr, release);
+}
+
+CUSLICE_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  auto fn = real<Sym::cuMemGetAddressRange_v2>();
+  if (fn == nullptr) return unavailable_result();
+  // Movable memory is several mappings in one range: the range is what cuMemAlloc gave.
+  if (movable::address_range(dptr, pbase, psize)) return CUDA_SUCCESS;
+  return fn(pbase, psize, dptr);
 }
 
 // Virtual memory management (PyTorch expandable segments, NCCL): physical memory is what

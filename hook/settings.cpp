@@ -121,6 +121,10 @@ void load_settings() {
   read_duration(s, "CUSLICE_MAX_QUEUED", s.max_queued_ns);
   read_duration(s, "CUSLICE_PREEMPT_QUEUED", s.preempt_queued_ns);
   read_duration(s, "CUSLICE_PARK_QUEUED", s.park_queued_ns);
+  if (const char* v = std::getenv("CUSLICE_MOVABLE_MEMORY"); v != nullptr && *v != '\0') {
+    if (std::string_view(v) == "0") s.movable_memory = false;
+    else if (std::string_view(v) != "1") fail(s, "CUSLICE_MOVABLE_MEMORY", v, "use 0 or 1");
+  }
 }
 
 const Settings& settings() { return g_settings; }

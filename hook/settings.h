@@ -25,6 +25,8 @@
 //                          the GPU behind gates while its tenant waits for the token or the
 //                          bounds above are full, before it waits itself (default 20ms; 0:
 //                          launches wait on the CPU instead).
+//   CUSLICE_MOVABLE_MEMORY 0: in a preemptible tenant, keep cuMemAlloc's memory as the driver
+//                          makes it (suspended by the driver's checkpoint only); default 1.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,9 @@ struct Settings {
   uint64_t max_queued_ns = 500'000;
   uint64_t preempt_queued_ns = 250'000;
   uint64_t park_queued_ns = 20'000'000;
+  // CUSLICE_MOVABLE_MEMORY=0: never back cuMemAlloc for the fast suspension (movable_memory.h),
+  // e.g. for a process that shares cuMemAlloc memory by CUDA IPC.
+  bool movable_memory = true;
 };
 
 // Parses the variables (getenv happens here only). Idempotent.

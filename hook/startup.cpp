@@ -15,11 +15,15 @@
 #include "client.h"
 #include "driver.h"
 #include "glibc_dl.h"
+#include "host_pool.h"
 #include "log.h"
+#include "movable_memory.h"
+#include "mover.h"
 #include "pool_accounting.h"
 #include "quota.h"
 #include "scheduler_link.h"
 #include "settings.h"
+#include "work_hold.h"
 
 namespace cuslice {
 void reset_context_counts();  // context_hooks.cpp
@@ -44,6 +48,10 @@ void on_fork_child() {
   client::after_fork_child();
   activity::after_fork_child();
   channel_groups::after_fork_child();
+  work_hold::after_fork_child();
+  movable::after_fork_child();
+  host_pool::after_fork_child();
+  mover::after_fork_child();
 }
 
 void load_cuda() {

@@ -34,7 +34,8 @@
 //
 // Defined in client_attach.cpp (attach, maintain, detach, fork, set_device),
 // client_memory.cpp (reservation and the tenant's quota), client_token.cpp (the token and
-// GPU time) and client_peers.cpp (the other registered processes); the state they share is
+// GPU time), client_peers.cpp (the other registered processes), client_preemption.cpp
+// (room for allocations, suspension) and client_moves.cpp (the fast suspension's orders); the state they share is
 // in client_state.h.
 #pragma once
 
@@ -186,6 +187,31 @@ bool tenant_preemptible() noexcept;
 // it before it touches the GPU, so that it holds nothing there while its tenant's memory is
 // given back. True when it waited.
 bool wait_while_suspended() noexcept;
+
+// The fast suspension (docs/preemption.md, "Two ways to suspend"), for the hook's mover thread.
+// Whether the daemon lets this process back its memory so that it can move it
+// (shm::ProcessSlot::kFastAllowed); the pinned host memory it may prepare for that and what the
+// host must keep available, in bytes. False and 0 when detached.
+bool fast_allowed() noexcept;
+uint64_t host_pool_bytes() noexcept;
+uint64_t host_reserve_bytes() noexcept;
+struct MoveOrder {
+  const void* attachment = nullptr;  // the registration it came on: a new one starts afresh
+  uint32_t sequence = 0;
+  uint32_t kind = 0;  // shm::MoveOrder; 0: none
+  int gpu = 0;
+  uint64_t bytes = 0;
+};
+// The registration's latest order, without waiting (kind 0 when detached or none yet).
+MoveOrder current_move_order() noexcept;
+// Waits up to timeout_ns for an order other than `seen` (same registration) and returns the
+// latest; kind 0 when none came (or the client detached).
+MoveOrder wait_move_order(const MoveOrder& seen, int64_t timeout_ns) noexcept;
+// What this process can move: publishes kMovable with its figures (all GPUs).
+void report_movable(uint64_t movable_bytes, uint64_t moved_bytes, uint64_t pool_bytes) noexcept;
+// Order `order` ended with `result` (shm::MoveResult) after `ns`: published, then the daemon is
+// kicked so that it looks at once. Nothing when the order came on an earlier registration.
+void finish_move(const MoveOrder& order, uint32_t result, uint64_t moved_bytes, uint64_t ns) noexcept;
 
 // Who else has processes registered (any GPU): another tenant, one of higher priority than
 // this process's, one of the same or lower priority, another process of its own; whether its

@@ -61,5 +61,7 @@ void mark_lost(Attachment* att);
 // Tells the daemon on `fd` what this process uses that the checkpoint cannot move
 // (checkpoint_flags; wire::BlockerClaim), when anything. One send, no allocation.
 void send_blocker_claim(int fd) noexcept;
+// Asks the daemon for a scheduling step now (a kick on the connection). One send.
+void send_kick() noexcept;
 
 }  // namespace cuslice::client::internal

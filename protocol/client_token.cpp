@@ -65,6 +65,8 @@ void kick() {
 
 }  // namespace
 
+void internal::send_kick() noexcept { kick(); }
+
 void token_acquire(int gpu) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
   Attachment* att = g.current.load(std::memory_order_acquire);

@@ -82,8 +82,11 @@ inline constexpr uint64_t kTenantMagic = 0x315445'43494C53ull;  // "SLICET1"
 // regions; hooks no longer take the token themselves. Minor 1: TenantGpuUse::kept_free and
 // ProcessUse::young_gpus / young_until_ns (read and written by hooks only). Minor 2:
 // Segment::lower_timeslice_us (0 from an older daemon: hooks leave the driver's slices).
+// Minor 3: TenantGpu::share_ppm. Minor 4: the fast suspension's order (ProcessSlot::move_*,
+// host_pool_mib, host_reserve_mib) and report (ProcessUse::move_*, moved_bytes, ...), all
+// zero from an older peer: no fast path.
 inline constexpr uint16_t kAbiMajor = 2;
-inline constexpr uint16_t kAbiMinor = 3;
+inline constexpr uint16_t kAbiMinor = 4;
 
 inline constexpr uint32_t kMaxTenants = 64;
 inline constexpr uint32_t kMaxProcesses = 1024;
@@ -289,7 +292,21 @@ struct alignas(64) ProcessSlot {
   // at registration. The process waits on it (FUTEX_WAIT, on its read-only mapping) until its
   // sequence shows.
   std::atomic<uint32_t> memory_decision;
-  uint8_t reserved1[28];
+  // The fast suspension (minor 4; docs/preemption.md, "Two ways to suspend"): the daemon's
+  // order to the process's hook, which moves the process's memory itself. The daemon writes
+  // move_bytes and move_order, then increments move_seq (release) and FUTEX_WAKEs it; the
+  // hook's mover thread waits on move_seq and answers in its ProcessUse record (move_done).
+  std::atomic<uint32_t> move_seq;
+  std::atomic<uint64_t> move_bytes;  // kMoveOut: bytes to take off the GPU (0: hold only)
+  std::atomic<uint32_t> move_order;  // MoveOrder in bits 0-7, the GPU index in bits 8-15
+  // Written by the daemon at registration and at every reload: bit kFastAllowed says the
+  // process may back its memory for the fast path (its tenant is preemptible and the
+  // configuration does not say `fast: false`); the pinned host memory it may prepare for it
+  // (the tenant's host_pool) and what the host must keep available (host_reserve), in MiB.
+  std::atomic<uint32_t> move_policy;
+  std::atomic<uint32_t> host_pool_mib;
+  std::atomic<uint32_t> host_reserve_mib;
+  static constexpr uint32_t kFastAllowed = 1u << 0;
   // A copy of the process's ProcessUse::gpu_flags, stored by the daemon at every scheduling
   // step and statistics tick: what the daemon last saw, for the CLI and for tests. The
   // daemon itself decides from the tenant region.
@@ -300,6 +317,19 @@ struct alignas(64) ProcessSlot {
   static constexpr uint32_t kUsesManaged = shm::kUsesManaged;
   static constexpr uint32_t kUsesMps = shm::kUsesMps;
 };
+// ProcessSlot::move_order's low byte.
+enum class MoveOrder : uint32_t {
+  kMoveOut = 1,  // hold the process's work, then move move_bytes of its memory off the GPU
+  kMoveBack = 2,  // move back everything it moved, then let its work go on
+};
+// ProcessUse::move_result: how the order of sequence move_done ended.
+enum class MoveResult : uint32_t {
+  kDone = 1,      // as ordered
+  kShort = 2,     // held, but moved less than ordered (moved_bytes says how much)
+  kDeferred = 3,  // kMoveBack: the GPU has no room for it yet; still held, nothing lost
+  kFailed = 4,    // a driver call failed: held; the daemon falls back to the checkpoint
+};
+
 // ProcessSlot::memory_decision's low byte.
 enum class MemoryDecision : uint32_t {
   kRetry = 1,    // memory was freed for the request: allocate again
@@ -409,6 +439,20 @@ struct alignas(64) ProcessUse {
   // kept_free. Not read by the daemon.
   std::atomic<uint32_t> young_gpus;
   std::atomic<int64_t> young_until_ns;
+  // The fast suspension's report (minor 4), written by the process's hook, read by the daemon
+  // as the tenant's word: a report the card's free memory does not bear out costs the tenant
+  // its fast path (the daemon checkpoints it instead). move_flags: kMovable, the hook backs
+  // this process's allocations so that it can move them and takes orders (set once the mover
+  // runs). move_done: the sequence of the last order finished (release, after the rest).
+  std::atomic<uint32_t> move_flags;
+  std::atomic<uint32_t> move_done;
+  std::atomic<uint32_t> move_result;  // MoveResult
+  uint32_t reserved2;
+  std::atomic<uint64_t> moved_bytes;    // off the GPU now, all GPUs
+  std::atomic<uint64_t> movable_bytes;  // on the GPU in memory the hook can move, all GPUs
+  std::atomic<uint64_t> pool_bytes;     // pinned host memory prepared for moving
+  std::atomic<uint64_t> move_ns;        // how long the last order took
+  static constexpr uint32_t kMovable = 1u << 0;
   static constexpr uint32_t kUsesIpc = shm::kUsesIpc;
   static constexpr uint32_t kUsesManaged = shm::kUsesManaged;
   static constexpr uint32_t kUsesMps = shm::kUsesMps;
@@ -460,6 +504,10 @@ static_assert(sizeof(Segment) ==
 static_assert(sizeof(TenantGpuUse) == 64 && sizeof(ProcessUse) == 256);
 static_assert(offsetof(TenantGpuUse, kept_free) == 56 && offsetof(ProcessUse, checkpoint_flags) == 192 &&
               offsetof(ProcessUse, young_gpus) == 196 && offsetof(ProcessUse, young_until_ns) == 200);
+static_assert(offsetof(ProcessSlot, move_seq) == 36 && offsetof(ProcessSlot, move_bytes) == 40 &&
+              offsetof(ProcessSlot, host_reserve_mib) == 60);
+static_assert(offsetof(ProcessUse, move_flags) == 208 && offsetof(ProcessUse, moved_bytes) == 224 &&
+              offsetof(ProcessUse, move_ns) == 248);
 static_assert(offsetof(TenantRegion, gpu) == 64);
 static_assert(sizeof(TenantRegion) ==
               64 + kMaxGpus * sizeof(TenantGpuUse) + kMaxProcesses * sizeof(ProcessUse));

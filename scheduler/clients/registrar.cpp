@@ -96,6 +96,18 @@ uint64_t Registrar::fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, 
   // Nothing of the slot's previous process: the new one starts its requests from scratch.
   use.checkpoint_flags.store(0, std::memory_order_relaxed);
   ps.memory_decision.store(0, std::memory_order_relaxed);
+  // The fast suspension starts from nothing too: no order, no report.
+  ps.move_seq.store(0, std::memory_order_relaxed);
+  ps.move_bytes.store(0, std::memory_order_relaxed);
+  ps.move_order.store(0, std::memory_order_relaxed);
+  use.move_flags.store(0, std::memory_order_relaxed);
+  use.move_done.store(0, std::memory_order_relaxed);
+  use.move_result.store(0, std::memory_order_relaxed);
+  use.moved_bytes.store(0, std::memory_order_relaxed);
+  use.movable_bytes.store(0, std::memory_order_relaxed);
+  use.pool_bytes.store(0, std::memory_order_relaxed);
+  use.move_ns.store(0, std::memory_order_relaxed);
+  tenants_.write_move_policy(tenant, ps);
   const uint64_t generation = ps.generation.fetch_add(1, std::memory_order_relaxed) + 1;
   ps.state.store(shm::ProcessSlot::kActive, std::memory_order_release);
   processes_.add({slot, tenant, peer.pid, peer.uid, start_time, {}});

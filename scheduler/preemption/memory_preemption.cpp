@@ -87,6 +87,47 @@ uint64_t MemoryPreemption::bytes_on(uint32_t tenant, uint32_t gpu) const {
   return sum;
 }
 
+uint64_t MemoryPreemption::freeing_on(uint32_t tenant, uint32_t gpu) const {
+  const Book& book = books_[tenant];
+  if (book.escalating) return left_on(tenant, gpu);
+  if (book.fast) return gpu == book.fast_gpu ? book.away : 0;
+  return bytes_on(tenant, gpu);
+}
+
+uint64_t MemoryPreemption::left_on(uint32_t tenant, uint32_t gpu) const {
+  const Book& book = books_[tenant];
+  const uint64_t held = bytes_on(tenant, gpu);
+  const uint64_t away = book.fast && gpu == book.fast_gpu ? book.away : 0;
+  return held > away ? held - away : 0;
+}
+
+uint64_t MemoryPreemption::movable_on(uint32_t tenant, uint32_t gpu) const {
+  uint64_t sum = 0;
+  for (const PreemptProcess& p : tenants_[tenant].processes) {
+    if (!p.movable) return 0;  // the tenant's processes are held together, so all must move
+    const uint64_t on = gpu < p.gpu_bytes.size() ? p.gpu_bytes[gpu] : 0;
+    sum += std::min(on, p.movable_bytes);
+  }
+  return sum;
+}
+
+uint64_t MemoryPreemption::pool_of(uint32_t tenant) const {
+  uint64_t sum = 0;
+  for (const PreemptProcess& p : tenants_[tenant].processes) sum += p.pool_bytes;
+  return sum;
+}
+
+uint64_t MemoryPreemption::host_bytes(uint32_t tenant, uint64_t move) const {
+  if (move > 0) {
+    const uint64_t pool = pool_of(tenant);
+    return move > pool ? move - pool : 0;  // pinned already: the host gives nothing more
+  }
+  const Book& book = books_[tenant];
+  const uint64_t all = total_bytes(tenant) - stopped_bytes(tenant, kAllGpus);
+  const uint64_t away = book.fast ? book.away : 0;
+  return all > away ? all - away : 0;
+}
+
 uint64_t MemoryPreemption::total_bytes(uint32_t tenant) const {
   uint64_t sum = 0;
   for (const PreemptProcess& p : tenants_[tenant].processes) {
@@ -155,8 +196,8 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
   uint64_t coming = 0, moving_in_flight = 0;
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
     if (!valid(t) || books_[t].state != SuspendState::kSuspending) continue;
-    coming += bytes_on(t, gpu);
-    moving_in_flight += total_bytes(t) - stopped_bytes(t, kAllGpus);
+    coming += freeing_on(t, gpu);
+    moving_in_flight += books_[t].fast && !books_[t].escalating ? host_bytes(t, books_[t].away) : host_bytes(t, 0);
   }
   if (free + coming >= request.bytes) {
     verdict.kind = Verdict::Kind::kWait;
@@ -190,8 +231,26 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
                                   describe_bytes(freed));
     return verdict;
   }
-  uint64_t moving = 0;
-  for (uint32_t t : chosen) moving += total_bytes(t) - stopped_bytes(t, kAllGpus);
+  // Rule 6: who moves only its part, the fast way.
+  std::vector<uint64_t> move(chosen.size(), 0);
+  uint64_t left = missing, moving = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const uint32_t t = chosen[i];
+    const uint64_t part = std::min(available_on(t, gpu), left);
+    left -= part;
+    const Book& book = books_[t];
+    // Once more the fast way for a tenant suspended so already, on the same GPU: its hooks may
+    // have moved a little less than was missing. Only once: a second time, the checkpoint.
+    const bool again = book.state == SuspendState::kSuspended && book.fast && book.topups == 0 && book.fast_gpu == gpu;
+    if (params_.fast && (book.state == SuspendState::kRunning || again)) {
+      // A little more than the part: memory the driver takes beside an allocation is not in
+      // anybody's count (and the hooks move whole chunks anyway).
+      const uint64_t slack = std::max<uint64_t>(part / 100, uint64_t{64} << 20);
+      const uint64_t can = movable_on(t, gpu);
+      if (can >= part) move[i] = std::min(can, part + slack);
+    }
+    moving += host_bytes(t, move[i]);
+  }
   if (moving_in_flight + moving + params_.host_reserve > host_available) {
     verdict.reason = with_skipped(what + " cannot fit: suspending would move " + describe_bytes(moving) +
                                   " to host memory (" + describe_bytes(moving_in_flight) +
@@ -199,9 +258,10 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
                                   " available, " + describe_bytes(params_.host_reserve) + " of which stays free");
     return verdict;
   }
-  const std::string names = commit(chosen, gpu, what, verdict);
+  const std::string names = commit(chosen, move, gpu, what, verdict);
   verdict.kind = Verdict::Kind::kSuspend;
   verdict.suspend = std::move(chosen);
+  verdict.move = std::move(move);
   verdict.coming_free = coming + freed;
   verdict.moving = moving;
   verdict.reason = with_skipped("suspending " + names + " for " + what);
@@ -217,9 +277,19 @@ std::vector<uint32_t> MemoryPreemption::candidates(const AllocationRequest& requ
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
     if (!valid(t) || t == request.tenant) continue;
     const PreemptTenant& tenant = tenants_[t];
-    if (!tenant.preemptible || bytes_on(t, gpu) == 0) continue;
+    if (!tenant.preemptible || available_on(t, gpu) == 0) continue;
     if (!asker.guaranteed && tenant.priority >= asker.priority) continue;
     const SuspendState state = books_[t].state;
+    // Suspended the fast way, with memory left on this GPU: the checkpoint may take the rest
+    // (rule 6), after the running tenants of its rank.
+    if (state == SuspendState::kSuspended && books_[t].fast && !books_[t].no_escalation) {
+      if (auto why = unsuspendable(t)) {
+        skipped.push_back(tenant.name + " (" + *why + ")");
+        continue;
+      }
+      out.push_back(t);
+      continue;
+    }
     if (state == SuspendState::kResuming) {
       resuming = true;
       continue;
@@ -240,6 +310,8 @@ std::vector<uint32_t> MemoryPreemption::candidates(const AllocationRequest& requ
     const PreemptTenant& x = tenants_[a];
     const PreemptTenant& y = tenants_[b];
     if (x.priority != y.priority) return x.priority < y.priority;
+    const bool sa_ = books_[a].state == SuspendState::kSuspended, sb_ = books_[b].state == SuspendState::kSuspended;
+    if (sa_ != sb_) return !sa_;
     const uint64_t sa = start_of(a), sb = start_of(b);
     if (sa != sb) return sa > sb;
     return a < b;
@@ -254,12 +326,12 @@ std::vector<uint32_t> MemoryPreemption::choose(const std::vector<uint32_t>& cand
   for (uint32_t t : candidates) {
     if (freed >= missing) break;
     chosen.push_back(t);
-    freed += bytes_on(t, gpu);
+    freed += available_on(t, gpu);
   }
   if (freed < missing) return chosen;
   // Those taken early that the later ones made unnecessary give way no more.
   for (size_t i = chosen.size(); i-- > 0;) {
-    const uint64_t own = bytes_on(chosen[i], gpu);
+    const uint64_t own = available_on(chosen[i], gpu);
     if (freed - own >= missing) {
       freed -= own;
       chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
@@ -268,26 +340,61 @@ std::vector<uint32_t> MemoryPreemption::choose(const std::vector<uint32_t>& cand
   return chosen;
 }
 
-std::string MemoryPreemption::commit(const std::vector<uint32_t>& chosen, uint32_t gpu, const std::string& what,
-                                     Verdict& verdict) {
+std::string MemoryPreemption::commit(const std::vector<uint32_t>& chosen, const std::vector<uint64_t>& move,
+                                     uint32_t gpu, const std::string& what, Verdict& verdict) {
   std::string names;
-  for (uint32_t t : chosen) {
-    names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(bytes_on(t, gpu));
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const uint32_t t = chosen[i];
+    Book& book = books_[t];
+    if (move[i] > 0) {
+      // The fast way: no process is stopped, nothing is checkpointed.
+      const bool again = book.state == SuspendState::kSuspended;
+      names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(move[i]) + (again ? " more" : "") +
+               " of " + describe_bytes(bytes_on(t, gpu)) + ", moved by its processes)";
+      book.state = SuspendState::kSuspending;
+      book.reason = "suspended for " + what;
+      book.fits_since.reset();
+      book.fast = true;
+      book.fast_gpu = gpu;
+      book.away = again ? book.away + move[i] : move[i];
+      if (again) ++book.topups;
+      continue;
+    }
+    const bool rest = book.state == SuspendState::kSuspended && book.fast;
+    names += (names.empty() ? "" : ", ") + tenants_[t].name + " (" + describe_bytes(available_on(t, gpu));
+    if (rest) names += " more, checkpointed";
     if (params_.stop_unsuspendable && !claims(t).empty()) {
       names += "; stopping what cannot be suspended: " + claims(t);
       for (const PreemptProcess& p : tenants_[t].processes)
         if (claim(p) != nullptr) verdict.stop.push_back(p.pid);
     }
     names += ")";
-    books_[t].state = SuspendState::kSuspending;
-    books_[t].reason = "suspended for " + what;
-    books_[t].fits_since.reset();
+    book.state = SuspendState::kSuspending;
+    book.reason = "suspended for " + what;
+    book.fits_since.reset();
+    book.escalating = rest;
   }
   return names;
 }
 
+void MemoryPreemption::moved(uint32_t tenant, uint64_t bytes) {
+  if (tenant < books_.size() && books_[tenant].fast && !books_[tenant].escalating) books_[tenant].away = bytes;
+}
+
+void MemoryPreemption::escalate(uint32_t tenant) {
+  if (tenant >= books_.size() || !books_[tenant].fast) return;
+  books_[tenant].state = SuspendState::kSuspending;
+  books_[tenant].escalating = true;
+}
+
 void MemoryPreemption::suspended(uint32_t tenant, Nanos now) {
   if (tenant >= books_.size() || books_[tenant].state != SuspendState::kSuspending) return;
+  if (books_[tenant].escalating) {
+    // The checkpoint took the rest: the tenant is off the card as any checkpointed one.
+    books_[tenant].fast = false;
+    books_[tenant].escalating = false;
+    books_[tenant].away = 0;
+  }
   books_[tenant].state = SuspendState::kSuspended;
   books_[tenant].suspended_at = now;
   books_[tenant].fits_since.reset();
@@ -296,6 +403,14 @@ void MemoryPreemption::suspended(uint32_t tenant, Nanos now) {
 void MemoryPreemption::suspend_refused(uint32_t tenant, std::string reason) {
   if (!valid(tenant)) return;
   Book& book = books_[tenant];
+  if (book.escalating) {
+    // The rest stays on the card; what moved the fast way stays moved.
+    book.state = SuspendState::kSuspended;
+    book.escalating = false;
+    book.no_escalation = true;
+    book.reason = std::move(reason);
+    return;
+  }
   book.state = SuspendState::kRunning;
   book.reason = std::move(reason);
   book.refused_pids.clear();
@@ -356,7 +471,7 @@ MemoryPreemption::Resumption MemoryPreemption::step(const std::vector<GpuMemory>
     Book& book = books_[t];
     bool fits = true;
     for (uint32_t g = 0; g < room.size() && fits; ++g) {
-      const uint64_t need = bytes_on(t, g);
+      const uint64_t need = freeing_on(t, g);
       fits = need == 0 || need + params_.resume_margin <= room[g];
     }
     if (!fits) {
@@ -369,7 +484,7 @@ MemoryPreemption::Resumption MemoryPreemption::step(const std::vector<GpuMemory>
       out.wake_at = std::min(out.wake_at, due);
       continue;
     }
-    for (uint32_t g = 0; g < room.size(); ++g) room[g] -= bytes_on(t, g);
+    for (uint32_t g = 0; g < room.size(); ++g) room[g] -= freeing_on(t, g);
     book.state = SuspendState::kResuming;
     book.fits_since.reset();
     out.resume.push_back(t);
@@ -395,6 +510,16 @@ std::vector<uint64_t> MemoryPreemption::bytes(uint32_t tenant) const {
   }
   return out;
 }
+
+uint64_t MemoryPreemption::off_card(uint32_t tenant, uint32_t gpu, uint64_t held) const {
+  if (tenant >= books_.size()) return 0;
+  const Book& book = books_[tenant];
+  if (book.state != SuspendState::kSuspended) return 0;
+  if (!book.fast) return held;
+  return gpu == book.fast_gpu ? std::min(held, book.away) : 0;
+}
+
+bool MemoryPreemption::fast(uint32_t tenant) const { return tenant < books_.size() && books_[tenant].fast; }
 
 MemoryPreemption::Nanos MemoryPreemption::suspended_at(uint32_t tenant) const {
   return tenant < books_.size() ? books_[tenant].suspended_at : Nanos{0};

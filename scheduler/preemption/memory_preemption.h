@@ -32,6 +32,15 @@
 //      GPU it held memory on, after what allocations still waiting for a decision need, and
 //      has fitted for `resume_holdoff` without a break. Higher priority first, then the one
 //      suspended longest; each resume's memory counts against the next.
+//   6. Two ways to suspend (docs/preemption.md). The fast way, where the tenant's processes'
+//      hooks can move their memory (every process says so, and together they can move the
+//      tenant's part of what is missing on the GPU): only that part moves, plus a little
+//      slack, and only its return decides the resumption. Otherwise the driver's checkpoint
+//      moves everything. A tenant suspended the fast way still holds the rest on the card:
+//      when a later request needs it, the tenant may be chosen again (after the running ones
+//      of its rank): once more the fast way, then the checkpoint moves the rest. That is also
+//      what keeps a tenant's word honest: hooks that say they moved more than they did leave
+//      the next requests short, and the checkpoint follows.
 #pragma once
 
 #include <chrono>
@@ -53,6 +62,8 @@ struct PreemptionParams {
   // `scheduler.preemption.unsuspendable: stop`: what a process says of itself never spares
   // its tenant (rule 3).
   bool stop_unsuspendable = true;
+  // `scheduler.preemption.fast`: suspend the fast way where the tenant can (rule 6).
+  bool fast = true;
 };
 
 // One process of a tenant, as the daemon sees it.
@@ -65,6 +76,11 @@ struct PreemptProcess {
   bool ipc = false;      // CUDA IPC memory, exported or imported
   bool managed = false;  // managed (unified) memory
   bool mps = false;      // a client of an MPS server
+  // The fast way (rule 6), as the process's hook reports it (its tenant's word): whether it
+  // can move its memory, how much it can move (all GPUs), its pinned host memory for it.
+  bool movable = false;
+  uint64_t movable_bytes = 0;
+  uint64_t pool_bytes = 0;
 };
 
 struct PreemptTenant {
@@ -108,6 +124,10 @@ struct Verdict {
   };
   Kind kind = Kind::kRefused;
   std::vector<uint32_t> suspend;
+  // For each of `suspend`: the bytes its hooks move off the GPU asked for (the fast way), or 0:
+  // the driver's checkpoint moves all it holds (for a tenant suspended the fast way already,
+  // the rest).
+  std::vector<uint64_t> move;
   // Processes of the tenants in `suspend` to stop rather than checkpoint: they say they use
   // what the checkpoint cannot move (rule 3, stop_unsuspendable).
   std::vector<int32_t> stop;
@@ -134,6 +154,11 @@ class MemoryPreemption {
 
   // What the daemon's checkpoint operations did.
   void suspended(uint32_t tenant, Nanos now);
+  // A suspension the fast way moved `bytes` off its GPU (before suspended()).
+  void moved(uint32_t tenant, uint64_t bytes);
+  // A suspension the fast way failed (a process's hook said so, or did not answer in time):
+  // the checkpoint moves the rest now, as if chosen again.
+  void escalate(uint32_t tenant);
   // A suspension did not happen and was undone (the tenant runs): it is not tried again
   // while the tenant keeps a process that was there, with this reason.
   void suspend_refused(uint32_t tenant, std::string reason);
@@ -160,6 +185,11 @@ class MemoryPreemption {
   const std::string& reason(uint32_t tenant) const;
   // Device memory the tenant holds (or, suspended, held), by GPU.
   std::vector<uint64_t> bytes(uint32_t tenant) const;
+  // Of the `held` bytes the tenant holds on `gpu` by its counter, those not on the card: all
+  // while suspended by the checkpoint, what moved while suspended the fast way, none else.
+  uint64_t off_card(uint32_t tenant, uint32_t gpu, uint64_t held) const;
+  // Whether the tenant is (being) suspended the fast way and its memory there is not checkpointed.
+  bool fast(uint32_t tenant) const;
   // What the tenant's processes say they use that the checkpoint cannot move, as one line
   // ("process 12 says it holds managed memory, ..."), empty when none says anything.
   std::string claims(uint32_t tenant) const;
@@ -173,10 +203,31 @@ class MemoryPreemption {
     Nanos suspended_at{0};
     std::optional<Nanos> fits_since;
     bool held = false;  // hold(): not resumed for now
+    // Rule 6: suspended the fast way, `away` bytes off `fast_gpu`; `escalating` while the
+    // checkpoint moves the rest; `no_escalation` once a checkpoint of the rest was refused.
+    bool fast = false;
+    uint32_t fast_gpu = 0;
+    uint64_t away = 0;
+    bool escalating = false;
+    bool no_escalation = false;
+    uint32_t topups = 0;  // moves the fast way after the first, on a later request
   };
 
   bool valid(uint32_t tenant) const { return tenant < tenants_.size() && tenants_[tenant].present; }
   uint64_t bytes_on(uint32_t tenant, uint32_t gpu) const;
+  // What a suspension in flight (or done) takes off `gpu`, and what the tenant still has there.
+  uint64_t freeing_on(uint32_t tenant, uint32_t gpu) const;
+  uint64_t left_on(uint32_t tenant, uint32_t gpu) const;
+  // What the tenant could give way on `gpu` now: all it holds while it runs, the rest while
+  // suspended the fast way.
+  uint64_t available_on(uint32_t tenant, uint32_t gpu) const {
+    return books_[tenant].state == SuspendState::kSuspended ? left_on(tenant, gpu) : bytes_on(tenant, gpu);
+  }
+  // What the tenant's hooks can move off `gpu`, 0 unless every process of it can move.
+  uint64_t movable_on(uint32_t tenant, uint32_t gpu) const;
+  uint64_t pool_of(uint32_t tenant) const;
+  // Host bytes a suspension of the tenant moves: `move` bytes the fast way, else the rest.
+  uint64_t host_bytes(uint32_t tenant, uint64_t move) const;
   uint64_t total_bytes(uint32_t tenant) const;
   uint64_t start_of(uint32_t tenant) const;
   // Why the tenant cannot be suspended at all, or nothing.
@@ -196,7 +247,8 @@ class MemoryPreemption {
                                uint64_t& freed) const;
   // Marks `chosen` as being suspended for `what`; returns their names with what they free,
   // and fills the processes to stop in `verdict`.
-  std::string commit(const std::vector<uint32_t>& chosen, uint32_t gpu, const std::string& what, Verdict& verdict);
+  std::string commit(const std::vector<uint32_t>& chosen, const std::vector<uint64_t>& move, uint32_t gpu,
+                     const std::string& what, Verdict& verdict);
 
   PreemptionParams params_;
   std::vector<PreemptTenant> tenants_;

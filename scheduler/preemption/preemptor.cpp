@@ -54,6 +54,7 @@ void Preemptor::configure() {
   params.host_reserve = config.scheduler.preemption.host_reserve;
   params.resume_margin = config.scheduler.preemption.resume_margin;
   params.stop_unsuspendable = config.scheduler.preemption.stop_unsuspendable;
+  params.fast = config.scheduler.preemption.fast;
   preemption_.reconfigure(params);
   const bool wanted = std::any_of(config.tenants.begin(), config.tenants.end(),
                                   [](const TenantConfig& t) { return t.preemptible; });
@@ -69,6 +70,7 @@ void Preemptor::configure() {
     }
   }
   const bool on = wanted && suspender_ != nullptr;
+  write_move_policies();
   segment_->allocation_wait_ns.store(on ? static_cast<uint64_t>(config.scheduler.preemption.allocation_wait.count()) : 0,
                                      std::memory_order_relaxed);
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) publish_state(t);
@@ -105,6 +107,12 @@ std::vector<PreemptTenant> Preemptor::preempt_tenants() const {
     p.ipc = (flags & shm::ProcessSlot::kUsesIpc) != 0;
     p.managed = (flags & shm::ProcessSlot::kUsesManaged) != 0;
     p.mps = (flags & shm::ProcessSlot::kUsesMps) != 0;
+    // The fast way's figures, as the process's hook reports them (the tenant's word).
+    p.movable = (use.move_flags.load(std::memory_order_acquire) & shm::ProcessUse::kMovable) != 0 &&
+                (segment_->processes[rec.slot].move_policy.load(std::memory_order_relaxed) &
+                 shm::ProcessSlot::kFastAllowed) != 0;
+    p.movable_bytes = use.movable_bytes.load(std::memory_order_relaxed);
+    p.pool_bytes = use.pool_bytes.load(std::memory_order_relaxed);
     out[t].processes.push_back(std::move(p));
     registered.insert(rec.pid);
   }
@@ -134,11 +142,11 @@ std::vector<GpuMemory> Preemptor::gpu_memory() const {
     for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
       const shm::TenantRegion* region = regions_.get(t);
       if (segment_->tenants[t].state.load() == shm::Tenant::kFree || region == nullptr) continue;
-      if (preemption_.state(t) == SuspendState::kSuspended) continue;  // holds nothing on the card
       // The tenant's live counter, which its processes can set to anything: saturated, so a
-      // huge value makes the card look full rather than wrap around to look empty.
+      // huge value makes the card look full rather than wrap around to look empty. A suspended
+      // tenant holds nothing on the card, or, suspended the fast way, what did not move.
       const uint64_t tenant_used = region->gpu[g].memory_used.load(std::memory_order_relaxed);
-      used = saturating_add(used, tenant_used);
+      used = saturating_add(used, tenant_used - preemption_.off_card(t, g, tenant_used));
     }
     gpus[g] = {total, total > used ? total - used : 0};
   }
@@ -229,6 +237,7 @@ void Preemptor::decide_memory_waits() {
       case Verdict::Kind::kFits:
         if (w.freed > 0) {
           spdlog::info("{}: room made in {:.2f} s", v.reason, secs(now - w.asked));
+          last_[w.tenant].time_to_room = now - w.asked;
         }
         answer(w.slot, w.sequence, shm::MemoryDecision::kRetry);
         continue;
@@ -239,7 +248,8 @@ void Preemptor::decide_memory_waits() {
         continue;
       case Verdict::Kind::kSuspend:
         spdlog::info("{}", v.reason);
-        for (uint32_t t : v.suspend) start_suspension(t, now, v.stop);
+        for (size_t i = 0; i < v.suspend.size(); ++i)
+          start_suspension(v.suspend[i], now, v.stop, i < v.move.size() ? v.move[i] : 0, w.gpu);
         break;
       case Verdict::Kind::kWait:
         if (!w.waiting) spdlog::info("pid {}: {}", w.pid, v.reason);
@@ -259,9 +269,24 @@ std::vector<uint64_t> Preemptor::charged(uint32_t t, uint32_t slot) const {
   return bytes;
 }
 
-void Preemptor::start_suspension(uint32_t t, Nanos now, const std::vector<int32_t>& stop) {
+void Preemptor::start_suspension(uint32_t t, Nanos now, const std::vector<int32_t>& stop, uint64_t move,
+                                 uint32_t gpu) {
+  if (move > 0) {
+    start_fast_suspension(t, now, gpu, move);
+    return;
+  }
   Suspension& s = suspensions_[t];
+  // A tenant suspended the fast way whose rest is checkpointed now: its hooks go on holding
+  // its work, and are told to go on after the restore.
+  const Suspension before = s.hooks_hold ? s : Suspension{};
   s = Suspension{};
+  if (before.hooks_hold) {
+    s.hooks_hold = true;
+    s.fast_gpu = before.fast_gpu;
+    s.moved_out = before.moved_out;
+    s.suspended_since = before.suspended_since;
+    s.suspended_ns_before = before.suspended_ns_before;
+  }
   s.operation_started = now;
   s.bytes.assign(shm::kMaxGpus, 0);
   for (const ProcessRecord& rec : processes_.all()) {
@@ -293,6 +318,10 @@ void Preemptor::resume(uint32_t t, Nanos now) {
   Suspension& s = suspensions_[t];
   s.operation_started = now;
   spdlog::info("resuming tenant {}: {} back to the card", segment_->tenants[t].name, describe_bytes(s.total()));
+  if (s.fast) {  // nothing was checkpointed: the hooks move it back
+    start_fast_resume(t, now);
+    return;
+  }
   s.busy = true;
   publish_state(t);
   SuspendJob job;
@@ -332,6 +361,7 @@ void Preemptor::note_claims() {
 
 Nanos Preemptor::step(Nanos now) {
   if (!suspender_) return kNever;
+  const Nanos moves_wake = poll_moves(now);
   if (decide_due_) decide_memory_waits();
   note_claims();
   bool any = !memory_waits_.empty();
@@ -365,7 +395,7 @@ Nanos Preemptor::step(Nanos now) {
   for (uint32_t t : r.resume) resume(t, now);
   // Drop the waits whose hooks gave up.
   std::erase_if(memory_waits_, [&](const MemoryWait& w) { return w.deadline <= now; });
-  return std::min(wake, r.wake_at);
+  return std::min({wake, r.wake_at, moves_wake, poll_moves(now)});
 }
 
 uint64_t Preemptor::suspended_mask() const {
@@ -411,6 +441,19 @@ std::vector<std::string> Preemptor::report() const {
     if (!claims.empty()) {
       claims += stop ? ": stopped rather than suspended when its memory is needed (unsuspendable: stop)"
                      : ": the tenant is never suspended while it runs (unsuspendable: keep)";
+    }
+    // The fast way's figures, on a line of their own that a `cuslice` which does not know them
+    // reads as a tenant named "@facts" (no tenant name has an "@").
+    const LastSuspension& last = last_[t];
+    if (tenants[t].preemptible || last.time_to_room.count() > 0) {
+      uint64_t pool = 0, movable = 0;
+      for (const PreemptProcess& p : tenants[t].processes) {
+        pool += p.pool_bytes;
+        movable += p.movable ? p.movable_bytes : 0;
+      }
+      lines.push_back(std::string("@facts\t") + segment_->tenants[t].name + "\t" + (*last.path ? last.path : "-") + "\t" +
+                      std::to_string(last.moved_out) + "\t" + std::to_string(pool) + "\t" + std::to_string(movable) +
+                      "\t" + std::to_string(last.time_to_room.count()));
     }
     auto refusal = last_refusal_.find(t);
     if (state == SuspendState::kRunning && reason.empty() && claims.empty() && refusal == last_refusal_.end()) continue;

@@ -118,14 +118,28 @@ class Preemptor {
   void republish_state(uint32_t t);
   void answer(uint32_t slot, uint32_t sequence, shm::MemoryDecision decision);
   void decide_memory_waits();
-  // `stop`: the tenant's processes to stop rather than checkpoint (Verdict::stop).
-  void start_suspension(uint32_t t, Nanos now, const std::vector<int32_t>& stop);
+  // `stop`: the tenant's processes to stop rather than checkpoint (Verdict::stop); `move`:
+  // bytes of `gpu` its hooks move (the fast way), 0 for the checkpoint.
+  void start_suspension(uint32_t t, Nanos now, const std::vector<int32_t>& stop, uint64_t move, uint32_t gpu);
   void resume(uint32_t t, Nanos now);
   // Logs, once per process, a preemptible tenant's process that says it uses what the
   // driver's checkpoint cannot move. Allocates nothing unless it finds a new one.
   void note_claims();
   bool suspended(uint32_t t) const { return preemption_.state(t) == SuspendState::kSuspended; }
   void write_journal() const;
+
+  // fast_suspension.cpp: the fast way, carried out by the processes' hooks on orders.
+  void start_fast_suspension(uint32_t t, Nanos now, uint32_t gpu, uint64_t bytes);
+  // Writes an order for every registered process of t: kMoveOut spreads `bytes` of `gpu` over
+  // them, the most movable first; kMoveBack asks all for everything.
+  void send_orders(uint32_t t, shm::MoveOrder kind, uint32_t gpu, uint64_t bytes);
+  void start_fast_resume(uint32_t t, Nanos now);
+  // Takes the hooks' answers in; returns when to look again while some are missing.
+  Nanos poll_moves(Nanos now);
+  // The hooks could not do it: the checkpoint moves the rest (the hooks go on holding).
+  void escalate(uint32_t t, Nanos now, const std::string& why);
+  // Writes every registered process's fast-way policy (at start and every reload).
+  void write_move_policies();
 
   // suspension_outcomes.cpp: what the suspender's jobs came to.
   void on_suspend_outcome(const SuspendOutcome& outcome, Nanos now);
@@ -153,6 +167,14 @@ class Preemptor {
   bool decide_due_ = false;  // requests or outcomes arrived since the waits were last decided
   std::array<Suspension, shm::kMaxTenants> suspensions_{};
   std::map<uint32_t, std::string> last_refusal_;  // by tenant: why its last request was refused
+  // By tenant, for `cuslice status`: how its last suspension went ("fast", "checkpoint") and
+  // what it took off the card; how long its last request that needed room waited for it.
+  struct LastSuspension {
+    const char* path = "";
+    uint64_t moved_out = 0;
+    Nanos time_to_room{0};
+  };
+  std::array<LastSuspension, shm::kMaxTenants> last_{};
   std::set<std::pair<int32_t, uint64_t>> claims_logged_;  // pid, start time: note_claims() said it
   std::vector<JournalEntry> journal_entries_;  // read at start, until adopt_journal()
 };

@@ -34,7 +34,25 @@ struct Suspension {
   std::vector<uint64_t> bytes;  // the processes' together, by GPU
   Nanos operation_started{0}, suspended_since{0};
   uint64_t suspended_ns_before = 0;  // the tenant's counter when this suspension began
-  bool busy = false;                 // a job of the suspender's is under way
+  bool busy = false;                 // a job of the suspender's, or the hooks' moves, under way
+
+  // The fast way (memory_preemption.h, rule 6): the processes' hooks hold their work and move
+  // memory off `fast_gpu` themselves, on orders written in their slots.
+  struct Order {
+    uint32_t slot = 0;
+    int32_t pid = 0;
+    uint32_t sequence = 0;
+    uint64_t bytes = 0;
+  };
+  enum class Moves : uint8_t { kNone, kOut, kBack };
+  bool fast = false;            // suspended the fast way, and not checkpointed since
+  bool hooks_hold = false;      // the hooks hold the processes' work: they must be told to go on
+  bool hooks_released = false;  // resuming after a checkpoint: the hooks were told
+  uint32_t fast_gpu = 0;
+  uint64_t moved_out = 0;       // bytes the hooks took off fast_gpu
+  std::vector<Order> orders;
+  Moves moves = Moves::kNone;   // orders the hooks have not all answered
+  Nanos moves_deadline{0};
 
   std::vector<SuspendProcess> job_processes() const;  // those to checkpoint
   std::vector<SuspendProcess> stop_processes() const;

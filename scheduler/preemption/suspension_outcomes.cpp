@@ -56,6 +56,12 @@ void Preemptor::on_suspend_outcome(const SuspendOutcome& o, Nanos now) {
   const std::string name = tenant.name;
   if (o.kind == SuspendOutcome::Kind::kRefused) {
     preemption_.suspend_refused(t, o.reason);
+    if (s.hooks_hold) {
+      // The rest of a tenant suspended the fast way: what its hooks moved stays moved.
+      s.fast = true;
+      spdlog::warn("tenant {}: the rest of its memory stays on the card: {}", name, o.reason);
+      return;
+    }
     s = Suspension{};
     spdlog::warn("tenant {} not suspended, it runs on: {}", name, o.reason);
     return;
@@ -66,6 +72,11 @@ void Preemptor::on_suspend_outcome(const SuspendOutcome& o, Nanos now) {
     return;
   }
   // What the processes hold now: one may have allocated more before the lock took it.
+  if (s.hooks_hold) {
+    s.bytes.assign(shm::kMaxGpus, 0);
+    for (const Suspension::Process& p : s.processes)
+      for (uint32_t g = 0; g < shm::kMaxGpus && g < p.bytes.size(); ++g) s.bytes[g] += p.bytes[g];
+  }
   for (const ProcessRecord& rec : processes_.all()) {
     if (rec.tenant != t || regions_.get(t) == nullptr) continue;
     const std::vector<uint64_t> held = charged(t, rec.slot);
@@ -82,16 +93,23 @@ void Preemptor::on_suspend_outcome(const SuspendOutcome& o, Nanos now) {
   // for the allocations waiting on it, the stopped processes' memory too; what stays
   // suspended is the rest.
   s.drop([&](const Suspension::Process& p) { return listed(o.unknown, p.pid); });
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    // After a fast suspension, what its hooks moved was counted as freed then.
+    const uint64_t before = s.hooks_hold && g == s.fast_gpu ? std::min(s.moved_out, s.bytes[g]) : 0;
     for (MemoryWait& w : memory_waits_)
-      if (w.gpu == g) w.freed += s.bytes[g];
+      if (w.gpu == g) w.freed += s.bytes[g] - before;
+  }
   s.drop([&](const Suspension::Process& p) { return p.stop || stopped(o, p.pid); });
   // Until their connections close, the stopped look like processes that joined.
   for (const SuspendOutcome::Stopped& x : o.stopped) s.join_skipped.insert(x.pid);
   preemption_.suspended(t, now);
-  s.suspended_since = now;
-  s.suspended_ns_before = tenant.suspended_ns.load(std::memory_order_relaxed);
-  tenant.suspensions.fetch_add(1, std::memory_order_relaxed);
+  last_[t].path = "checkpoint";
+  last_[t].moved_out = s.total();
+  if (s.suspended_since == Nanos{0}) {  // not when the rest of a fast suspension follows it
+    s.suspended_since = now;
+    s.suspended_ns_before = tenant.suspended_ns.load(std::memory_order_relaxed);
+    tenant.suspensions.fetch_add(1, std::memory_order_relaxed);
+  }
   tenant.suspend_ns.fetch_add(static_cast<uint64_t>(o.took.count()), std::memory_order_relaxed);
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
     tenant.gpu[g].moved_mib.fetch_add(static_cast<uint32_t>(s.bytes[g] >> 20), std::memory_order_relaxed);
@@ -104,6 +122,12 @@ void Preemptor::on_resume_outcome(const SuspendOutcome& o, Nanos now) {
   Suspension& s = suspensions_[t];
   shm::Tenant& tenant = segment_->tenants[t];
   const std::string name = tenant.name;
+  if (o.kind == SuspendOutcome::Kind::kDone && s.hooks_hold && !s.hooks_released) {
+    // Restored by the driver: the hooks still hold the work and what they moved.
+    s.fast = true;
+    start_fast_resume(t, now);
+    return;
+  }
   if (o.kind == SuspendOutcome::Kind::kDone) {
     preemption_.resumed(t, now);
     tenant.suspended_ns.store(s.suspended_ns_before + static_cast<uint64_t>((now - s.suspended_since).count()),
@@ -125,7 +149,9 @@ void Preemptor::on_resume_outcome(const SuspendOutcome& o, Nanos now) {
 
 Nanos Preemptor::suspend_joiners(uint32_t t, Nanos now) {
   Suspension& s = suspensions_[t];
-  if (s.busy) return kNever;
+  // Suspended the fast way: a process that joins holds no memory that moved, and its
+  // allocations wait in its hook until the tenant runs again.
+  if (s.busy || s.fast) return kNever;
   const shm::TenantRegion* region = regions_.get(t);
   const bool stop = tenants_.config().scheduler.preemption.stop_unsuspendable;
   SuspendJob job;

@@ -179,4 +179,15 @@ bool TenantTable::preemptible(uint32_t t) const {
   return c >= 0 && config_.tenants[static_cast<size_t>(c)].preemptible;
 }
 
+void TenantTable::write_move_policy(uint32_t t, shm::ProcessSlot& slot) const {
+  const int c = t < shm::kMaxTenants ? config_.find_tenant(segment_->tenants[t].name) : -1;
+  const TenantConfig* tc = c >= 0 ? &config_.tenants[static_cast<size_t>(c)] : nullptr;
+  const PreemptionSettings& p = config_.scheduler.preemption;
+  const bool fast = tc != nullptr && tc->preemptible && p.fast;
+  const auto mib = [](uint64_t bytes) { return static_cast<uint32_t>(std::min<uint64_t>(bytes >> 20, UINT32_MAX)); };
+  slot.host_pool_mib.store(fast ? mib(tc->host_pool) : 0, std::memory_order_relaxed);
+  slot.host_reserve_mib.store(mib(p.host_reserve), std::memory_order_relaxed);
+  slot.move_policy.store(fast ? shm::ProcessSlot::kFastAllowed : 0, std::memory_order_release);
+}
+
 }  // namespace cuslice

@@ -72,6 +72,9 @@ class TenantTable {
   int priority(uint32_t t) const { return params_[0][t].priority; }
   // Whether entry t's tenant is configured preemptible (docs/preemption.md).
   bool preemptible(uint32_t t) const;
+  // The fast suspension's word to each process of tenant t (shm::ProcessSlot::move_policy,
+  // host_pool_mib, host_reserve_mib): written at registration and at every reload.
+  void write_move_policy(uint32_t t, shm::ProcessSlot& slot) const;
 
  private:
   void claim_entry(uint32_t index, const std::string& name);

@@ -3,7 +3,8 @@ trainer holds most of it; a high-priority service's allocation that does not fit
 scheduler suspend the trainer (the fake driver's checkpoint API), the service gets its memory,
 and the trainer is resumed once the memory is free again. Then the races: an allocation during
 a suspension, a resume meeting a new allocation, a suspended process killed, a scheduler
-restarted with a tenant suspended; and the refusals and failures an operator must see."""
+restarted with a tenant suspended; and the refusals and failures an operator must see. All with
+`fast: false`: the driver's checkpoint only (test_fast_preemption.py has the fast way)."""
 import os
 import re
 import select
@@ -22,6 +23,7 @@ CONFIG = """scheduler:
     resume_holdoff: 200ms
     host_reserve: 1GiB
     resume_margin: 256MiB
+    fast: false
 tenants:
   - name: serve
     allow_env: true

@@ -179,8 +179,17 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
                                 size_t count) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
-  return s->is_device_range(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (desc == nullptr || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  // The range may span several mappings side by side, as on the real driver; no gap.
+  for (CUdeviceptr at = ptr; at < ptr + size;) {
+    auto after = s->vmm_mappings.upper_bound(at);
+    if (after == s->vmm_mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+    auto mapping = std::prev(after);
+    const CUdeviceptr end = mapping->first + mapping->second.size;
+    if (end <= at) return CUDA_ERROR_INVALID_VALUE;
+    at = end;
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemExportToShareableHandle(void* shareable_handle,
