@@ -92,7 +92,7 @@ tenants:
                            "4:21: bad duration `soon` for `resume_holdoff`: " + bad_duration,
                            "5:19: `host_reserve` is a size in bytes, e.g. 4GiB, not a percentage",
                            "6:20: bad size `-1` for `resume_margin`: " + bad_size,
-                           "7:5: unknown key `patience` (expected one of: allocation_wait, resume_holdoff, host_reserve, resume_margin, unsuspendable)",
+                           "7:5: unknown key `patience` (expected one of: allocation_wait, resume_holdoff, host_reserve, resume_margin, unsuspendable, fast)",
                            "8:20: bad `unsuspendable` `spare`: expected stop or keep",
                            "11:18: bad `preemptible` `maybe`: expected true or false",
                        }));

@@ -10,6 +10,11 @@
 //   info             cuMemGetInfo_v2                                   -> ok MS FREE TOTAL
 //   async BYTES      cuMemAllocAsync on the legacy stream, then a stream synchronize (kept
 //                    until `free`)                                     -> ok MS | err CODE MS
+//   fill SEED        writes a pattern (of SEED, the allocation and the place) into 4 KiB every
+//                    64 MiB of every allocation, with cuMemcpyHtoD_v2 -> ok MS | err CODE MS
+//   check SEED       reads it back (cuMemcpyDtoH_v2): err 999 when it differs
+//   copy             one cuMemcpyHtoD_v2 of 4 KiB into the first allocation -> ok MS | err CODE MS
+//   launch           one kernel (the fake's spin_1000us), then cuCtxSynchronize -> ok MS | err CODE MS
 //   exit             exits 0
 //
 // Run without libcuslice.so preloaded, it can also play a process that speaks to the scheduler
@@ -20,6 +25,8 @@
 //   claim-for PID FLAGS  writes FLAGS into the record of the tenant's process PID, as any
 //                    process of the tenant can write                  -> ok MS | err 1 MS
 //   reserve BYTES    charges BYTES on GPU 0 to the tenant's quota      -> ok MS | err 2 MS
+//   lie              says its hook can move what it allocated, then answers every order of the
+//                    fast suspension as done without moving anything (a tenant's lie) -> ok MS
 //
 // MS is how long the call took, in milliseconds: how long a lock or a wait for room held it.
 #include <cuda.h>
@@ -27,7 +34,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,10 +64,39 @@ void answer(CUresult rc, double started, const std::string& extra = "") {
   std::fflush(stdout);
 }
 
+constexpr uint64_t kStride = uint64_t{64} << 20;
+constexpr size_t kBlock = 4096;
+
+void pattern(unsigned seed, size_t allocation, uint64_t offset, unsigned char* out) {
+  uint64_t x = (static_cast<uint64_t>(seed) << 40) ^ (static_cast<uint64_t>(allocation) << 32) ^ offset;
+  for (size_t i = 0; i < kBlock; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    out[i] = static_cast<unsigned char>(x >> 56);
+  }
+}
+
+// Answers the fast suspension's orders as done, moving nothing.
+void lie(uint64_t bytes) {
+  client::report_movable(bytes, 0, 0);
+  std::thread([bytes] {
+    client::MoveOrder seen = client::current_move_order();
+    for (;;) {
+      const client::MoveOrder o = client::wait_move_order(seen, 100'000'000);
+      if (o.kind == 0) continue;
+      seen = o;
+      const bool out = o.kind == static_cast<uint32_t>(cuslice::shm::MoveOrder::kMoveOut);
+      client::finish_move(o, static_cast<uint32_t>(cuslice::shm::MoveResult::kDone), out ? o.bytes : 0, 1000);
+      client::report_movable(bytes, out ? o.bytes : 0, 0);
+    }
+  }).detach();
+}
+
 }  // namespace
 
 int main() {
   std::vector<CUdeviceptr> held, held_async;
+  std::vector<uint64_t> sizes;
+  CUfunction kernel = nullptr;
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream words(line);
@@ -76,7 +114,10 @@ int main() {
       CUdeviceptr p = 0;
       const CUresult rc = command == "alloc" ? cuMemAlloc_v2(&p, bytes)
                                              : cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
-      if (rc == CUDA_SUCCESS) held.push_back(p);
+      if (rc == CUDA_SUCCESS) {
+        held.push_back(p);
+        sizes.push_back(bytes);
+      }
       answer(rc, started);
     } else if (command == "async") {
       CUdeviceptr p = 0;
@@ -98,6 +139,7 @@ int main() {
         if (CUresult r = cuStreamSynchronize(nullptr)) rc = r;
       }
       held.clear();
+      sizes.clear();
       held_async.clear();
       answer(rc, started);
     } else if (command == "attach") {
@@ -132,6 +174,40 @@ int main() {
       size_t free = 0, total = 0;
       const CUresult rc = cuMemGetInfo_v2(&free, &total);
       answer(rc, started, " " + std::to_string(free) + " " + std::to_string(total));
+    } else if (command == "fill" || command == "check") {
+      unsigned char want[kBlock], got[kBlock];
+      CUresult rc = CUDA_SUCCESS;
+      for (size_t a = 0; a < held.size() && rc == CUDA_SUCCESS; ++a) {
+        for (uint64_t at = 0; at + kBlock <= sizes[a] && rc == CUDA_SUCCESS; at += kStride) {
+          pattern(static_cast<unsigned>(bytes), a, at, want);
+          if (command == "fill") {
+            rc = cuMemcpyHtoD_v2(held[a] + at, want, kBlock);
+          } else {
+            rc = cuMemcpyDtoH_v2(got, held[a] + at, kBlock);
+            if (rc == CUDA_SUCCESS && std::memcmp(want, got, kBlock) != 0) rc = static_cast<CUresult>(999);
+          }
+        }
+      }
+      answer(rc, started);
+    } else if (command == "copy") {
+      unsigned char block[kBlock] = {};
+      answer(held.empty() ? CUDA_ERROR_INVALID_VALUE : cuMemcpyHtoD_v2(held[0], block, kBlock), started);
+    } else if (command == "launch") {
+      CUresult rc = CUDA_SUCCESS;
+      if (kernel == nullptr) {
+        CUmodule module = nullptr;
+        static const char image[] = "memory_worker";
+        rc = cuModuleLoadData(&module, image);
+        if (rc == CUDA_SUCCESS) rc = cuModuleGetFunction(&kernel, module, "spin_1000us");
+      }
+      if (rc == CUDA_SUCCESS) rc = cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+      if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
+      answer(rc, started);
+    } else if (command == "lie") {
+      uint64_t total = 0;
+      for (uint64_t b : sizes) total += b;
+      lie(total);
+      answer(CUDA_SUCCESS, started);
     } else if (command == "exit") {
       return 0;
     } else {

@@ -37,7 +37,8 @@ PreemptTenant tenant(const char* name, int priority, bool preemptible, std::vect
   return t;
 }
 
-// One card whose free memory is what the tenants do not hold (suspended ones hold nothing).
+// One card whose free memory is what the tenants do not hold (suspended ones hold nothing, or
+// what their hooks did not move).
 class Card {
  public:
   explicit Card(std::vector<PreemptTenant> tenants, PreemptionParams params = {})
@@ -48,8 +49,9 @@ class Card {
   std::vector<GpuMemory> gpus() const {
     uint64_t used = 0;
     for (uint32_t t = 0; t < tenants_.size(); ++t) {
-      if (policy.state(t) == SuspendState::kSuspended) continue;
-      for (const PreemptProcess& p : tenants_[t].processes) used += p.gpu_bytes.empty() ? 0 : p.gpu_bytes[0];
+      uint64_t held = 0;
+      for (const PreemptProcess& p : tenants_[t].processes) held += p.gpu_bytes.empty() ? 0 : p.gpu_bytes[0];
+      used += held - policy.off_card(t, 0, held);  // suspended: none, or what did not move
     }
     return {{kCard, kCard - std::min(used, kCard)}};
   }
@@ -444,6 +446,123 @@ TEST(MemoryPreemption, SizesAreWrittenForPeople) {
   EXPECT_EQ(describe_bytes(512ull << 20), "512 MiB");
   EXPECT_EQ(describe_bytes(3 * kGiB + kGiB / 5), "3.2 GiB");
   EXPECT_EQ(describe_bytes(2048 * kGiB), "2.0 TiB");
+}
+
+// --- The fast way (rule 6) ------------------------------------------------------------------
+
+PreemptProcess movable(int32_t pid, uint64_t gib, uint64_t pool_gib = 0) {
+  PreemptProcess p = process(pid, gib);
+  p.movable = true;
+  p.movable_bytes = gib * kGiB;
+  p.pool_bytes = pool_gib * kGiB;
+  return p;
+}
+
+std::vector<PreemptTenant> service_and_trainer(PreemptProcess trainer) {
+  return {tenant("serve", kHigh, false, {process(1, 0)}, true), tenant("train", kLow, true, {std::move(trainer)})};
+}
+
+TEST(FastWay, MovesOnlyWhatIsMissingWithALittleSlack) {
+  Card card(service_and_trainer(movable(2, 70)));
+  // 10 GiB free: 20 GiB of the trainer's 70 must move for 30.
+  const Verdict v = card.ask(0, 30);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  ASSERT_EQ(v.suspend, std::vector<uint32_t>{1});
+  ASSERT_EQ(v.move.size(), 1u);
+  EXPECT_GE(v.move[0], 20 * kGiB);
+  EXPECT_LE(v.move[0], 20 * kGiB + 20 * kGiB / 50);
+  EXPECT_TRUE(card.policy.fast(1));
+  card.policy.moved(1, v.move[0]);
+  card.policy.suspended(1, card.now);
+  EXPECT_EQ(card.ask(0, 30).kind, Kind::kFits);
+  // The rest stays on the card.
+  EXPECT_EQ(card.policy.off_card(1, 0, 70 * kGiB), v.move[0]);
+}
+
+TEST(FastWay, NeedsEveryProcessOfTheTenantToMove) {
+  Card card(service_and_trainer(movable(2, 35)));
+  std::vector<PreemptTenant> tenants = service_and_trainer(movable(2, 35));
+  tenants[1].processes.push_back(process(3, 35));  // an older hook, or one told not to
+  card.set_tenants(tenants);
+  const Verdict v = card.ask(0, 30);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  EXPECT_EQ(v.move, std::vector<uint64_t>{0}) << "the checkpoint, for all";
+  EXPECT_FALSE(card.policy.fast(1));
+}
+
+TEST(FastWay, IsOffWhenTheConfigurationSaysSo) {
+  PreemptionParams params;
+  params.fast = false;
+  Card card(service_and_trainer(movable(2, 70)), params);
+  const Verdict v = card.ask(0, 30);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  EXPECT_EQ(v.move, std::vector<uint64_t>{0});
+}
+
+TEST(FastWay, AHostPoolCoversWhatMovesAndTheHostTheRest) {
+  // Only the part moves, so the host needs room for that much, less what is pinned already.
+  Card card(service_and_trainer(movable(2, 70, 16)));
+  EXPECT_EQ(card.ask(0, 30, 4 * kGiB + 8 * kGiB).kind, Kind::kSuspend) << "20 GiB: 16 pinned, 4 more plus 4 reserve";
+  Card small(service_and_trainer(movable(2, 70)));
+  const Verdict refused = small.ask(0, 30, 12 * kGiB);
+  EXPECT_EQ(refused.kind, Kind::kRefused);
+  EXPECT_NE(refused.reason.find("to host memory"), std::string::npos) << refused.reason;
+}
+
+TEST(FastWay, ATenantThatStaysShortIsMovedOnceMoreThenCheckpointed) {
+  Card card(service_and_trainer(movable(2, 70)));
+  Verdict v = card.ask(0, 30);
+  ASSERT_GT(v.move.at(0), 0u);
+  // Its hooks say they moved nothing after all (or moved less than they say): the card is
+  // still short, and the trainer is asked once more the fast way ...
+  card.policy.moved(1, 0);
+  card.policy.suspended(1, card.now);
+  v = card.ask(0, 30);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  ASSERT_EQ(v.suspend, std::vector<uint32_t>{1});
+  EXPECT_GT(v.move.at(0), 0u);
+  card.policy.moved(1, 0);
+  card.policy.suspended(1, card.now);
+  // ... then the checkpoint takes everything.
+  v = card.ask(0, 30);
+  ASSERT_EQ(v.kind, Kind::kSuspend) << v.reason;
+  EXPECT_EQ(v.move, std::vector<uint64_t>{0});
+  EXPECT_EQ(card.policy.state(1), SuspendState::kSuspending);
+  card.policy.suspended(1, card.now);
+  EXPECT_FALSE(card.policy.fast(1));
+  EXPECT_EQ(card.policy.off_card(1, 0, 70 * kGiB), 70 * kGiB);
+  EXPECT_EQ(card.ask(0, 30).kind, Kind::kFits);
+}
+
+TEST(FastWay, ARefusedCheckpointOfTheRestKeepsWhatMoved) {
+  Card card(service_and_trainer(movable(2, 70)));
+  Verdict v = card.ask(0, 30);
+  card.policy.moved(1, v.move.at(0));
+  card.policy.suspended(1, card.now);
+  card.policy.escalate(1);  // the hooks failed the next time: the checkpoint takes the rest
+  card.policy.suspend_refused(1, "the driver refused");
+  EXPECT_EQ(card.policy.state(1), SuspendState::kSuspended);
+  EXPECT_TRUE(card.policy.fast(1));
+  EXPECT_EQ(card.policy.off_card(1, 0, 70 * kGiB), v.move[0]);
+  // And it is not tried again: a request that needs more is refused.
+  EXPECT_EQ(card.ask(0, 60).kind, Kind::kRefused);
+}
+
+TEST(FastWay, ResumesOnceWhatMovedFitsAgain) {
+  Card card(service_and_trainer(movable(2, 70)));
+  const Verdict v = card.ask(0, 30);
+  card.policy.moved(1, v.move.at(0));
+  card.policy.suspended(1, card.now);
+  // The service holds 30 of the 30.2 free: no room for the 20.2 that moved.
+  std::vector<PreemptTenant> busy = service_and_trainer(movable(2, 70));
+  busy[0].processes[0].gpu_bytes = {30 * kGiB};
+  card.set_tenants(busy);
+  EXPECT_TRUE(card.step().resume.empty());
+  // It left: 30.2 free, and the 20.2 (plus the margin) fit.
+  card.set_tenants(service_and_trainer(movable(2, 70)));
+  EXPECT_TRUE(card.step().resume.empty()) << "the holdoff first";
+  card.now += std::chrono::seconds(2);
+  EXPECT_EQ(card.step().resume, std::vector<uint32_t>{1});
 }
 
 }  // namespace
