@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include "process_info.h"
@@ -35,6 +36,25 @@ uint64_t ticks_since_boot() {
   return static_cast<uint64_t>(t.tv_sec) * hz + static_cast<uint64_t>(t.tv_nsec) * hz / 1'000'000'000;
 }
 
+// Whether this kernel gives a peer's pidfd (SO_PEERPIDFD, Linux 6.5), asked once of a socket
+// pair of our own, whose peer (this process) is alive. Where it does, a connection it gives
+// none for is one whose process was already reaped (Linux 6.5 to 6.17 then fail; 6.18 gives
+// a pidfd of the dead process): its pid may be another process's by now.
+bool kernel_gives_peer_pidfds() {
+  static std::atomic<int> known{-1};
+  if (const int k = known.load(std::memory_order_relaxed); k >= 0) return k == 1;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return false;  // ask again later
+  int fd = -1;
+  socklen_t length = sizeof fd;
+  const bool gives = getsockopt(pair[0], SOL_SOCKET, SO_PEERPIDFD, &fd, &length) == 0 && fd >= 0;
+  if (fd >= 0) close(fd);
+  close(pair[0]);
+  close(pair[1]);
+  known.store(gives ? 1 : 0, std::memory_order_relaxed);
+  return gives;
+}
+
 }  // namespace
 
 bool pidfd_alive(int pidfd) {
@@ -50,7 +70,10 @@ std::optional<PeerProcess> identify_peer(int sock, pid_t pid) {
   PeerProcess p;
   socklen_t length = sizeof p.pidfd;
   const bool exact = getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &p.pidfd, &length) == 0 && p.pidfd >= 0;
-  if (!exact) p.pidfd = open_pidfd(pid);
+  if (!exact) {
+    if (kernel_gives_peer_pidfds()) return std::nullopt;  // the process that connected is gone
+    p.pidfd = open_pidfd(pid);
+  }
   if (p.pidfd < 0) return std::nullopt;
   const uint64_t accepted = ticks_since_boot();
   const std::optional<uint64_t> start = process_start_time(pid);

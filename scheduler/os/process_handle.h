@@ -25,8 +25,9 @@ struct PeerProcess {
 
 // The process at the other end of the connected Unix socket `sock`, whose SO_PEERCRED pid is
 // `pid`: SO_PEERPIDFD where the kernel has it (6.5 on: the process that connected, whatever
-// happened since), else pidfd_open(pid), kept only if that process started before the
-// connection was accepted. nullopt when it has exited already (or /proc will not say).
+// happened since; none from such a kernel means that process was reaped), else
+// pidfd_open(pid), kept only if that process started before the connection was accepted.
+// nullopt when it has exited already (or /proc will not say).
 std::optional<PeerProcess> identify_peer(int sock, pid_t pid);
 
 // A pidfd of the process `pid` that started at `start_time` (0: any), or -1 when that

@@ -13,6 +13,7 @@ import os
 import resource
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -347,13 +348,13 @@ sys.stdin.readline()
 """
 
 
-def spawn_at_pid(pid, argv):
+def spawn_at_pid(pid, argv, **popen):
     """`argv` started as process `pid` (the kernel's next pid set through ns_last_pid), or
     None when other processes keep taking it."""
     for _ in range(200):
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(pid - 1))
-        p = subprocess.Popen(argv)
+        p = subprocess.Popen(argv, **popen)
         if p.pid == pid:
             return p
         p.kill()
@@ -502,3 +503,229 @@ def test_users_together_cannot_take_the_descriptors_others_need(world_dir):
             flood.kill()
             flood.wait()
         s.stop()
+
+
+# A tenant matched by cgroup, and processes of uid nobody outside that cgroup that try to be
+# taken for one inside it by pid games: a victim in the cgroup takes the pid of the process
+# that connected, and the registration comes after, from a child the socket was handed to.
+# The scheduler must judge the connection by the process that connected (nobody, outside).
+
+def cgroup2_mount():
+    """Where the cgroup v2 hierarchy is mounted (the unified one of a hybrid system too)."""
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == "cgroup2":
+                return Path(fields[1])
+    return None
+
+
+@pytest.fixture
+def matched_cgroup():
+    """A new cgroup v2 group that a tenant is matched by: its path as /proc/PID/cgroup shows
+    it, and its directory. Skips where this machine gives none (no cgroup v2, or not writable:
+    a container without its own cgroup namespace)."""
+    mount = cgroup2_mount()
+    if mount is None:
+        pytest.skip("no cgroup v2 hierarchy mounted")
+    own = Path("/proc/self/cgroup").read_text()
+    if "0::/" not in own:
+        pytest.skip("this process is in no cgroup v2 group")
+    name = f"cuslice-test-{os.getpid()}-{time.monotonic_ns() % 1000000}"
+    directory = mount / name
+    try:
+        directory.mkdir()
+    except OSError as e:
+        pytest.skip(f"cannot make a cgroup here: {e}")
+    probe = subprocess.Popen(["sleep", "60"])
+    try:
+        (directory / "cgroup.procs").write_text(str(probe.pid))
+        seen = cgroup_of(probe.pid)
+    except OSError as e:
+        seen = None
+        why = f"cannot move a process into a cgroup here: {e}"
+    finally:
+        probe.kill()
+        probe.wait()
+    if seen is None:
+        directory.rmdir()
+        pytest.skip(why)
+    yield seen, directory
+    for _ in range(100):  # the group empties once its last process is reaped
+        try:
+            directory.rmdir()
+            break
+        except OSError:
+            time.sleep(0.05)
+
+
+def cgroup_config(path):
+    return ("scheduler: {quantum: 10ms, gpu_memory: 16GiB}\n"
+            "tenants:\n"
+            f"  - {{name: pod, memory: 4GiB, match: {{cgroup: {path}}}}}\n")
+
+
+def in_cgroup(directory):
+    """A preexec_fn that puts the new process into the group before it execs."""
+    def enter():
+        with open(directory / "cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+    return enter
+
+
+# Run as nobody: connects to argv[1] and forks; says "connected PID CHILD" and exits once a
+# line comes on stdin. The child keeps the connection; on SIGUSR1 it sends a registration
+# that leaves the choice to the match rules and says "closed", or "status S MESSAGE" for the
+# scheduler's answer, then waits to be killed.
+CONNECT_AND_HAND_OVER = r"""
+import os, signal, socket, struct, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+child = os.fork()
+if child != 0:
+    print("connected", os.getpid(), child, flush=True)
+    sys.stdin.readline()
+    os._exit(0)
+sys.stdin.close()
+signal.sigwait({signal.SIGUSR1})
+try:
+    s.send(struct.pack("<IHH64s16Q", 0x43534C43, 2, 200, b"", *([0] * 16)))
+    reply = s.recv(4096)
+except OSError:
+    reply = b""
+if len(reply) >= 104 + 256:
+    message = reply[104:104 + 256].split(b"\0")[0].decode(errors="replace")
+    print("status", struct.unpack_from("<i", reply, 8)[0], message, flush=True)
+else:
+    print("closed", flush=True)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+signal.pause()
+"""
+
+
+def holds_pidfd_of(holder, pid):
+    """Whether process `holder` holds a pidfd of process `pid`: the scheduler takes one when it
+    accepts a connection."""
+    for fd in os.listdir(f"/proc/{holder}/fdinfo"):
+        try:
+            info = Path(f"/proc/{holder}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        if any(line.split() == ["Pid:", str(pid)] for line in info.splitlines()):
+            return True
+    return False
+
+
+def join_pod_from(directory, sched):
+    """A process of the cgroup (root's) that registers by the match rules: the tenant is
+    joined from inside the group, so that an attacker who got in would be seen beside it."""
+    member = subprocess.Popen([str(built("CUSLICE_FAKE_PROCESS"))], preexec_fn=in_cgroup(directory),
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUSLICE_SOCKET": str(sched.socket)},
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert member.stdout.readline().strip() == "ready", member.stderr.read()
+    assert status(sched)["pod"]["pids"] == [member.pid], "the cgroup's own process is not in its tenant"
+    return member
+
+
+def pid_games(sched, path, directory, before_accept):
+    """Nobody connects and hands the socket to a child; the process that connected leaves and
+    a victim in the cgroup takes its pid (before the scheduler accepts the connection, which
+    is held back with SIGSTOP, or after); then the child registers. The child's words."""
+    out = attack("register", sched.socket, "", 0)  # nobody itself, outside the cgroup
+    assert out.startswith("refused 1 ") and "uid 65534" in out, out
+    member = join_pod_from(directory, sched)
+    attacker = victim = None
+    child = None
+    stopped = False
+    try:
+        if before_accept:
+            sched.process.send_signal(signal.SIGSTOP)
+            stopped = True
+        attacker = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                                     sys.executable, "-c", CONNECT_AND_HAND_OVER, str(sched.socket)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        words = attacker.stdout.readline().split()
+        assert words[:1] == ["connected"], words
+        gone, child = int(words[1]), int(words[2])
+        if not before_accept:
+            eventually(lambda: holds_pidfd_of(sched.process.pid, gone), "the scheduler to accept the connection")
+        attacker.stdin.write("\n")
+        attacker.stdin.flush()
+        attacker.wait(timeout=DEADLINE)  # the process that connected, exited and reaped
+        victim = spawn_at_pid(gone, ["sleep", "600"], preexec_fn=in_cgroup(directory))
+        if victim is None:
+            pytest.skip(f"pid {gone} kept being taken by other processes")
+        assert cgroup_of(gone) == path, "the victim is not in the tenant's cgroup"
+        if stopped:
+            sched.process.send_signal(signal.SIGCONT)
+            stopped = False
+        os.kill(child, signal.SIGUSR1)
+        assert select.select([attacker.stdout], [], [], DEADLINE)[0], "no word from the child"
+        said = attacker.stdout.readline().strip()
+        pids = status(sched)["pod"]["pids"]
+        assert sched.process.poll() is None
+        return said, pids, member.pid
+    finally:
+        if stopped:
+            sched.process.send_signal(signal.SIGCONT)
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if attacker is not None:
+            attacker.kill()
+            attacker.wait()
+        if victim is not None:
+            victim.kill()
+            victim.wait()
+        member.stdin.close()
+        member.wait(timeout=DEADLINE)
+
+
+def cgroup_of(pid):
+    """The process's cgroup v2 group, as /proc shows it."""
+    return next(line[3:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if line.startswith("0::"))
+
+
+def assert_judged_as_nobody(said, pids, member):
+    # Closed (the process that connected is gone), or refused as what it was: uid 65534,
+    # outside the cgroup. Never accepted into the tenant as the victim that took its pid.
+    assert said == "closed" or (said.startswith("status 1 ") and "uid 65534" in said), \
+        f"nobody's connection was taken for the process that took its pid: {said}"
+    assert pids == [member], f"tenant pod has {pids}"
+
+
+@pytest.mark.parametrize("kernel", ["this kernel", "linux 6.5 to 6.17"])
+def test_a_cgroup_tenant_is_not_joined_through_a_pid_taken_before_the_accept(world_dir, matched_cgroup, kernel):
+    # The pid is reused between connect() and the accept: the scheduler must not read the
+    # identity of whoever holds the pid at the accept. Linux 6.5 to 6.17 give no pidfd for a
+    # peer already reaped (SO_PEERPIDFD fails) where 6.18 gives one of the dead process:
+    # reaped_peer_pidfd.c makes this kernel answer as those do. (Before 6.5 there is no
+    # SO_PEERPIDFD at all: docs/security.md, "What remains".)
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("cannot choose the next pid here")
+    path, directory = matched_cgroup
+    env = {}
+    if kernel != "this kernel":
+        env["LD_PRELOAD"] = ":".join(p for p in (os.environ.get("CUSLICE_TEST_PRELOAD", ""),
+                                                 str(built("CUSLICE_REAPED_PEER_PIDFD"))) if p)
+    sched = Scheduler(world_dir, config=cgroup_config(path), env=env).wait_ready()
+    try:
+        assert_judged_as_nobody(*pid_games(sched, path, directory, before_accept=True))
+    finally:
+        sched.stop()
+
+
+def test_a_cgroup_tenant_is_not_joined_by_a_registration_sent_after_the_pid_was_taken(world_dir, matched_cgroup):
+    # Accepted while the process that connected lived, registered after a victim in the
+    # cgroup took its pid: what /proc says about that pid then is the victim's.
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("cannot choose the next pid here")
+    path, directory = matched_cgroup
+    sched = Scheduler(world_dir, config=cgroup_config(path)).wait_ready()
+    try:
+        assert_judged_as_nobody(*pid_games(sched, path, directory, before_accept=False))
+    finally:
+        sched.stop()
