@@ -67,7 +67,7 @@ std::optional<ClaimAllocation> allocation_of(const json& claim, const std::strin
   if (auto s = claim.find("status"); s != claim.end() && s->is_object())
     if (auto rf = s->find("reservedFor"); rf != s->end() && rf->is_array())
       for (const json& c : *rf)
-        if (c.is_object() && string_at(c, "resource") == "pods") out.pod = string_at(c, "name");
+        if (c.is_object() && string_at(c, "resource") == "pods" && out.pod.empty()) out.pod = string_at(c, "name");
   return out;
 }
 

@@ -37,7 +37,8 @@ struct AllocatedDevice {
 
 struct ClaimAllocation {
   std::vector<AllocatedDevice> devices;  // this driver's, in this pool
-  // The pod the claim is reserved for (status.reservedFor), when one is: the tenant's labels.
+  // The pod the claim is reserved for (status.reservedFor), the first when several share it,
+  // when one is: the tenant's labels.
   std::string pod;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -22,6 +23,19 @@ void copy(char (&to)[N], const std::string& from) {
 }
 
 std::string claim_text(const ClaimRef& c) { return c.name_space + "/" + c.name + " (" + c.uid + ")"; }
+
+// The hook registers with CUSLICE_TENANT ("<tenant>:<key>") in a field of 63 characters
+// (wire::RegisterRequest::tenant): the key takes what the tenant's name leaves, 22 hex digits
+// (88 bits) beside "dra-" and a 36-character UID, at most 32, at least the scheduler's 16.
+// A longer value would be cut there, and no process could ever join the tenant.
+constexpr size_t kTenantEnvMax = sizeof(wire::RegisterRequest{}.tenant) - 1;
+constexpr size_t kKeyDigitsMax = 32;
+constexpr size_t kKeyDigitsMin = 16;
+
+size_t key_digits(const std::string& tenant) {
+  const size_t room = kTenantEnvMax > tenant.size() + 1 ? kTenantEnvMax - tenant.size() - 1 : 0;
+  return std::min(room, kKeyDigitsMax);
+}
 
 // Which prepared claims (and shares) hold each of `claim`'s devices now.
 void log_holders_of(const PreparedClaim& claim, const std::map<std::string, PreparedClaim>& claims) {
@@ -111,7 +125,12 @@ PrepareOutcome ClaimPreparer::prepare(const ClaimRef& ref) {
     out.error = "ResourceClaim " + claim_text(ref) + ": " + why;
     return out;
   }
-  PreparedClaim c{ref.uid, ref.name_space, ref.name, allocation->pod, kTenantPrefix + ref.uid, node::random_hex(32),
+  const std::string tenant = kTenantPrefix + ref.uid;
+  if (key_digits(tenant) < kKeyDigitsMin) {
+    out.error = "ResourceClaim " + claim_text(ref) + ": its UID is too long to name a tenant a process can join";
+    return out;
+  }
+  PreparedClaim c{ref.uid, ref.name_space, ref.name, allocation->pod, tenant, node::random_hex(key_digits(tenant)),
                   *plan, {}, allocation->devices};
   for (uint32_t g : plan->gpus)
     for (const node::GpuInfo& info : gpus_)

@@ -16,8 +16,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <thread>
@@ -168,6 +170,21 @@ class SocketServer {
   std::unique_ptr<grpc::Server> server_;
 };
 
+// Says which GPUs left NVML's list since the last look (they leave the slice) and which came
+// back (they are listed again), with what NVML said of those that went.
+void log_gpu_changes(const std::vector<node::GpuInfo>& before, const std::vector<node::GpuInfo>& now,
+                     const std::vector<std::string>& problems) {
+  const auto listed = [](const std::vector<node::GpuInfo>& list, const node::GpuInfo& g) {
+    return std::any_of(list.begin(), list.end(), [&](const node::GpuInfo& x) { return x.uuid == g.uuid; });
+  };
+  for (const node::GpuInfo& g : before)
+    if (!listed(now, g))
+      spdlog::warn("GPU {} ({}) does not answer NVML ({}): it leaves the slice until it does", g.index, g.uuid,
+                   problems.empty() ? std::string("no longer listed") : fmt::format("{}", fmt::join(problems, "; ")));
+  for (const node::GpuInfo& g : now)
+    if (!listed(before, g)) spdlog::info("GPU {} ({}) is back: the slice lists it again", g.index, g.uuid);
+}
+
 std::chrono::milliseconds milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
@@ -195,7 +212,9 @@ int serve(const CommandLine& c, const dra::KubeConfig& kube) {
   dra::SlicePublisher publisher(api, dra::slice_name(options.slice.node), options.slice.node, timing);
   // The GPUs before the kubelet can call: a claim is prepared on the GPUs NVML reports.
   std::vector<std::string> problems;
-  preparer.set_gpus(inventory->list(problems).value_or(std::vector<node::GpuInfo>{}));
+  std::vector<node::GpuInfo> listed = inventory->list(problems).value_or(std::vector<node::GpuInfo>{});
+  for (const std::string& p : problems) spdlog::warn("NVML: {}", p);
+  preparer.set_gpus(listed);
 
   const std::string endpoint = c.plugin_dir + "/dra.sock";
   const std::string registration = c.registry_dir + "/" + dra::kDriverName + "-reg.sock";
@@ -217,6 +236,8 @@ int serve(const CommandLine& c, const dra::KubeConfig& kube) {
       problems.clear();
       std::vector<node::GpuInfo> gpus = inventory->list(problems).value_or(std::vector<node::GpuInfo>{});
       for (const std::string& p : problems) spdlog::debug("NVML: {}", p);
+      log_gpu_changes(listed, gpus, problems);
+      listed = gpus;
       preparer.set_gpus(gpus);
       const std::optional<node::SchedulerState> state = scheduler.state(why);
       const Clock::time_point now = Clock::now();

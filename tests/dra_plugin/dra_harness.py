@@ -81,11 +81,14 @@ class Node(NodeParts):
 
     TIMING = ("--poll-interval", "0.1", "--scheduler-grace", "0.5", "--backoff-max", "0.5", "--resync", "5")
 
-    def __init__(self, tmp_path, gpus=4, memory=16 * GiB, plugin_args=()):
+    def __init__(self, tmp_path, gpus=4, memory=16 * GiB, plugin_args=(), nvml_fault=False):
         self.tmp = tmp_path
         self.gpus = gpus
         self.memory = memory
         self.plugin_args = tuple(plugin_args)
+        self.plugin_binary = "CUSLICE_DRA_PLUGIN_BIN"
+        if nvml_fault:
+            self.use_nvml_fault()
         self.registry = tmp_path / "plugins_registry"
         self.plugin_dir = tmp_path / "plugins" / DRIVER
         self.cdi = tmp_path / "cdi"
@@ -105,8 +108,26 @@ class Node(NodeParts):
         self.plugin_logs = []
         self.start_plugin()
 
+    def use_nvml_fault(self):
+        """The plugin on nvml_fault.c's NVML, over the fake one: lose_gpus() takes GPUs away."""
+        self.lost_file = self.tmp / "lost-gpus"
+        wrapper = self.tmp / "dra-plugin-on-nvml-fault"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f"LD_LIBRARY_PATH={built('CUSLICE_NVML_FAULT_DIR')}:$LD_LIBRARY_PATH "
+            f"NVML_FAULT_REAL={built('CUSLICE_FAKE_DRIVER_DIR') / 'libnvidia-ml.so.1'} "
+            f"NVML_FAULT_LOST={self.lost_file} exec {built('CUSLICE_DRA_PLUGIN_BIN')} \"$@\"\n")
+        wrapper.chmod(0o755)
+        # launch_plugin takes the binary from a variable.
+        self.plugin_binary = "CUSLICE_DRA_PLUGIN_ON_NVML_FAULT"
+        os.environ[self.plugin_binary] = str(wrapper)
+
+    def lose_gpus(self, *indices):
+        """NVML answers GPU_IS_LOST for these GPUs from now on (none: every GPU answers again)."""
+        self.lost_file.write_text(",".join(map(str, indices)))
+
     def start_plugin(self):
-        self.launch_plugin("CUSLICE_DRA_PLUGIN_BIN",
+        self.launch_plugin(self.plugin_binary,
                            ["--node-name", NODE, "--kubeconfig", str(self.kubeconfig),
                             "--plugin-dir", str(self.plugin_dir), "--registry-dir", str(self.registry),
                             "--cdi-dir", str(self.cdi), *self.TIMING, *self.plugin_args], default_level="debug")

@@ -44,6 +44,17 @@ TEST(ClaimAllocation, TakesThisDriversDevicesInThisPool) {
   EXPECT_EQ(a->pod, "p");
 }
 
+TEST(ClaimAllocation, AClaimSharedByPodsIsLabelledWithTheFirst) {
+  json c = claim(json::array({result("gpu-0")}));
+  c["status"]["reservedFor"] = json::array({{{"resource", "deployments"}, {"name", "d"}, {"uid", "w"}},
+                                            {{"resource", "pods"}, {"name", "p-1"}, {"uid", "x"}},
+                                            {{"resource", "pods"}, {"name", "p-2"}, {"uid", "y"}}});
+  std::string why;
+  const auto a = allocation_of(c, "u-1", "node-a", why);
+  ASSERT_TRUE(a) << why;
+  EXPECT_EQ(a->pod, "p-1");
+}
+
 TEST(ClaimAllocation, RefusesAnotherClaimAnUnallocatedOneAndBadAmounts) {
   std::string why;
   EXPECT_FALSE(allocation_of(claim(json::array()), "u-2", "node-a", why));

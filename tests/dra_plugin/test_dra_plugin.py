@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -103,6 +104,58 @@ def test_a_claim_becomes_a_tenant_with_exactly_its_memory_and_share(make_node):
     # Asked again (the kubelet retries): the same answer, the same tenant.
     assert node.kubelet.prepare(c)[c["metadata"]["uid"]] == answer
     assert env_of(cdi_spec(node, c)) == env
+
+
+# A container's process on the fake driver: what CUDA says of its GPU, 3 GiB, then 2 GiB more;
+# it holds them until a line comes on stdin.
+CUDA_PROCESS = r"""
+import ctypes, json, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+out = {"init": cuda.cuInit(0)}
+if out["init"] == 0:
+    device, ctx = ctypes.c_int(), ctypes.c_void_p()
+    cuda.cuDeviceGet(ctypes.byref(device), 0)
+    cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device)
+    cuda.cuCtxSetCurrent(ctx)
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    cuda.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+    a, b = ctypes.c_uint64(), ctypes.c_uint64()
+    out.update(total=total.value, first=cuda.cuMemAlloc_v2(ctypes.byref(a), ctypes.c_size_t(3 << 30)),
+               more=cuda.cuMemAlloc_v2(ctypes.byref(b), ctypes.c_size_t(2 << 30)))
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_process_started_from_the_cdi_spec_joins_the_claims_tenant_and_is_held_to_its_quota(make_node):
+    node = make_node(gpus=1)
+    node.wait_slice(1)
+    c = node.allocate(claim("joined", [("gpu", "gpu-0", "4Gi", "30", "s")], pod="worker-0"))
+    assert node.kubelet.prepare(c)[c["metadata"]["uid"]]["error"] == ""
+    spec = cdi_spec(node, c)
+    env = env_of(spec)
+    # The hook sends CUSLICE_TENANT in 63 characters (wire::RegisterRequest): all of it must fit.
+    assert len(env["CUSLICE_TENANT"]) <= 63
+    mounts = {m["containerPath"]: m["hostPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
+    # As the runtime starts it: the spec's environment, its mounts as the host paths they name.
+    env.update(PATH=os.environ.get("PATH", "/usr/bin:/bin"), LD_LIBRARY_PATH=str(built("CUSLICE_FAKE_DRIVER_DIR")),
+               FAKE_CUDA_DEVICE_COUNT="1", FAKE_CUDA_DEVICE_MEMORY=str(node.memory),
+               CUSLICE_SOCKET=os.path.join(mounts["/run/cuslice"], os.path.basename(env["CUSLICE_SOCKET"])),
+               LD_PRELOAD=mounts["/opt/cuslice/lib/libcuslice.so"])
+    process = subprocess.Popen([sys.executable, "-c", CUDA_PROCESS], env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = json.loads(process.stdout.readline() or "{}")
+        assert seen.get("init") == 0, process.stderr.read() if process.poll() is not None else seen
+        wait_for("the process in the claim's tenant",
+                 lambda: process.pid in node.tenants().get(tenant_of(c), {}).get("pids", []))
+        assert seen["total"] == 4 * GiB  # the quota, as the GPU's memory
+        assert seen["first"] == 0 and seen["more"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+    assert node.kubelet.unprepare(c)[c["metadata"]["uid"]]["error"] == ""
+    wait_for("the tenant gone", lambda: tenant_of(c) not in node.tenants())
 
 
 def test_two_claims_share_one_gpu_each_with_its_own_amounts(make_node):
@@ -301,3 +354,70 @@ def test_what_it_cannot_start_with_is_said_and_nothing_half_started(make_node, t
     out = run("--kubeconfig", str(node.kubeconfig))
     assert out.returncode == 1 and "checkpoint.json" in out.stderr and "move it away" in out.stderr, out.stderr
     assert not list(node.registry.glob("*-reg.sock"))  # never offered itself to the kubelet
+
+
+def test_a_gpu_lost_while_the_driver_runs_leaves_the_slice_and_comes_back(make_node):
+    node = make_node(gpus=3, nvml_fault=True)
+    first = node.wait_slice(3)
+    generation = first["spec"]["pool"]["generation"]
+    kept = node.allocate(claim("kept", [("gpu", "gpu-1", "2Gi", "20", None)]))
+    assert node.kubelet.prepare(kept)[kept["metadata"]["uid"]]["error"] == ""
+    # NVML stops answering for GPU 1 (fallen off the bus, or taken out after an error): at the
+    # next look it leaves the slice, so kube-scheduler places nothing more there.
+    node.lose_gpus(1)
+    s = node.wait_slice(2)
+    assert [d["name"] for d in s["spec"]["devices"]] == ["gpu-0", "gpu-2"]
+    assert s["spec"]["devices"] == [first["spec"]["devices"][0], first["spec"]["devices"][2]]
+    assert s["spec"]["pool"]["generation"] == generation + 1
+    wait_for("the loss in the log", lambda: "GPU 1 (GPU-" in node.logs() and "leaves the slice" in node.logs())
+    late = node.allocate(claim("late", [("gpu", "gpu-1", "1Gi", "10", None)]))  # allocated before it went
+    assert "not a GPU of this node" in node.kubelet.prepare(late)[late["metadata"]["uid"]]["error"]
+    # A claim prepared before stays prepared: its tenant is the kubelet's to unprepare.
+    assert tenant_of(kept) in node.tenants()
+    assert node.kubelet.prepare(kept)[kept["metadata"]["uid"]]["error"] == ""
+    # NVML answers again: the same device is back, as it was, in a newer generation.
+    node.lose_gpus()
+    s = node.wait_slice(3)
+    assert s["spec"]["devices"] == first["spec"]["devices"]
+    assert s["spec"]["pool"]["generation"] == generation + 2
+    wait_for("the return in the log", lambda: "is back" in node.logs())
+    assert node.kubelet.prepare(late)[late["metadata"]["uid"]]["error"] == ""
+    # All GPUs gone: an empty slice, not a stale one.
+    node.lose_gpus(0, 1, 2)
+    assert node.wait_slice(0)["spec"]["pool"]["generation"] == generation + 3
+    node.lose_gpus()
+    node.wait_slice(3)
+
+
+def test_a_claim_shared_by_two_pods_is_prepared_once_and_unprepared_by_the_kubelet_after_the_last(make_node):
+    # The kubelet counts the pods of a claim: it calls NodePrepareResources for the first pod
+    # only (later pods find it prepared) and NodeUnprepareResources once the last pod is gone
+    # (pkg/kubelet/cm/dra/manager.go: claimInfo.isPrepared(), len(claimInfo.PodUIDs) > 1). It
+    # repeats either call after its own restart or a failed call. So the driver counts nothing:
+    # a repeated prepare is the same answer and tenant, and one unprepare ends the claim.
+    node = make_node(gpus=1)
+    node.wait_slice(1)
+    c = claim("shared", [("gpu", "gpu-0", "4Gi", "25", "share-1")], pod="pod-a")
+    c["status"]["reservedFor"].append({"resource": "pods", "name": "pod-b", "uid": "b8c7e0b4-0000-4000-8000-000000000002"})
+    node.allocate(c)
+    uid = c["metadata"]["uid"]
+    first = node.kubelet.prepare(c)[uid]
+    assert first["error"] == ""
+    env = env_of(cdi_spec(node, c))
+    # The second pod (or the kubelet again after a restart): the same devices, the same tenant
+    # and credential, one tenant in the scheduler.
+    assert node.kubelet.prepare(c)[uid] == first
+    assert env_of(cdi_spec(node, c)) == env
+    tenants = [t for t in node.tenants() if t.startswith("dra-")]
+    assert tenants == [tenant_of(c)]
+    t = node.tenants()[tenant_of(c)]
+    assert t["memory_quota_bytes"] == 4 * GiB and t["share"] == pytest.approx(0.25)
+    assert node.plugin_tenants()[tenant_of(c)]["pod"] == "pod-a"  # the first pod reserved: the tenant's label
+    checkpoint = json.loads((node.plugin_dir / "checkpoint.json").read_text())
+    assert list(checkpoint["claims"]) == [uid]
+    # The last pod gone: one unprepare removes it; a repeated one finds nothing to do.
+    assert node.kubelet.unprepare(c)[uid]["error"] == ""
+    wait_for("the tenant gone", lambda: tenant_of(c) not in node.tenants())
+    assert cdi_spec(node, c) is None
+    assert node.kubelet.unprepare(c)[uid]["error"] == ""
+    assert f"{NODE}/gpu-0: held by no prepared claim" in node.logs()

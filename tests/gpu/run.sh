@@ -83,7 +83,7 @@ else
   python3 "$here/suite.py" --hook "$hook" --bin "$build/gpu-tests" --out "$OUT" || status=1
 fi
 
-checks=(smi_filter captures context_reset time_slices cli_live device_plugin)
+checks=(smi_filter captures context_reset time_slices cli_live device_plugin dra_plugin)
 if [ -z "$tree" ]; then
   echo "SKIP: the scheduler checks (${checks[*]}) need cuslice-scheduler: pass --cuslice PATH"
   exit $status
@@ -98,6 +98,7 @@ for check in "${checks[@]}"; do
     time_slices) bash "$here/time_slices.sh" --cuslice "$tree" ;;
     cli_live) bash "$here/cli_live.sh" --cuslice "$tree" ;;
     device_plugin) bash "$here/device_plugin.sh" --cuslice "$tree" ;;
+    dra_plugin) bash "$here/dra_plugin.sh" --cuslice "$tree" ;;
   esac 2>&1 | tee "$OUT/$check.log"
   rc=${PIPESTATUS[0]}
   case $rc in
