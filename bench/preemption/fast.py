@@ -284,7 +284,8 @@ def checks(a, fast, ckpt):
     out = []
     le = lambda v, bound: v is not None and v <= bound
     out.append(("fast: the ballast checks out once filled", fast.get("ballast_ok_at_start") is True))
-    out.append((f"fast: the service got its {gib(fast['service_bytes']):.0f} GiB", fast.get("service_got_memory") is True))
+    out.append((f"fast: the service got its {gib(fast['service_bytes']):.0f} GiB",
+                fast.get("service_got_memory") is True))
     out.append(("fast: the suspension took the fast path", fast.get("path") == "fast"))
     out.append((f"fast: time to room at most {a.room_s:g} s", le(fast.get("time_to_room_s"), a.room_s)))
     moved, needed = fast.get("moved_out_bytes"), fast.get("needed_bytes")
@@ -329,8 +330,8 @@ def markdown(crd, a, fast, ckpt, native, results):
         ("suspension by cuslice status, s", lambda r: f(r.get("suspend_s"), 3)),
         ("the service's free → the trainer's first step, s", lambda r: f(r.get("resume_s"), 3)),
         ("resumption by cuslice status, s", lambda r: f(r.get("resume_status_s"), 3)),
-        ("trainer steps/s before / 1 s to the end of the window after", lambda r: f"{f(r.get('trainer_rate_before'), 1)}"
-                                                                                 f" / {f(r.get('trainer_rate_after'), 1)}"),
+        (f"trainer steps/s: before the service / 1–{a.recovery_s:g} s after its first step",
+         lambda r: f"{f(r.get('trainer_rate_before'), 1)} / {f(r.get('trainer_rate_after'), 1)}"),
         ("back to 0.95 of its rate after, s", lambda r: f(r.get("recovered_s"), 2)),
         ("ballast intact (tensors checked, bad)", lambda r: f"{r.get('ballast_ok_after')} "
                                                              f"({r.get('ballast_tensors_checked')}, "
