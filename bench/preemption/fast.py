@@ -37,10 +37,11 @@ resumption and the ballast, its times shown beside the fast path's. Native (unle
 --no-native): the same trainer and service without cuslice; the service's allocation fails
 with the framework's out-of-memory error, which is reported with the trainer's native rate.
 
---quick: a first smoke run, about 2 minutes: --ballast-gib 20, the service sized at run time
-so that about --must-move-gib 8 GiB must move (the card's free memory + 8 GiB; `serve`'s quota
-is then the card less 4 GiB), --host-pool 12GiB, --service-seconds 5. The default sizes take
-about 3 minutes on an H200 without --checkpoint, 5 with it.
+--quick: a first smoke run: --ballast-gib 20, the service sized at run time so that about
+--must-move-gib 8 GiB must move (the card's free memory + 8 GiB; `serve`'s quota is then the
+card less 4 GiB), --host-pool 12GiB, --service-seconds 5. On an H200 the default sizes should
+take about 2 minutes, 4 with --checkpoint (its checkpoint and restore of some 80 GiB alone take
+about 70 s), and --quick about 1.
 
 Writes OUT/preemption-fast.json (every figure), OUT/preemption-fast.md (the tables) and each
 process's output under OUT/preemption-fast-logs/. Exit status 0 when every check passed, 1 when
@@ -220,7 +221,8 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
                 r["service_free_s"] = freed["seconds"]
                 try:
                     back = trainer.wait_event(lambda e: e.get("event") == "stall" and e["ended"] > freed["t"],
-                                              a.resume_timeout, "the trainer to step again")
+                                              a.resume_timeout if fast else max(a.resume_timeout, 300),
+                                              "the trainer to step again")
                 except RuntimeError as e:
                     r["resume_error"] = str(e)
                     tenant, _ = tenant_status(sched.status(), "train")
@@ -384,7 +386,7 @@ def parse_args(argv=None):
     p.add_argument("--recovery-s", type=float, default=5)
     p.add_argument("--start-timeout", type=float, default=300)
     p.add_argument("--pool-timeout", type=float, default=180)
-    p.add_argument("--resume-timeout", type=float, default=300)
+    p.add_argument("--resume-timeout", type=float, default=60, help="seconds (the checkpoint: at least 300)")
     a = p.parse_args(argv)
     quick = {"ballast_gib": 20, "must_move_gib": 8.0, "host_pool": "12GiB", "service_seconds": 5}
     full = {"ballast_gib": 80, "service_gib": 64, "host_pool": "24GiB", "service_seconds": 10}

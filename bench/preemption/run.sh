@@ -14,7 +14,8 @@
 # needs is copied to pinned host memory; the time to room, the bytes moved against what had to,
 # the resumption, the trainer's throughput and every tensor's content. Writes
 # $OUT/preemption-fast.md, $OUT/preemption-fast.json and $OUT/preemption-fast-logs/; needs
-# python3 with torch only; about 3 minutes on an H200 (2 with --quick, 5 with --checkpoint).
+# python3 with torch only; should take about 2 minutes on an H200 (1 with --quick, 4 with
+# --checkpoint).
 #
 # --cuslice PATH: the release tarball, an unpacked tarball or installation, or a build folder
 # (scripts/cuslice-tree.sh). Needs python3 with torch and torchvision, and gcc with the CUDA
