@@ -151,6 +151,18 @@ def wait_host_pool(sched, want, timeout_s):
         time.sleep(0.25)
 
 
+def train_status(sched, predicate, timeout_s=3.0):
+    """`train`'s suspension record and bytes moved both ways, once predicate(suspension) holds or
+    timeout_s has passed (the scheduler publishes its status at least twice a second)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        tenant, moved = tenant_status(sched.status(), "train")
+        suspension = tenant.get("suspension") or {}
+        if predicate(suspension) or time.monotonic() >= end:
+            return suspension, moved
+        time.sleep(0.1)
+
+
 def gib(b):
     return None if b is None else b / GiB
 
@@ -207,10 +219,10 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
             points = samples(trainer)
             r["trainer_rate_before"] = rate_between(points, t_spawn - a.warmup_s, t_spawn)
             if memory["ok"]:
-                tenant, moved_total = tenant_status(sched.status(), "train")
-                suspension = tenant.get("suspension") or {}
+                suspension, _ = train_status(sched, lambda s: s.get("state") == "suspended" and s.get("path"))
                 r.update(path=suspension.get("path"), moved_out_bytes=suspension.get("moved_out_bytes"),
-                         state_while_held=suspension.get("state"), suspend_s=suspension.get("suspend_seconds"),
+                         state_while_held=suspension.get("state"), reason_while_held=suspension.get("reason"),
+                         suspend_s=suspension.get("suspend_seconds"),
                          trainer_bytes_while_held=process_memory_bytes(trainer.p.pid),
                          card_free_while_held_bytes=card_free_bytes(a.gpu))
                 r["driver_moved_bytes"] = r["trainer_bytes"] - r["trainer_bytes_while_held"]
@@ -225,8 +237,8 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
                                               "the trainer to step again")
                 except RuntimeError as e:
                     r["resume_error"] = str(e)
-                    tenant, _ = tenant_status(sched.status(), "train")
-                    r["state_after"] = (tenant.get("suspension") or {}).get("state")
+                    suspension, _ = train_status(sched, lambda s: False, 0)
+                    r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"))
                     return r
                 r.update(trainer_held_from_s=back["began"] - memory["asked"], trainer_stall_s=back["seconds"],
                          resume_s=back["ended"] - freed["t"])
@@ -238,9 +250,9 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
                 if r["trainer_rate_before"]:
                     r["recovered_s"] = recovered_after(points, back["ended"], r["trainer_rate_before"], 0.95,
                                                        a.recovery_s)
-                tenant, moved_both = tenant_status(sched.status(), "train")
-                suspension = tenant.get("suspension") or {}
-                r.update(state_after=suspension.get("state"), resume_status_s=suspension.get("resume_seconds"),
+                suspension, moved_both = train_status(sched, lambda s: s.get("state") == "running")
+                r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"),
+                         resume_status_s=suspension.get("resume_seconds"),
                          suspensions=suspension.get("suspensions"), moved_both_ways_bytes=moved_both,
                          path_after=suspension.get("path"))
             service.p.wait(timeout=60)
