@@ -255,6 +255,9 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
                          resume_status_s=suspension.get("resume_seconds"),
                          suspensions=suspension.get("suspensions"), moved_both_ways_bytes=moved_both,
                          path_after=suspension.get("path"))
+            else:
+                suspension, _ = train_status(sched, lambda s: False, 0)
+                r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"))
             service.p.wait(timeout=60)
             trainer.p.send_signal(signal.SIGUSR1)
             after = trainer.wait_event(lambda e: e.get("event") == "verify" and e.get("when") == "asked",
@@ -360,6 +363,12 @@ def markdown(crd, a, fast, ckpt, native, results):
              f"its allocation held {a.service_seconds:g} s; resume_holdoff {a.resume_holdoff}.", "",
              "| | " + " | ".join(name for name, _ in runs) + " |", "|---" * (len(runs) + 1) + "|"]
     lines += [f"| {label} | " + " | ".join(fn(r) for _, r in runs) + " |" for label, fn in rows]
+    for name, r in runs:
+        if r.get("service_error") and r.get("service_got_memory") is False:
+            lines += ["", f"{name}: the service's allocation failed: `{r['service_error']}`"]
+        if r.get("resume_error"):
+            lines += ["", f"{name}: the trainer did not come back: {r['resume_error']} (its state: "
+                          f"{r.get('state_after')}, {r.get('reason_after')})"]
     if native is not None:
         lines += ["", f"Without cuslice the service's {g(native['service_bytes'])} "
                       + ("**fit** (nothing had to move: the sizes are wrong)" if native.get("service_got_memory")
