@@ -242,8 +242,9 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
                     return r
                 r.update(trainer_held_from_s=back["began"] - memory["asked"], trainer_stall_s=back["seconds"],
                          resume_s=back["ended"] - freed["t"])
-                trainer.wait_event(lambda e: e.get("event") == "rate" and e["t"] >= back["ended"] + a.recovery_s + 0.5,
-                                   a.recovery_s + 60, "the trainer's steps after its resumption")
+                until = back["ended"] + a.recovery_s + 0.5
+                trainer.wait_event(lambda e: e.get("event") == "rate" and e["t"] >= until, a.recovery_s + 60,
+                                   "the trainer's steps after its resumption")
                 points = samples(trainer)
                 r["trainer_steps_while_service_held"] = steps_at(points, freed["t"]) - steps_at(points, memory["got"])
                 r["trainer_rate_after"] = rate_between(points, back["ended"] + 1, back["ended"] + a.recovery_s)
