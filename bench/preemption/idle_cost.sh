@@ -7,7 +7,8 @@
 #   bash bench/preemption/idle_cost.sh --cuslice PATH                      # every part, in turn
 #   bash bench/preemption/idle_cost.sh --cuslice PATH --part launch [--rounds 8]
 #   bash bench/preemption/idle_cost.sh --cuslice PATH --part alloc [--rounds 6]
-#   bash bench/preemption/idle_cost.sh --cuslice PATH --part frameworks [--rounds 1] [--only torch cupy]
+#   bash bench/preemption/idle_cost.sh --cuslice PATH --part frameworks [--rounds 1] [--only torch]
+#   bash bench/preemption/idle_cost.sh --cuslice PATH --part alloc --host-pool 24GiB   # with a pinned pool
 #   bash bench/preemption/idle_cost.sh --part summary                      # the table again, no GPU
 #
 # PATH: the release tarball, an unpacked tarball or installation, or a build folder
@@ -19,16 +20,18 @@
 #               (launches, cudaMalloc/cudaFree, cudaMallocAsync, cuMemGetInfo) in the same
 #               configurations and below a higher-priority tenant, round by round;
 #   frameworks  tests/gpu/suite.py's PyTorch, JAX, CuPy and static-cudart scenarios under
-#               CUSLICE_MEMORY_LIMIT=4GiB, with the hook alone, in `solo` (not preemptible) and
-#               in `train` (preemptible), the order turning from round to round.
+#               CUSLICE_MEMORY_LIMIT=4GiB (--only, default: torch jax cupy cuda), with the hook
+#               alone, in `solo` (not preemptible) and in `train` (preemptible), the order
+#               turning from round to round.
 # In both scheduler configurations `train` is preemptible (priority low, memory 100%,
-# host_pool --host-pool if given) beside `serve` (priority high, a 40% quota) that never runs
-# anything, so nothing is ever suspended; every tenant is joined by CUSLICE_TENANT
+# host_pool --host-pool if given: each of its processes then pins that much host memory as it
+# starts, which these figures include) beside `serve` (priority high, a 40% quota) that never
+# runs anything, so nothing is ever suspended; every tenant is joined by CUSLICE_TENANT
 # (allow_env: true). Each part takes a few minutes (the first two about 3 on an H200 with the
 # rounds above, frameworks about 2 a configuration: --only splits it); run them one by one where
 # a command may take at most 10 minutes. The launch and alloc parts replace their earlier
 # results; the frameworks part adds to them (a scenario run again counts its latest result), so
-# that `--only torch cupy` and then `--only jax cuda-static` make one table: remove
+# that `--only torch` and then `--only jax cupy cuda-` make one table: remove
 # $OUT/idle-cost/frameworks to start afresh. Every run ends with the summary
 # (bench/preemption/idle_cost.py) of every part found under $OUT/idle-cost/: $OUT/idle-cost.md
 # and $OUT/idle-cost.json. Exit status: 0 when every check passed, 1 when one failed, 2 when it
@@ -70,7 +73,7 @@ if [ -n "$rounds" ] && ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
   echo "--rounds $rounds: not a number of rounds"
   exit 2
 fi
-((${#only[@]})) || only=(torch jax cupy cuda-static)
+((${#only[@]})) || only=(torch jax cupy cuda)
 mkdir -p "$dir"
 
 summary() {
