@@ -29,7 +29,8 @@ GiB, a guarantee) and `train` (priority low, preemptible, `memory: 100%`, `host_
 Checks: the service got its memory; the suspension took the fast path; time to room at most
 --room-s (3 s); moved at most what had to move + 10%; the trainer stepping again within
 --resume-s (3 s) of the free, at 0.95 of its rate within --recovery-s (5 s), its state
-`running`; every tensor of the ballast intact, at the start and after.
+`running`; every tensor of the ballast intact, at the start and after; no process died or hung
+once the service asked for its memory.
 
 --checkpoint: the same with `fast: false` (the driver's checkpoint: everything moves, about
 70 s on an H200 with the default sizes), no pool; checked for the memory, the path, the
@@ -167,6 +168,66 @@ def gib(b):
     return None if b is None else b / GiB
 
 
+def measure_after_go(r, a, sched, trainer, service, fast, wait_s, t_spawn):
+    """From the service's allocation on: what cuslice did, into r."""
+    try:
+        memory = service.wait_event(lambda e: e.get("event") == "memory", wait_s + 60,
+                                    "the service's allocation")
+    except RuntimeError as e:  # the hook's wait is bounded by allocation_wait: this is cuslice's failure
+        r.update(service_got_memory=False, service_error=str(e))
+        return
+    r.update(service_got_memory=memory["ok"], service_error=memory["error"], time_to_room_s=memory["seconds"])
+    points = samples(trainer)
+    r["trainer_rate_before"] = rate_between(points, t_spawn - a.warmup_s, t_spawn)
+    if memory["ok"]:
+        suspension, _ = train_status(sched, lambda s: s.get("state") == "suspended" and s.get("path"))
+        r.update(path=suspension.get("path"), moved_out_bytes=suspension.get("moved_out_bytes"),
+                 state_while_held=suspension.get("state"), reason_while_held=suspension.get("reason"),
+                 suspend_s=suspension.get("suspend_seconds"),
+                 trainer_bytes_while_held=process_memory_bytes(trainer.p.pid),
+                 card_free_while_held_bytes=card_free_bytes(a.gpu))
+        r["driver_moved_bytes"] = r["trainer_bytes"] - r["trainer_bytes_while_held"]
+        filled = service.wait_event(lambda e: e.get("event") == "filled", 120, "the service's fill")
+        r["service_fill_s"] = filled["seconds"]
+        freed = service.wait_event(lambda e: e.get("event") == "freed", a.service_seconds + 60,
+                                   "the service's free")
+        r["service_free_s"] = freed["seconds"]
+        try:
+            back = trainer.wait_event(lambda e: e.get("event") == "stall" and e["ended"] > freed["t"],
+                                      a.resume_timeout if fast else max(a.resume_timeout, 300),
+                                      "the trainer to step again")
+        except RuntimeError as e:
+            r["resume_error"] = str(e)
+            suspension, _ = train_status(sched, lambda s: False, 0)
+            r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"))
+            return
+        r.update(trainer_held_from_s=back["began"] - memory["asked"], trainer_stall_s=back["seconds"],
+                 resume_s=back["ended"] - freed["t"])
+        until = back["ended"] + a.recovery_s + 0.5
+        trainer.wait_event(lambda e: e.get("event") == "rate" and e["t"] >= until, a.recovery_s + 60,
+                           "the trainer's steps after its resumption")
+        points = samples(trainer)
+        r["trainer_steps_while_service_held"] = steps_at(points, freed["t"]) - steps_at(points, memory["got"])
+        r["trainer_rate_after"] = rate_between(points, back["ended"] + 1, back["ended"] + a.recovery_s)
+        if r["trainer_rate_before"]:
+            r["recovered_s"] = recovered_after(points, back["ended"], r["trainer_rate_before"], 0.95,
+                                               a.recovery_s)
+        suspension, moved_both = train_status(sched, lambda s: s.get("state") == "running")
+        r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"),
+                 resume_status_s=suspension.get("resume_seconds"),
+                 suspensions=suspension.get("suspensions"), moved_both_ways_bytes=moved_both,
+                 path_after=suspension.get("path"))
+    else:
+        suspension, _ = train_status(sched, lambda s: False, 0)
+        r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"))
+    service.p.wait(timeout=60)
+    trainer.p.send_signal(signal.SIGUSR1)
+    after = trainer.wait_event(lambda e: e.get("event") == "verify" and e.get("when") == "asked",
+                               a.start_timeout, "the trainer's ballast checked again")
+    r.update(ballast_ok_after=after["ok"], ballast_tensors_checked=after["tensors"],
+             ballast_bad_tensors=after["bad"], ballast_wrong_elements=after["wrong_elements"])
+
+
 def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve_quota_gib):
     """One run under cuslice, its figures put in r as they come: `fast` chooses the path;
     service_gib None sizes the service at run time (--must-move-gib). RuntimeError when it
@@ -210,61 +271,9 @@ def cuslice_scenario(r, a, crd, logs, label, fast, host_pool, service_gib, serve
                                    f"({gib(free_before):.1f} GiB free): nothing has to move; raise --service-gib")
             service.send("go")
             try:
-                memory = service.wait_event(lambda e: e.get("event") == "memory", wait_s + 60,
-                                            "the service's allocation")
-            except RuntimeError as e:  # the hook's wait is bounded by allocation_wait: this is cuslice's failure
-                r.update(service_got_memory=False, service_error=str(e))
-                return r
-            r.update(service_got_memory=memory["ok"], service_error=memory["error"], time_to_room_s=memory["seconds"])
-            points = samples(trainer)
-            r["trainer_rate_before"] = rate_between(points, t_spawn - a.warmup_s, t_spawn)
-            if memory["ok"]:
-                suspension, _ = train_status(sched, lambda s: s.get("state") == "suspended" and s.get("path"))
-                r.update(path=suspension.get("path"), moved_out_bytes=suspension.get("moved_out_bytes"),
-                         state_while_held=suspension.get("state"), reason_while_held=suspension.get("reason"),
-                         suspend_s=suspension.get("suspend_seconds"),
-                         trainer_bytes_while_held=process_memory_bytes(trainer.p.pid),
-                         card_free_while_held_bytes=card_free_bytes(a.gpu))
-                r["driver_moved_bytes"] = r["trainer_bytes"] - r["trainer_bytes_while_held"]
-                filled = service.wait_event(lambda e: e.get("event") == "filled", 120, "the service's fill")
-                r["service_fill_s"] = filled["seconds"]
-                freed = service.wait_event(lambda e: e.get("event") == "freed", a.service_seconds + 60,
-                                           "the service's free")
-                r["service_free_s"] = freed["seconds"]
-                try:
-                    back = trainer.wait_event(lambda e: e.get("event") == "stall" and e["ended"] > freed["t"],
-                                              a.resume_timeout if fast else max(a.resume_timeout, 300),
-                                              "the trainer to step again")
-                except RuntimeError as e:
-                    r["resume_error"] = str(e)
-                    suspension, _ = train_status(sched, lambda s: False, 0)
-                    r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"))
-                    return r
-                r.update(trainer_held_from_s=back["began"] - memory["asked"], trainer_stall_s=back["seconds"],
-                         resume_s=back["ended"] - freed["t"])
-                until = back["ended"] + a.recovery_s + 0.5
-                trainer.wait_event(lambda e: e.get("event") == "rate" and e["t"] >= until, a.recovery_s + 60,
-                                   "the trainer's steps after its resumption")
-                points = samples(trainer)
-                r["trainer_steps_while_service_held"] = steps_at(points, freed["t"]) - steps_at(points, memory["got"])
-                r["trainer_rate_after"] = rate_between(points, back["ended"] + 1, back["ended"] + a.recovery_s)
-                if r["trainer_rate_before"]:
-                    r["recovered_s"] = recovered_after(points, back["ended"], r["trainer_rate_before"], 0.95,
-                                                       a.recovery_s)
-                suspension, moved_both = train_status(sched, lambda s: s.get("state") == "running")
-                r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"),
-                         resume_status_s=suspension.get("resume_seconds"),
-                         suspensions=suspension.get("suspensions"), moved_both_ways_bytes=moved_both,
-                         path_after=suspension.get("path"))
-            else:
-                suspension, _ = train_status(sched, lambda s: False, 0)
-                r.update(state_after=suspension.get("state"), reason_after=suspension.get("reason"))
-            service.p.wait(timeout=60)
-            trainer.p.send_signal(signal.SIGUSR1)
-            after = trainer.wait_event(lambda e: e.get("event") == "verify" and e.get("when") == "asked",
-                                       a.start_timeout, "the trainer's ballast checked again")
-            r.update(ballast_ok_after=after["ok"], ballast_tensors_checked=after["tensors"],
-                     ballast_bad_tensors=after["bad"], ballast_wrong_elements=after["wrong_elements"])
+                measure_after_go(r, a, sched, trainer, service, fast, wait_s, t_spawn)
+            except (RuntimeError, subprocess.SubprocessError) as e:
+                r["failure"] = str(e)  # once the service has asked, a process that dies or hangs is cuslice's doing
         finally:
             if service is not None:
                 service.stop()
@@ -301,6 +310,7 @@ def native_scenario(a, logs, service_gib):
 def checks(a, fast, ckpt):
     out = []
     le = lambda v, bound: v is not None and v <= bound
+    out.append(("fast: no process died or hung once the service asked", "failure" not in fast))
     out.append(("fast: the ballast checks out once filled", fast.get("ballast_ok_at_start") is True))
     out.append((f"fast: the service got its {gib(fast['service_bytes']):.0f} GiB",
                 fast.get("service_got_memory") is True))
@@ -317,6 +327,7 @@ def checks(a, fast, ckpt):
     out.append(("fast: every tensor of the ballast intact after",
                 fast.get("ballast_ok_after") is True and fast.get("ballast_tensors_checked") == a.ballast_gib))
     if ckpt is not None:
+        out.append(("checkpoint: no process died or hung once the service asked", "failure" not in ckpt))
         out.append(("checkpoint: the ballast checks out once filled", ckpt.get("ballast_ok_at_start") is True))
         out.append(("checkpoint: the service got its memory", ckpt.get("service_got_memory") is True))
         out.append(("checkpoint: the suspension took the checkpoint", ckpt.get("path") == "checkpoint"))
@@ -365,6 +376,8 @@ def markdown(crd, a, fast, ckpt, native, results):
              "| | " + " | ".join(name for name, _ in runs) + " |", "|---" * (len(runs) + 1) + "|"]
     lines += [f"| {label} | " + " | ".join(fn(r) for _, r in runs) + " |" for label, fn in rows]
     for name, r in runs:
+        if r.get("failure"):
+            lines += ["", f"{name}: the run stopped: {r['failure']}"]
         if r.get("service_error") and r.get("service_got_memory") is False:
             lines += ["", f"{name}: the service's allocation failed: `{r['service_error']}`"]
         if r.get("resume_error"):
