@@ -105,12 +105,16 @@ sock=/tmp/cuslice-overhead/cuslice.sock  # its control socket: /tmp/cuslice-over
 mkdir -p "$(dirname "$sock")"
 if [ -n "$tree" ]; then
   cfg=$build/bench/overhead.yaml
-  if [ -n "$preemptible" ]; then
-    printf 'tenants:\n  - {name: solo, allow_env: true, memory: 20%%}\n  - {name: hi, priority: high, allow_env: true, memory: 10%%}\n  - {name: lo, priority: low, allow_env: true, memory: 10%%}\n  - {name: serve, priority: high, allow_env: true, memory: 40%%}\n  - {name: train, priority: low, allow_env: true, memory: 100%%, preemptible: true%s}\n' \
-      "${HOST_POOL:+, host_pool: $HOST_POOL}" >"$cfg"
-  else
-    printf 'tenants:\n  - {name: solo, allow_env: true}\n  - {name: hi, priority: high, allow_env: true}\n  - {name: lo, priority: low, allow_env: true}\n' >"$cfg"
-  fi
+  {
+    echo "tenants:"
+    echo "  - {name: solo, allow_env: true${preemptible:+, memory: 20%}}"
+    echo "  - {name: hi, priority: high, allow_env: true${preemptible:+, memory: 10%}}"
+    echo "  - {name: lo, priority: low, allow_env: true${preemptible:+, memory: 10%}}"
+    if [ -n "$preemptible" ]; then
+      echo "  - {name: serve, priority: high, allow_env: true, memory: 40%}"
+      echo "  - {name: train, priority: low, allow_env: true, memory: 100%, preemptible: true${HOST_POOL:+, host_pool: $HOST_POOL}}"
+    fi
+  } >"$cfg"
   "$tree/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-overhead \
     >>"$OUT/scheduler.log" 2>&1 &
   daemon=$!

@@ -108,8 +108,12 @@ frameworks_part() {
       "$root/tests/gpu/cuda_quota.cu" || { echo "nvcc failed"; return 2; }
   work=$(mktemp -d "${TMPDIR:-/tmp}/cuslice-idle-cost.XXXXXX")
   sock=$work/cuslice.sock
-  printf 'tenants:\n  - {name: solo, allow_env: true, memory: 20%%}\n  - {name: serve, priority: high, allow_env: true, memory: 40%%}\n  - {name: train, priority: low, allow_env: true, memory: 100%%, preemptible: true%s}\n' \
-    "${host_pool:+, host_pool: $host_pool}" >"$work/cuslice.yaml"
+  {
+    echo "tenants:"
+    echo "  - {name: solo, allow_env: true, memory: 20%}"
+    echo "  - {name: serve, priority: high, allow_env: true, memory: 40%}"
+    echo "  - {name: train, priority: low, allow_env: true, memory: 100%, preemptible: true${host_pool:+, host_pool: $host_pool}}"
+  } >"$work/cuslice.yaml"
   "$tree/bin/cuslice" config check "$work/cuslice.yaml" || { rm -rf "$work"; return 2; }
   mkdir -p "$dir/frameworks"
   "$tree/bin/cuslice-scheduler" --config "$work/cuslice.yaml" --socket "$sock" --shm-name "/cuslice-idle-cost-$$" \
