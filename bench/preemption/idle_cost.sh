@@ -28,8 +28,8 @@
 # starts, which these figures include) beside `serve` (priority high, a 40% quota) that never
 # runs anything, so nothing is ever suspended; every tenant is joined by CUSLICE_TENANT
 # (allow_env: true). Each part takes a few minutes (the first two about 3 on an H200 with the
-# rounds above, frameworks about 2 a configuration: --only splits it); run them one by one where
-# a command may take at most 10 minutes. The launch and alloc parts replace their earlier
+# rounds above, frameworks about 2 a configuration: --only splits it); --part runs them one at a
+# time, to keep each command short. The launch and alloc parts replace their earlier
 # results; the frameworks part adds to them (a scenario run again counts its latest result), so
 # that `--only torch` and then `--only jax cupy cuda-` make one table: remove
 # $OUT/idle-cost/frameworks to start afresh. Every run ends with the summary
