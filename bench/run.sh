@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hook overhead: bench/launch_alloc.cu run alternately with and without libcuslice.so.
 #
-#   bash bench/run.sh [--cuslice PATH] [--launch-loop N | --in-process] [ROUNDS]   # on a machine with an NVIDIA GPU; ROUNDS 10
+#   bash bench/run.sh [--cuslice PATH [--preemptible]] [--launch-loop N | --in-process] [ROUNDS]   # on a machine with an NVIDIA GPU; ROUNDS 10
 #
 # Each round runs, in turn, the legacy-stream build in every configuration, then the per-thread
 # default-stream build (--default-stream per-thread: the _ptsz entry points); the order of the
@@ -17,6 +17,11 @@
 # low-priority tenant while an idle process of a high-priority tenant is registered: the
 # bounded, parking launch path). Without it only the hook is built here (cmake, hook only,
 # into build-gpu/) and only hooked and native run.
+# --preemptible (after --cuslice): one more configuration, "preemptible": the process in
+# `train`, a preemptible low-priority tenant (memory 100%, host_pool $HOST_POOL if set) beside
+# `serve`, a high-priority tenant with a quota that never runs anything, so nothing is ever
+# suspended: what being preemptible costs by itself. The other tenants then have quotas too
+# (the configuration's rule with a preemptible tenant): solo 20%, hi and lo 10%, serve 40%.
 # --launch-loop N: instead of launch_alloc, bench/launch_loop.cu (N null-kernel launches in a
 # row, a synchronize every 20,000), and no "below" configuration: many short processes, for a
 # paired ratio whose interval is narrow enough to tell a few percent (the launch rate varies by
@@ -25,7 +30,7 @@
 # the hook alternating with blocks straight to the driver, in one process), and no "below"
 # configuration: bench.md's second table gives the ratio of the two inside each run, which
 # the process-to-process variation does not reach.
-# Environment: CUDA_ARCH (default sm_90), OUT (default build-gpu/out).
+# Environment: CUDA_ARCH (default sm_90), OUT (default build-gpu/out), HOST_POOL (--preemptible).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -37,6 +42,12 @@ if [ "${1:-}" = --cuslice ]; then
   . "$root/scripts/cuslice-tree.sh"
   tree=$(cuslice_tree "${2:?--cuslice needs a path}") || exit 2
   shift 2
+fi
+preemptible=""
+if [ "${1:-}" = --preemptible ]; then
+  [ -n "$tree" ] || { echo "--preemptible needs --cuslice PATH first"; exit 2; }
+  preemptible=1
+  shift
 fi
 loop=""
 if [ "${1:-}" = --launch-loop ]; then
@@ -84,7 +95,7 @@ one() {  # one ROUND BINARY CONFIG
   echo "RUN $1 $2 $3" >>"$log"
   if [ "$3" = hooked ]; then
     LD_PRELOAD=$hook CUSLICE_MEMORY_LIMIT=70GiB "$exe" >>"$log" 2>&1
-  elif [ "$3" = scheduled ] || [ "$3" = below ]; then
+  elif [ "$3" = scheduled ] || [ "$3" = below ] || [ "$3" = preemptible ]; then
     scheduled "$exe" "$3" >>"$log" 2>&1
   else
     env -u LD_PRELOAD -u CUSLICE_MEMORY_LIMIT "$exe" >>"$log" 2>&1
@@ -94,7 +105,16 @@ sock=/tmp/cuslice-overhead/cuslice.sock  # its control socket: /tmp/cuslice-over
 mkdir -p "$(dirname "$sock")"
 if [ -n "$tree" ]; then
   cfg=$build/bench/overhead.yaml
-  printf 'tenants:\n  - {name: solo}\n  - {name: hi, priority: high}\n  - {name: lo, priority: low}\n' >"$cfg"
+  {
+    echo "tenants:"
+    echo "  - {name: solo, allow_env: true${preemptible:+, memory: 20%}}"
+    echo "  - {name: hi, priority: high, allow_env: true${preemptible:+, memory: 10%}}"
+    echo "  - {name: lo, priority: low, allow_env: true${preemptible:+, memory: 10%}}"
+    if [ -n "$preemptible" ]; then
+      echo "  - {name: serve, priority: high, allow_env: true, memory: 40%}"
+      echo "  - {name: train, priority: low, allow_env: true, memory: 100%, preemptible: true${HOST_POOL:+, host_pool: $HOST_POOL}}"
+    fi
+  } >"$cfg"
   "$tree/bin/cuslice-scheduler" --config "$cfg" --socket "$sock" --shm-name /cuslice-overhead \
     >>"$OUT/scheduler.log" 2>&1 &
   daemon=$!
@@ -102,8 +122,9 @@ if [ -n "$tree" ]; then
   for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
   [ -S "$sock" ] || { echo "the scheduler did not start (see $OUT/scheduler.log)"; exit 1; }
 fi
-scheduled() {  # BINARY scheduled|below: under the tree's scheduler
+scheduled() {  # BINARY scheduled|below|preemptible: under the tree's scheduler
   local exe=$1 tenant=solo
+  [ "$2" = preemptible ] && tenant=train
   if [ "$2" = below ]; then
     tenant=lo
     # An idle, registered process of the higher-priority tenant (cuInit registers it).
@@ -120,6 +141,7 @@ scheduled() {  # BINARY scheduled|below: under the tree's scheduler
 configs=(hooked native)
 [ -n "$tree" ] && configs+=(scheduled)
 [ -n "$tree" ] && [ -z "$loop" ] && configs+=(below)
+[ -n "$preemptible" ] && configs+=(preemptible)
 for r in $(seq 1 "$rounds"); do
   # Each round starts one configuration later than the one before, so none always runs first
   # or right after the same one.

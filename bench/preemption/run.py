@@ -23,89 +23,13 @@ import argparse
 import json
 import math
 import os
-import select
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
+from harness import GB, GiB, Proc, Scheduler, process_memory_bytes, smi, tenant_status
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-GB = 1e9
-GiB = 1 << 30
-
-
-class Proc:
-    """A process whose stdout is JSON lines; stderr goes to a log file."""
-
-    def __init__(self, argv, env, log_path):
-        self.log_path = log_path
-        self.log = open(log_path, "w")
-        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=self.log)
-        self.events = []
-        self._pending = b""
-
-    def poll_events(self, timeout_s):
-        """Reads what arrives within timeout_s (raw reads: no buffer hides a line from select);
-        returns the new events."""
-        new = []
-        end = time.monotonic() + timeout_s
-        fd = self.p.stdout.fileno()
-        while True:
-            left = max(0.0, end - time.monotonic())
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                break
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            self._pending += chunk
-            *lines, self._pending = self._pending.split(b"\n")
-            for line in lines:
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self.events.append(event)
-                new.append(event)
-            if left == 0 or new:
-                break
-        return new
-
-    def wait_event(self, predicate, timeout_s, what):
-        end = time.monotonic() + timeout_s
-        for e in self.events:
-            if predicate(e):
-                return e
-        while time.monotonic() < end:
-            for e in self.poll_events(min(1.0, end - time.monotonic())):
-                if predicate(e):
-                    return e
-            if self.p.poll() is not None and not select.select([self.p.stdout.fileno()], [], [], 0)[0]:
-                raise RuntimeError(f"{what}: the process exited ({self.p.returncode}); see {self.log_path}")
-        raise RuntimeError(f"{what}: nothing within {timeout_s} s; see {self.log_path}")
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.log.close()
-
-
-def smi(*query):
-    return subprocess.run(["nvidia-smi", *query], capture_output=True, text=True, check=True).stdout
-
-
-def process_memory_bytes(pid):
-    for line in smi("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits").splitlines():
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 2 and fields[0] == str(pid):
-            return int(fields[1]) * (1 << 20)
-    return 0
 
 
 def baseline(a, logs, env):
@@ -134,21 +58,13 @@ def baseline(a, logs, env):
         holder.stop()
 
 
-def status(cli, socket):
-    out = subprocess.run([cli, "status", "--json", "--socket", socket], capture_output=True, text=True, check=True)
-    doc = json.loads(out.stdout)
-    tenant = next(t for t in doc["tenants"] if t["name"] == "train")
-    moved = sum(r.get("preemption_moved_bytes", 0) for g in doc["gpus"] for r in g["tenants"] if r["name"] == "train")
+def status(sched):
+    tenant, moved = tenant_status(sched.status(), "train")
     return tenant["suspension"], moved
 
 
 def cuslice_run(a, logs, env, card_bytes):
-    work = tempfile.mkdtemp(prefix="cuslice-preemption-")
-    sock = os.path.join(work, "cuslice.sock")
-    shm = f"/cuslice-preemption-{os.getpid()}"
-    config = os.path.join(work, "cuslice.yaml")
-    with open(config, "w") as f:
-        f.write(f"""scheduler:
+    config = f"""scheduler:
   gpu_memory: {card_bytes}
   preemption:
     allocation_wait: {a.allocation_wait}s
@@ -157,91 +73,77 @@ tenants:
   - name: serve
     priority: high
     memory: {a.service_gib + 4}GiB
+    allow_env: true
   - name: train
     priority: low
     memory: 100%
     preemptible: true
-""")
-    bin_dir, lib_dir = os.path.join(a.cuslice, "bin"), os.path.join(a.cuslice, "lib")
-    daemon_log = open(os.path.join(logs, "scheduler.log"), "w")
-    daemon = subprocess.Popen([os.path.join(bin_dir, "cuslice-scheduler"), "--config", config, "--socket", sock,
-                               "--shm-name", shm, "--log-level", "info"], stdout=daemon_log, stderr=subprocess.STDOUT)
+    allow_env: true
+"""
     procs = []
-    try:
-        end = time.monotonic() + 20
-        while not os.path.exists(sock) and time.monotonic() < end:
-            time.sleep(0.1)
-        if not os.path.exists(sock):
-            raise RuntimeError("cuslice-scheduler did not start: see scheduler.log")
-
-        def tenant_env(name):
-            e = dict(env)
-            e.update({"LD_PRELOAD": os.path.join(lib_dir, "libcuslice.so"), "CUSLICE_SOCKET": sock,
-                      "CUSLICE_TENANT": name, "CUSLICE_LOG_LEVEL": "info"})
-            return e
-
-        trainer = Proc([a.python, os.path.join(HERE, "workers.py"), "trainer", "--ballast-gib", str(a.ballast_gib),
-                        "--batch", str(a.batch)], tenant_env("train"), os.path.join(logs, "trainer.log"))
-        procs.append(trainer)
-        trainer.wait_event(lambda e: e.get("event") == "step" and e["step"] >= a.warmup_steps, 300,
-                           "the trainer's first steps")
-        trainer_bytes = process_memory_bytes(trainer.p.pid)
-        service = Proc([a.python, os.path.join(HERE, "workers.py"), "service", "--gib", str(a.service_gib),
-                        "--seconds", str(a.service_seconds)], tenant_env("serve"), os.path.join(logs, "service.log"))
-        procs.append(service)
-        memory = service.wait_event(lambda e: e.get("event") in ("memory", "error"), a.allocation_wait + 120,
-                                    "the service's memory")
-        if memory.get("event") == "error":
-            memory = service.wait_event(lambda e: e.get("event") == "memory", 30, "the service's memory")
-        trainer.poll_events(0)
-        suspended, moved_out = status(os.path.join(bin_dir, "cuslice"), sock)
-        done = service.wait_event(lambda e: e.get("event") == "done", a.service_seconds + 120, "the service's requests")
-        service.stop()
-        # The trainer comes back: enough steps after it to see its ballast checked again.
-        after_service = done["t"]
-        resumed_step = trainer.wait_event(lambda e: e.get("event") == "step" and e["t"] > after_service, 300,
-                                          "the trainer to step again")
-        trainer.wait_event(lambda e: e.get("event") == "step" and e["step"] >= resumed_step["step"] + 2 * a.check_every,
-                           300, "the trainer's ballast to be checked after its resumption")
-        resumed, moved_both = status(os.path.join(bin_dir, "cuslice"), sock)
-        steps = [e for e in trainer.events if e.get("event") == "step"]
-        before = [e for e in steps if e["t"] < memory["asked"]]
-        after = [e for e in steps if e["t"] > after_service]
-        gap_steps = [e for e in steps if memory["asked"] <= e["t"] <= after_service]
-        checks_after = [e["ballast_ok"] for e in after if e["ballast_ok"] is not None]
-        last_before, first_after = before[-1], after[0]
-        suspend_s = suspended["suspend_seconds"]
-        resume_s = resumed["resume_seconds"]
-        moved_back = moved_both - moved_out
-        return {
-            "trainer_bytes": trainer_bytes,
-            "service_wait_s": memory["seconds"],
-            "service_got_memory": memory["ok"],
-            "suspend_s": suspend_s,
-            "service_overhead_s": memory["seconds"] - suspend_s,
-            "moved_out_bytes": moved_out,
-            "moved_back_bytes": moved_back,
-            "suspend_gbps": moved_out / GB / suspend_s if suspend_s > 0 else None,
-            "resume_s": resume_s,
-            "resume_gbps": moved_back / GB / resume_s if resume_s > 0 else None,
-            "suspended_seconds": resumed["suspended_seconds"],
-            "suspensions": resumed["suspensions"],
-            "service_requests": done["requests"], "service_p50_ms": done["p50_ms"], "service_p99_ms": done["p99_ms"],
-            "trainer_last_step_before": last_before["step"], "trainer_loss_before": last_before["loss"],
-            "trainer_first_step_after": first_after["step"], "trainer_loss_after": first_after["loss"],
-            "trainer_steps_while_suspended": len(gap_steps),
-            "ballast_intact": bool(checks_after) and all(checks_after),
-            "state_after": resumed["state"],
-        }
-    finally:
-        for p in procs:
-            p.stop()
-        daemon.send_signal(signal.SIGTERM)
+    with Scheduler(a.cuslice, config, os.path.join(logs, "scheduler.log")) as sched:
         try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-        daemon_log.close()
+            trainer = Proc([a.python, os.path.join(HERE, "workers.py"), "trainer", "--ballast-gib", str(a.ballast_gib),
+                            "--batch", str(a.batch)], sched.tenant_env(env, "train"),
+                           os.path.join(logs, "trainer.log"))
+            procs.append(trainer)
+            trainer.wait_event(lambda e: e.get("event") == "step" and e["step"] >= a.warmup_steps, 300,
+                               "the trainer's first steps")
+            trainer_bytes = process_memory_bytes(trainer.p.pid)
+            service = Proc([a.python, os.path.join(HERE, "workers.py"), "service", "--gib", str(a.service_gib),
+                            "--seconds", str(a.service_seconds)], sched.tenant_env(env, "serve"),
+                           os.path.join(logs, "service.log"))
+            procs.append(service)
+            memory = service.wait_event(lambda e: e.get("event") in ("memory", "error"), a.allocation_wait + 120,
+                                        "the service's memory")
+            if memory.get("event") == "error":
+                memory = service.wait_event(lambda e: e.get("event") == "memory", 30, "the service's memory")
+            trainer.poll_events(0)
+            suspended, moved_out = status(sched)
+            done = service.wait_event(lambda e: e.get("event") == "done", a.service_seconds + 120,
+                                      "the service's requests")
+            service.stop()
+            # The trainer comes back: enough steps after it to see its ballast checked again.
+            after_service = done["t"]
+            resumed_step = trainer.wait_event(lambda e: e.get("event") == "step" and e["t"] > after_service, 300,
+                                              "the trainer to step again")
+            trainer.wait_event(lambda e: e.get("event") == "step"
+                               and e["step"] >= resumed_step["step"] + 2 * a.check_every,
+                               300, "the trainer's ballast to be checked after its resumption")
+            resumed, moved_both = status(sched)
+            steps = [e for e in trainer.events if e.get("event") == "step"]
+            before = [e for e in steps if e["t"] < memory["asked"]]
+            after = [e for e in steps if e["t"] > after_service]
+            gap_steps = [e for e in steps if memory["asked"] <= e["t"] <= after_service]
+            checks_after = [e["ballast_ok"] for e in after if e["ballast_ok"] is not None]
+            last_before, first_after = before[-1], after[0]
+            suspend_s = suspended["suspend_seconds"]
+            resume_s = resumed["resume_seconds"]
+            moved_back = moved_both - moved_out
+            return {
+                "trainer_bytes": trainer_bytes,
+                "service_wait_s": memory["seconds"],
+                "service_got_memory": memory["ok"],
+                "suspend_s": suspend_s,
+                "service_overhead_s": memory["seconds"] - suspend_s,
+                "moved_out_bytes": moved_out,
+                "moved_back_bytes": moved_back,
+                "suspend_gbps": moved_out / GB / suspend_s if suspend_s > 0 else None,
+                "resume_s": resume_s,
+                "resume_gbps": moved_back / GB / resume_s if resume_s > 0 else None,
+                "suspended_seconds": resumed["suspended_seconds"],
+                "suspensions": resumed["suspensions"],
+                "service_requests": done["requests"],
+                "service_p50_ms": done["p50_ms"], "service_p99_ms": done["p99_ms"],
+                "trainer_last_step_before": last_before["step"], "trainer_loss_before": last_before["loss"],
+                "trainer_first_step_after": first_after["step"], "trainer_loss_after": first_after["loss"],
+                "trainer_steps_while_suspended": len(gap_steps),
+                "ballast_intact": bool(checks_after) and all(checks_after),
+                "state_after": resumed["state"],
+            }
+        finally:
+            for p in procs:
+                p.stop()
 
 
 def checks(base, run):

@@ -15,8 +15,29 @@ printing one JSON object a line on stdout, flushed, with `t` (CLOCK_MONOTONIC se
                                "asked": t0, "got": t1, "seconds": t1 - t0, "ok": bool} and
                                {"event": "done", "requests": N, "p50_ms": ..., "p99_ms": ...}
 
+For bench/preemption/fast.py:
+
+  gemm-trainer --ballast-gib G  G tensors of 1 GiB (int32), each filled with a pattern of its own
+           --n N --per-step K  that depends on every element's position (so memory that comes
+                               back at the wrong place shows), checked in full once filled:
+                               {"event": "verify", "when": "start", "ok": bool, "bad": [...]};
+                               {"event": "ready", "ballast_bytes": ...}; then a loop of steps of K
+                               bf16 N x N matmuls and a synchronize, with
+                               {"event": "rate", "steps": total, "rate": steps/s} every --report-s
+                               (at a step's end) and {"event": "stall", "began", "ended",
+                               "seconds"} after a step that took over --stall-s. SIGUSR1: the
+                               ballast is checked in full again at the next step's end
+                               ({"event": "verify", "when": "asked", ...}).
+  alloc-service --gib G        creates its context, says {"event": "ready", "free", "total"} (as
+           --seconds S         CUDA reports them to it), waits for a line on stdin, then
+                               allocates G GiB at once with torch.empty, timed:
+                               {"event": "memory", "asked", "got", "seconds", "ok", "error"};
+                               fills it, holds it S seconds, frees it (del, empty_cache):
+                               {"event": "freed", "asked", "t", "seconds"}. Exit 1 when the
+                               allocation failed.
+
 They run under LD_PRELOAD=libcuslice.so in a cuslice tenant, or natively (the holder, for the
-raw checkpoint API's baseline)."""
+raw checkpoint API's baseline; the trainer and the service, for what happens without cuslice)."""
 import argparse
 import json
 import sys
@@ -119,9 +140,123 @@ def service(a):
     return 0
 
 
+# The gemm-trainer's ballast: element j of tensor i holds (j * 0x9E3779B1 + (i + 1) * 0x85EBCA6B)
+# & 0x7FFFFFFF, computed in int64 on the GPU a chunk at a time (j < 2^28, so no overflow).
+BALLAST_ELEMS = (1 << 30) // 4
+CHUNK = 1 << 25
+
+
+def expected_chunk(torch, i, start, n):
+    x = torch.arange(start, start + n, dtype=torch.int64, device="cuda")
+    x.mul_(0x9E3779B1).add_((i + 1) * 0x85EBCA6B).bitwise_and_(0x7FFFFFFF)
+    return x.to(torch.int32)
+
+
+def fill_ballast(torch, gib):
+    tensors = []
+    for i in range(gib):
+        t = torch.empty(BALLAST_ELEMS, dtype=torch.int32, device="cuda")
+        for start in range(0, BALLAST_ELEMS, CHUNK):
+            t[start:start + CHUNK] = expected_chunk(torch, i, start, CHUNK)
+        tensors.append(t)
+    return tensors
+
+
+def verify_ballast(torch, tensors):
+    """Every element of every tensor against its pattern: the indices of the tensors that differ
+    and how many elements do."""
+    bad, wrong = [], 0
+    for i, t in enumerate(tensors):
+        count = torch.zeros((), dtype=torch.int64, device="cuda")
+        for start in range(0, BALLAST_ELEMS, CHUNK):
+            count += (t[start:start + CHUNK] != expected_chunk(torch, i, start, CHUNK)).sum()
+        n = int(count.item())
+        if n:
+            bad.append(i)
+            wrong += n
+    return bad, wrong
+
+
+def gemm_trainer(a):
+    import signal
+    import torch
+    asked = []
+    signal.signal(signal.SIGUSR1, lambda *_: asked.append(1))
+
+    def verify(when):
+        t0 = time.monotonic()
+        bad, wrong = verify_ballast(torch, ballast)
+        emit(event="verify", when=when, tensors=len(ballast), ok=not bad, bad=bad, wrong_elements=wrong,
+             seconds=time.monotonic() - t0)
+
+    t0 = time.monotonic()
+    ballast = fill_ballast(torch, a.ballast_gib)
+    torch.cuda.synchronize()
+    filled_s = time.monotonic() - t0
+    verify("start")
+    torch.cuda.empty_cache()  # the pattern's scratch memory: the trainer holds its ballast and matmuls only
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(a.n, a.n, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = torch.randn(a.n, a.n, device="cuda", dtype=torch.bfloat16, generator=g) / a.n ** 0.5
+    y = torch.empty_like(x)
+    torch.matmul(x, w, out=y)
+    torch.cuda.synchronize()
+    emit(event="ready", ballast_bytes=len(ballast) * BALLAST_ELEMS * 4, fill_seconds=filled_s)
+    steps, last_report, last_steps = 0, time.monotonic(), 0
+    prev = last_report
+    while True:
+        for _ in range(a.per_step):
+            torch.matmul(x, w, out=y)
+        torch.cuda.synchronize()
+        steps += 1
+        now = time.monotonic()
+        if now - prev > a.stall_s:
+            emit(event="stall", began=prev, ended=now, seconds=now - prev, step=steps)
+        prev = now
+        if now - last_report >= a.report_s:
+            emit(event="rate", steps=steps, rate=(steps - last_steps) / (now - last_report))
+            last_report, last_steps = now, steps
+        if asked:
+            asked.clear()
+            verify("asked")
+            prev = last_report = time.monotonic()
+            last_steps = steps
+
+
+def alloc_service(a):
+    import torch
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    emit(event="ready", free=free, total=total)
+    if not sys.stdin.readline():
+        return 2  # nobody will say when: the benchmark went away
+    asked = time.monotonic()
+    error = None
+    try:
+        block = torch.empty(a.gib * (1 << 30), dtype=torch.uint8, device="cuda")
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
+        error = str(e).splitlines()[0]
+    got = time.monotonic()
+    emit(event="memory", asked=asked, got=got, seconds=got - asked, ok=error is None, error=error)
+    if error is not None:
+        return 1
+    t0 = time.monotonic()
+    block.fill_(7)
+    torch.cuda.synchronize()
+    emit(event="filled", seconds=time.monotonic() - t0)
+    time.sleep(a.seconds)
+    t0 = time.monotonic()
+    del block
+    torch.cuda.empty_cache()
+    t1 = time.monotonic()
+    emit(event="freed", asked=t0, seconds=t1 - t0)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["holder", "trainer", "service"])
+    p.add_argument("mode", choices=["holder", "trainer", "service", "gemm-trainer", "alloc-service"])
     p.add_argument("--gib", type=int, default=8)
     p.add_argument("--report-s", type=float, default=0.5)
     p.add_argument("--ballast-gib", type=int, default=0)
@@ -129,8 +264,12 @@ def main():
     p.add_argument("--steps", type=int, default=0, help="0: until killed")
     p.add_argument("--check-every", type=int, default=20)
     p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--n", type=int, default=8192, help="gemm-trainer: the matmuls' size")
+    p.add_argument("--per-step", type=int, default=4, help="gemm-trainer: matmuls a step")
+    p.add_argument("--stall-s", type=float, default=0.5, help="gemm-trainer: a step this long is a stall")
     a = p.parse_args()
-    return {"holder": holder, "trainer": trainer, "service": service}[a.mode](a) or 0
+    return {"holder": holder, "trainer": trainer, "service": service, "gemm-trainer": gemm_trainer,
+            "alloc-service": alloc_service}[a.mode](a) or 0
 
 
 if __name__ == "__main__":
