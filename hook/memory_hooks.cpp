@@ -137,7 +137,9 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
   const quota::Operation op(dev);
   const uint64_t charged = quota::allocation_charge(bytesize);
   if (!quota::charge_allocation(dev, charged)) return CUDA_ERROR_OUT_OF_MEMORY;
-  bool movable = movable::enabled();
+  // Small allocations stay as the driver makes them: it packs them into pages of its own,
+  // where movable memory would take a whole granule each.
+  bool movable = bytesize >= movable::kMinBytes && movable::enabled();
   const auto allocate = [&] {
     if (movable) {
       const CUresult m = movable::allocate(dev, bytesize, dptr);

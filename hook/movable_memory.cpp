@@ -55,6 +55,18 @@ struct State {
 };
 State g;
 
+// The last driver call of move_out/move_back that failed (under the lock), for the mover's log.
+const char* g_failed_call = "";
+int g_failed_code = 0;
+
+CUresult noted(const char* call, CUresult r) {
+  if (r != CUDA_SUCCESS) {
+    g_failed_call = call;
+    g_failed_code = static_cast<int>(r);
+  }
+  return r;
+}
+
 struct Lock {
   Lock() { pthread_mutex_lock(&g.lock); }
   ~Lock() { pthread_mutex_unlock(&g.lock); }
@@ -343,7 +355,7 @@ uint64_t move_out(int device, uint64_t bytes, uint64_t host_reserve, bool* faile
     bool pinned = false;
     void* host = host_pool::take(c.size, host_reserve, &pinned);
     if (host == nullptr) break;  // the host has no more room: what fits goes
-    if (copy_out(host, c.va, c.size, s[copied % kStreams]) != CUDA_SUCCESS) {
+    if (noted("cuMemcpyDtoHAsync", copy_out(host, c.va, c.size, s[copied % kStreams])) != CUDA_SUCCESS) {
       host_pool::give_back(host, c.size, pinned);
       *failed = true;
       break;
@@ -366,7 +378,7 @@ uint64_t move_out(int device, uint64_t bytes, uint64_t host_reserve, bool* faile
   for (uint32_t k = 0; k < copied; ++k) {
     Chunk& c = g.chunks[g.picked[k]];
     if (c.host == nullptr) continue;
-    if (api().unmap(c.va, c.size) != CUDA_SUCCESS) {
+    if (noted("cuMemUnmap", api().unmap(c.va, c.size)) != CUDA_SUCCESS) {
       host_pool::give_back(c.host, c.size, c.pinned);
       c.host = nullptr;
       *failed = true;
@@ -395,7 +407,7 @@ Back move_back() noexcept {
   for (; made < n; ++made) {
     Chunk& c = g.chunks[g.picked[made]];
     const CUmemAllocationProp prop = prop_of(c.device);
-    const CUresult r = real<Sym::cuMemCreate>()(&c.handle, c.size, &prop, 0);
+    const CUresult r = noted("cuMemCreate", real<Sym::cuMemCreate>()(&c.handle, c.size, &prop, 0));
     if (r != CUDA_SUCCESS) {
       c.handle = 0;
       outcome = r == CUDA_ERROR_OUT_OF_MEMORY ? Back::kNoRoom : Back::kFailed;
@@ -406,11 +418,11 @@ Back move_back() noexcept {
   if (outcome == Back::kDone) {
     for (; mapped < n; ++mapped) {
       Chunk& c = g.chunks[g.picked[mapped]];
-      if (api().map(c.va, c.size, 0, c.handle, 0) != CUDA_SUCCESS) {
+      if (noted("cuMemMap", api().map(c.va, c.size, 0, c.handle, 0)) != CUDA_SUCCESS) {
         outcome = Back::kFailed;
         break;
       }
-      if (grant(c.device, c.va, c.size) != CUDA_SUCCESS) {
+      if (noted("cuMemSetAccess", grant(c.device, c.va, c.size)) != CUDA_SUCCESS) {
         api().unmap(c.va, c.size);
         outcome = Back::kFailed;
         break;
@@ -424,7 +436,8 @@ Back move_back() noexcept {
       Chunk& c = g.chunks[g.picked[k]];
       CUcontext ctx = context(c.device);
       CUstream* s = ctx != nullptr && api().set_current(ctx) == CUDA_SUCCESS ? streams(c.device) : nullptr;
-      if (s == nullptr || copy_in(c.va, c.host, c.size, s[k % kStreams]) != CUDA_SUCCESS) outcome = Back::kFailed;
+      if (s == nullptr || noted("cuMemcpyHtoDAsync", copy_in(c.va, c.host, c.size, s[k % kStreams])) != CUDA_SUCCESS)
+        outcome = Back::kFailed;
       devices |= uint32_t{1} << (c.device & 31);
     }
     for (int d = 0; d < 32 && d < kMaxDevices; ++d)
@@ -450,6 +463,11 @@ Back move_back() noexcept {
     g.off_gpu.fetch_sub(c.size, std::memory_order_relaxed);
   }
   return Back::kDone;
+}
+
+const char* last_failure(int* code) noexcept {
+  *code = g_failed_code;
+  return g_failed_call;
 }
 
 void after_fork_child() noexcept {

@@ -22,6 +22,8 @@
 namespace cuslice::movable {
 
 inline constexpr uint64_t kChunkBytes = uint64_t{256} << 20;
+// Smaller allocations are left to cuMemAlloc (and stay on the GPU while suspended).
+inline constexpr uint64_t kMinBytes = uint64_t{2} << 20;
 
 // Whether cuMemAlloc's memory is made movable in this process: decided at its first
 // allocation on an attached client (the daemon's ProcessSlot::kFastAllowed and
@@ -54,6 +56,8 @@ Totals totals() noexcept;
 uint64_t move_out(int device, uint64_t bytes, uint64_t host_reserve, bool* failed) noexcept;
 enum class Back { kDone, kNoRoom, kFailed };
 Back move_back() noexcept;
+// The last driver call of the mover's operations that failed, and its CUresult, for the log.
+const char* last_failure(int* code) noexcept;
 
 // The primary context of `device`, retained once for the process's life (the mover's copies
 // and pinned memory live in it); nullptr if the driver refuses.

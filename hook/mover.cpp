@@ -77,9 +77,15 @@ void move_out(const client::MoveOrder& order) {
                                                         : shm::MoveResult::kShort;
   const uint64_t took = static_cast<uint64_t>(now_ns() - start);
   client::finish_move(order, static_cast<uint32_t>(result), movable::totals().moved, took);
-  CUSLICE_LOG(kInfo, "suspended by the scheduler: %llu MiB of GPU %d moved to host memory in %.3f s%s",
-              static_cast<unsigned long long>(moved >> 20), order.gpu, static_cast<double>(took) / 1e9,
-              failed ? " (a driver call failed)" : "");
+  int code = 0;
+  const char* call = movable::last_failure(&code);
+  if (failed)
+    CUSLICE_LOG(kWarn, "suspended by the scheduler: %llu MiB of GPU %d moved to host memory in %.3f s, then %s failed "
+                       "(CUresult %d)",
+                static_cast<unsigned long long>(moved >> 20), order.gpu, static_cast<double>(took) / 1e9, call, code);
+  else
+    CUSLICE_LOG(kInfo, "suspended by the scheduler: %llu MiB of GPU %d moved to host memory in %.3f s",
+                static_cast<unsigned long long>(moved >> 20), order.gpu, static_cast<double>(took) / 1e9);
 }
 
 void move_back(const client::MoveOrder& order) {
@@ -94,8 +100,14 @@ void move_back(const client::MoveOrder& order) {
                                                                   : shm::MoveResult::kFailed;
   const uint64_t took = static_cast<uint64_t>(now_ns() - start);
   client::finish_move(order, static_cast<uint32_t>(result), movable::totals().moved, took);
-  CUSLICE_LOG(kInfo, "resumed by the scheduler in %.3f s%s", static_cast<double>(took) / 1e9,
-              back == movable::Back::kDone ? "" : ": not yet, the GPU has no room for it");
+  int code = 0;
+  const char* call = movable::last_failure(&code);
+  if (back == movable::Back::kFailed)
+    CUSLICE_LOG(kWarn, "moving this process's memory back failed (%s: CUresult %d); it stays in host memory", call,
+                code);
+  else
+    CUSLICE_LOG(kInfo, "resumed by the scheduler in %.3f s%s", static_cast<double>(took) / 1e9,
+                back == movable::Back::kDone ? "" : ": not yet, the GPU has no room for it");
 }
 
 // The scheduler whose order holds the process is gone (it stopped or died, or the process
