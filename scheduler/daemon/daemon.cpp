@@ -213,6 +213,7 @@ void Daemon::start_metrics(uint16_t port) {
       [this] {
         SegmentSnapshot snapshot;
         TenantWorkloads workloads;
+        TenantPreemptionFigures preemption;
         {
           std::lock_guard<std::mutex> lock(state_mutex_);
           const Nanos now{now_ns()};
@@ -222,8 +223,10 @@ void Daemon::start_metrics(uint16_t port) {
           }
           snapshot = take_snapshot(*segment_);
           workloads = tenant_workloads(processes_, segment_, tenants_.plugin_tenants());
+          for (const auto& [name, f] : preemptor_.figures())
+            preemption[name] = {f.fast, f.moved_out, f.host_pool, f.time_to_room};
         }
-        return render_metrics(snapshot, workloads);
+        return render_metrics(snapshot, workloads, preemption);
       },
       [this] { return serving_.load(std::memory_order_acquire); });
   spdlog::info("serving metrics on {}/metrics", metrics_->url());

@@ -163,6 +163,26 @@ void tenant_families(Families& f) {
                [](const TenantSnapshot& t) { return static_cast<double>(t.resume_ns) / kNanosPerSecond; });
 }
 
+void preemption_families(Families& f, const TenantPreemptionFigures& figures) {
+  const auto of = [&figures](const TenantSnapshot& t) {
+    const auto it = figures.find(t.name);
+    return it != figures.end() ? it->second : PreemptionFigures{};
+  };
+  f.per_tenant("cuslice_tenant_last_suspension_fast", kGauge,
+               "1 when the tenant's last suspension went the fast way (its hooks moved what was missing), 0 when "
+               "the driver's checkpoint moved it, or when it was never suspended.",
+               [&](const TenantSnapshot& t) { return of(t).fast ? 1.0 : 0.0; });
+  f.per_tenant("cuslice_tenant_last_suspension_moved_bytes", kGauge,
+               "GPU memory the tenant's last suspension took off the card.",
+               [&](const TenantSnapshot& t) { return static_cast<double>(of(t).moved_out); });
+  f.per_tenant("cuslice_tenant_host_pool_bytes", kGauge,
+               "Pinned host memory the tenant's processes prepared for the fast way.",
+               [&](const TenantSnapshot& t) { return static_cast<double>(of(t).host_pool); });
+  f.per_tenant("cuslice_tenant_last_time_to_room_seconds", kGauge,
+               "How long the tenant's last allocation that needed room (suspensions of others) waited for it.",
+               [&](const TenantSnapshot& t) { return of(t).time_to_room; });
+}
+
 void gpu_families(Families& f) {
   f.per_gpu("cuslice_gpu_token_handoffs_total", kCounter, "Times the GPU's token changed hands.",
             [](const GpuSnapshot& g) { return static_cast<double>(g.handoffs); });
@@ -180,10 +200,12 @@ void gpu_families(Families& f) {
 
 }  // namespace
 
-std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& workloads) {
+std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& workloads,
+                           const TenantPreemptionFigures& preemption) {
   Families families(s, workloads);
   tenant_gpu_families(families);
   tenant_families(families);
+  preemption_families(families, preemption);
   gpu_families(families);
   return families.text();
 }

@@ -9,6 +9,7 @@
 // is never a pid label: pids churn, and each new one would be a new time series.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "segment_snapshot.h"
@@ -16,7 +17,17 @@
 
 namespace cuslice {
 
+// Memory preemption's figures that are not in the segment, by tenant name (the daemon's).
+struct PreemptionFigures {
+  bool fast = false;            // the last suspension went the fast way
+  uint64_t moved_out = 0;       // what it took off the card
+  uint64_t host_pool = 0;       // pinned host memory its processes prepared
+  double time_to_room = 0;      // seconds the tenant's last request that needed room waited
+};
+using TenantPreemptionFigures = std::map<std::string, PreemptionFigures>;
+
 // `workloads` labels each tenant's samples with its namespace, pod and container.
-std::string render_metrics(const SegmentSnapshot& snapshot, const TenantWorkloads& workloads = {});
+std::string render_metrics(const SegmentSnapshot& snapshot, const TenantWorkloads& workloads = {},
+                           const TenantPreemptionFigures& preemption = {});
 
 }  // namespace cuslice

@@ -467,6 +467,21 @@ std::vector<std::string> Preemptor::report() const {
   return lines;
 }
 
+std::map<std::string, Preemptor::Figures> Preemptor::figures() const {
+  std::map<std::string, Figures> out;
+  const std::vector<PreemptTenant> tenants = preempt_tenants();
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
+    if (!tenants[t].present) continue;
+    Figures f;
+    f.fast = std::string(last_[t].path) == "fast";
+    f.moved_out = last_[t].moved_out;
+    f.time_to_room = secs(last_[t].time_to_room);
+    for (const PreemptProcess& p : tenants[t].processes) f.host_pool += p.pool_bytes;
+    out[tenants[t].name] = f;
+  }
+  return out;
+}
+
 // --- The journal ------------------------------------------------------------------------------
 
 void Preemptor::write_journal() const {

@@ -93,6 +93,14 @@ class Preemptor {
   void publish_suspended_time(Nanos now);
   // One line per tenant with something to say, for `cuslice status`: name, state, reason.
   std::vector<std::string> report() const;
+  // The fast way's figures by tenant name, for the metrics.
+  struct Figures {
+    bool fast = false;        // the last suspension went the fast way
+    uint64_t moved_out = 0;   // what it took off the card
+    uint64_t host_pool = 0;   // pinned host memory its processes prepared
+    double time_to_room = 0;  // seconds its last request that needed room waited for it
+  };
+  std::map<std::string, Figures> figures() const;
 
  private:
   struct MemoryWait {  // an allocation waiting for room (a MemoryRequest not yet answered)
