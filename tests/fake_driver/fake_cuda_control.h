@@ -72,6 +72,12 @@ int fake_cuda_proc_address_calls(void);
 /* Successful kernel launches: cuLaunchKernel*, cuLaunchKernelEx*, cuLaunchCooperativeKernel*. */
 unsigned long long fake_cuda_launch_count(void);
 
+/* Faults under FAKE_CUDA_FAULT_ON_UNMAPPED in this process: contexts poisoned because a kernel
+ * (cuLaunchKernel*, cuLaunchKernelEx*, cuLaunchCooperativeKernel*, cuGraphLaunch*, or a kernel
+ * held behind a stream wait when it ran) or a held copy ran while VMM memory of the process was
+ * unmapped. Each is also reported on stderr, one line beginning "fake libcuda: fault:". */
+unsigned long long fake_cuda_faults(void);
+
 /* Simulated kernel time (ns) this process has placed on any device: kernels and graph
  * launches, counted at launch (work still queued included; synchronise first to count only
  * finished work). */

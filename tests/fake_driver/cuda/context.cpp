@@ -45,8 +45,11 @@ CUresult synchronize_context(CUcontext ctx) {
     if (CUresult rc = s->current_context(&ctx)) return rc;
   } else if (!s->is_live_context(ctx)) {
     return CUDA_ERROR_INVALID_CONTEXT;
+  } else if (ctx->faulted) {
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   s.wait_until([&] { return s->is_live_context(ctx) ? context_completes_at(*s, ctx) : 0; });
+  if (s->is_live_context(ctx) && ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

@@ -111,6 +111,11 @@ unsigned long long fake_cuda_launch_count(void) {
   return s->launches;
 }
 
+unsigned long long fake_cuda_faults(void) {
+  Session s(Session::kUngated);
+  return s->faults;
+}
+
 unsigned long long fake_cuda_busy_ns(void) {
   Session s(Session::kUngated);
   return s->busy_ns;

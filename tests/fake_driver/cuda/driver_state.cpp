@@ -1,7 +1,11 @@
 #include "driver_state.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <iterator>
 
@@ -87,12 +91,14 @@ void DriverState::reset() {
   timed_writes.clear();
   va_reservations.clear();
   vmm_mappings.clear();
+  unmapped_ranges.clear();
   vmm_handles.clear();
   physical_memory.clear();
   managed_allocations = 0;
   ipc_allocations = 0;
   work_tail = 0;
   module_loaded = false;
+  faults = 0;
   proc_address_calls = 0;
   launches = 0;
   busy_ns = 0;
@@ -130,7 +136,31 @@ CUresult DriverState::current_context(CUctx_st** ctx) {
   auto& stack = thread_context_stack(*this);
   if (stack.empty() || !is_live_context(stack.back())) return CUDA_ERROR_INVALID_CONTEXT;
   *ctx = stack.back();
+  if ((*ctx)->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
   return (*ctx)->active ? CUDA_SUCCESS : activate(*ctx);
+}
+
+CUresult DriverState::current_context_fault() {
+  auto& stack = thread_context_stack(*this);
+  if (stack.empty() || !is_live_context(stack.back())) return CUDA_SUCCESS;
+  return stack.back()->faulted ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+}
+
+void DriverState::fault(CUctx_st* ctx, const char* what) {
+  if (ctx->faulted) return;
+  ctx->faulted = true;
+  ++faults;
+  char away[96] = "memory it touches is gone";
+  if (!unmapped_ranges.empty()) {
+    const auto& [base, size] = *unmapped_ranges.begin();
+    std::snprintf(away, sizeof away, "VMM memory [0x%" PRIx64 ", +0x%zx) is unmapped",
+                  static_cast<std::uint64_t>(base), size);
+  }
+  // One line per poisoned context, for a test that sees only the process's stderr.
+  std::fprintf(stderr,
+               "fake libcuda: fault: %s while %s (FAKE_CUDA_FAULT_ON_UNMAPPED): "
+               "CUDA_ERROR_ILLEGAL_ADDRESS, context %p poisoned (fault %llu of pid %d)\n",
+               what, away, static_cast<void*>(ctx), faults, static_cast<int>(getpid()));
 }
 
 CUresult DriverState::stream_context(CUstream stream, CUctx_st** ctx, CUstream_st** stream_out) {
@@ -141,7 +171,7 @@ CUresult DriverState::stream_context(CUstream stream, CUctx_st** ctx, CUstream_s
   if (!streams.contains(stream)) return CUDA_ERROR_INVALID_HANDLE;
   *ctx = stream->ctx;
   if (stream_out != nullptr) *stream_out = stream;
-  return CUDA_SUCCESS;
+  return stream->ctx->faulted ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
 }
 
 bool DriverState::is_host_range(const void* p, std::size_t bytes) const {
@@ -164,14 +194,33 @@ Allocation* DriverState::find_allocation(CUdeviceptr ptr) {
   return ptr < candidate.base + candidate.size ? &candidate : nullptr;
 }
 
-bool DriverState::is_device_range(CUdeviceptr ptr, std::size_t bytes) {
-  if (const Allocation* allocation = find_allocation(ptr)) {
-    return bytes <= allocation->base + allocation->size - ptr;
+bool DriverState::device_spans(CUdeviceptr ptr, std::size_t bytes, int device, bool write,
+                               Spans* spans) {
+  spans->clear();
+  if (Allocation* allocation = find_allocation(ptr)) {
+    if (bytes > allocation->base + allocation->size - ptr) return false;
+    if (!allocation->contents) allocation->contents = std::make_shared<DeviceBytes>(allocation->size);
+    spans->push_back(Span{allocation->contents.get(), ptr - allocation->base, bytes});
+    return true;
   }
   auto after = vmm_mappings.upper_bound(ptr);
   if (after == vmm_mappings.begin()) return false;
   auto mapping = std::prev(after);
-  return ptr + bytes <= mapping->first + mapping->second.size;
+  if (ptr >= mapping->first + mapping->second.size) return false;
+  const unsigned char needed = write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
+  // Through mappings laid end to end (each within the one reservation that holds them all).
+  CUdeviceptr at = ptr;
+  std::size_t left = bytes;
+  for (;;) {
+    const auto& [base, map] = *mapping;
+    if (device < 0 || device >= kMaxDevices || (map.access[device] & needed) != needed) return false;
+    const std::size_t length = std::min<std::size_t>(left, base + map.size - at);
+    spans->push_back(Span{map.physical->contents.get(), map.offset + (at - base), length});
+    at += length;
+    left -= length;
+    if (left == 0) return true;
+    if (++mapping == vmm_mappings.end() || mapping->first != at) return false;
+  }
 }
 
 CUresult DriverState::activate(CUctx_st* ctx) {
@@ -262,6 +311,7 @@ void DriverState::deactivate(CUctx_st* ctx) {
   ctx->per_thread.clear();
   ctx->orphans.clear();
   ctx->blocking_tail = ctx->all_tail = 0;
+  ctx->faulted = false;
   ctx->active = false;
 }
 

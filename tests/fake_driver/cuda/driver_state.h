@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "device_ledger.h"
+#include "device_memory.h"
 #include "device_timeline.h"
 #include "knobs.h"
 
@@ -44,12 +46,21 @@ inline constexpr std::int64_t kNever = INT64_MAX;
 // re-recording or destroying the event leaves them their own record.
 using Completion = std::shared_ptr<std::int64_t>;
 
+// A device range a copy or a set reads or writes (checked again when a held copy is placed,
+// under FAKE_CUDA_FAULT_ON_UNMAPPED).
+struct DeviceRange {
+  CUdeviceptr ptr = 0;
+  std::size_t bytes = 0;
+  bool write = false;
+};
+
 // An operation queued on a stream blocked behind a wait on a memory word (stream_order.h): run
 // (placed on the timeline) once everything before it on the stream has been.
 struct DeferredOp {
-  enum class Kind { kKernel, kRecord, kWaitEvent, kWaitValue, kWriteValue };
+  enum class Kind { kKernel, kRecord, kWaitEvent, kWaitValue, kWriteValue, kCopy };
   Kind kind = Kind::kKernel;
-  std::int64_t duration_ns = 0;    // kKernel
+  std::int64_t duration_ns = 0;    // kKernel, kCopy
+  std::vector<DeviceRange> ranges;  // kCopy: the device memory it touches (its bytes moved at the call)
   Completion completion;           // kRecord: the one it sets; kWaitEvent: the one it waits for
   std::uint32_t* word = nullptr;   // kWaitValue, kWriteValue: host address
   std::uint32_t value = 0;         // kWaitValue, kWriteValue
@@ -86,6 +97,9 @@ struct CUctx_st {
   // retain and after cuDevicePrimaryCtxReset_v2, and is re-activated when next used.
   bool active = false;
   std::size_t module_bytes = 0;  // charged under FAKE_CUDA_CHARGE_MODULE, dropped with the context
+  // A kernel of the context touched unmapped memory (FAKE_CUDA_FAULT_ON_UNMAPPED): every later
+  // call on it fails with CUDA_ERROR_ILLEGAL_ADDRESS until it is destroyed or reset.
+  bool faulted = false;
 
   // Stream order (stream_order.h): CLOCK_MONOTONIC ns at which the work placed so far ends.
   fake_cuda::Lane legacy;          // the legacy default stream
@@ -227,6 +241,9 @@ struct Allocation {
   CUmemPoolHandle_st* pool = nullptr;     // kPool only
   int small_page = -1;                    // kDevice/kManaged under kGranularity: its shared page
   bool ipc_exported = false;              // kDevice: cuIpcGetMemHandle was called on it
+  // Its bytes (device_memory.h), made at the first copy or set that touches it: shared by the
+  // copies of this record, gone when the allocation is erased.
+  std::shared_ptr<DeviceBytes> contents;
 };
 
 // Allocations under kGranularity share 2 MiB pages, as the real driver packs them (measured
@@ -246,6 +263,7 @@ struct PhysicalMemory {
   CUmemAllocationHandleType exportable = CU_MEM_HANDLE_TYPE_NONE;
   int handles = 0;   // live entries of DriverState::vmm_handles naming it
   int mappings = 0;  // live entries of DriverState::vmm_mappings using it
+  std::unique_ptr<DeviceBytes> contents;  // its bytes (device_memory.h), zero when created
 };
 
 struct VmmHandle {
@@ -255,8 +273,12 @@ struct VmmHandle {
 
 struct VmmMapping {
   std::size_t size = 0;
+  std::size_t offset = 0;  // into the physical memory: the mapping shows [offset, offset + size)
   CUmemGenericAllocationHandle handle = 0;
   PhysicalMemory* physical = nullptr;
+  // CUmemAccess_flags each device was given by cuMemSetAccess (none until then, as on the real
+  // driver: a fresh mapping is not accessible).
+  std::array<unsigned char, kMaxDevices> access{};
 };
 
 // The graph memory pool of one device: what live executable graphs hold, and what destroyed
@@ -329,6 +351,10 @@ struct DriverState {
   std::condition_variable progress_wake;
   std::map<CUdeviceptr, std::size_t> va_reservations;
   std::map<CUdeviceptr, VmmMapping> vmm_mappings;
+  // Ranges of live reservations that were mapped, then unmapped, and not mapped again (start,
+  // size; disjoint): under FAKE_CUDA_FAULT_ON_UNMAPPED a kernel launched while there is any
+  // faults. Forgotten with their reservation.
+  std::map<CUdeviceptr, std::size_t> unmapped_ranges;
   std::map<CUmemGenericAllocationHandle, VmmHandle> vmm_handles;
   std::map<int, std::unique_ptr<PhysicalMemory>> physical_memory;  // id: the shareable handle
   int next_physical_id = 1;
@@ -346,13 +372,15 @@ struct DriverState {
   void publish_work();
 
   bool module_loaded = false;  // the process's first launch charged FAKE_CUDA_MODULE_BYTES
+  unsigned long long faults = 0;  // contexts poisoned under FAKE_CUDA_FAULT_ON_UNMAPPED
   int proc_address_calls = 0;
   unsigned long long launches = 0;
   unsigned long long busy_ns = 0;  // kernel time this process placed on any device
 
   // One unified address space for every device, handed out upwards and never reused, with a
   // 2 MiB gap after each range so that neighbours never touch.
-  CUdeviceptr next_address = CUdeviceptr{1} << 36;
+  static constexpr CUdeviceptr kFirstAddress = CUdeviceptr{1} << 36;
+  CUdeviceptr next_address = kFirstAddress;
   CUdeviceptr take_address_range(std::size_t bytes);
 
   // --- Validation helpers, for callers holding the lock ------------------------------------------
@@ -370,8 +398,30 @@ struct DriverState {
   // The allocation whose [base, base + size) holds ptr, or null.
   Allocation* find_allocation(CUdeviceptr ptr);
 
-  // Whether [ptr, ptr + bytes) lies in one allocation or one VMM mapping.
-  bool is_device_range(CUdeviceptr ptr, std::size_t bytes);
+  // The bytes of [ptr, ptr + bytes) as device `device` reads (write: writes) them: the range
+  // must lie in one live allocation, or in VMM mappings laid end to end that device was given
+  // access to (READ for reading, READWRITE for writing). False when it does not.
+  bool device_spans(CUdeviceptr ptr, std::size_t bytes, int device, bool write, Spans* spans);
+  // Whether ptr lies in device address space: the addresses handed out so far (allocations,
+  // VMM reservations, graph memory, live or freed). A copy's side that does not is host memory
+  // (unified addressing); one that does must be live device memory.
+  bool in_device_space(CUdeviceptr ptr) const { return overlaps_device_space(ptr, 1); }
+  // Whether [p, p + bytes) meets device address space (a host range must not).
+  bool overlaps_device_space(std::uintptr_t p, std::size_t bytes) const {
+    if (bytes > UINTPTR_MAX - p) return true;  // wraps around: no host range either
+    return p < next_address && p + std::max<std::size_t>(bytes, 1) > kFirstAddress;
+  }
+
+  // --- Faults (FAKE_CUDA_FAULT_ON_UNMAPPED) --------------------------------------------------------
+
+  // Whether a kernel run now would touch unmapped memory: the knob is set and some reservation
+  // has a range that was unmapped and not mapped again.
+  bool fault_armed() const { return knobs.fault_on_unmapped && !unmapped_ranges.empty(); }
+  // Poisons ctx (CUctx_st::faulted), counts the fault and says so on stderr; what: what faulted.
+  void fault(CUctx_st* ctx, const char* what);
+  // CUDA_ERROR_ILLEGAL_ADDRESS when the calling thread's current context is poisoned, for calls
+  // that need no context in the fake (VMM, frees) but would fail on the real driver.
+  CUresult current_context_fault();
 
   // --- Charges -----------------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 // Modules, functions and kernel launches. Any image loads and any name resolves; launches are
 // validated, then "run" by run_kernel(), which places the kernel on its device's timeline and
-// returns at once, as a launch on a GPU does.
+// returns at once, as a launch on a GPU does. Kernels touch no device memory's bytes; under
+// FAKE_CUDA_FAULT_ON_UNMAPPED a launch while VMM memory is unmapped faults instead
+// (CUDA_ERROR_ILLEGAL_ADDRESS, context poisoned: DriverState::fault).
 //
 // How long a kernel takes comes from its name: "spin_<N>us" occupies the device for N
 // microseconds; any other name for FAKE_CUDA_KERNEL_US (default 0).
@@ -75,6 +77,12 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
   if (stream_state != nullptr && stream_state->capture != nullptr) {
     add_kernel_node(stream_state->capture, function->duration_ns);
     return CUDA_SUCCESS;
+  }
+  // FAKE_CUDA_FAULT_ON_UNMAPPED: a kernel run while memory the process mapped is away faults, as
+  // one that touched it would; its context is poisoned (later calls fail the same way).
+  if (s->fault_armed()) {
+    s->fault(queue.context(), "kernel launch");
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   return run_kernel(*s, queue, function);
 }

@@ -44,6 +44,10 @@ Knobs read_knobs_from_environment() {
   read_size("FAKE_CUDA_KERNEL_US", &knobs.kernel_us);
   if (const char* name = std::getenv("FAKE_CUDA_SHARED_DEVICE")) knobs.shared_device = name;
   read_size("FAKE_CUDA_CHECKPOINT_MS_PER_GIB", &knobs.checkpoint_ms_per_gib);
+  read_size("FAKE_CUDA_COPY_MS_PER_GIB", &knobs.copy_ms_per_gib);
+  std::uint64_t fault_on_unmapped = 0;
+  read_size("FAKE_CUDA_FAULT_ON_UNMAPPED", &fault_on_unmapped);
+  knobs.fault_on_unmapped = fault_on_unmapped != 0;
   bool managed = false, ipc = false, failed = false;
   if (read_list("FAKE_CUDA_CHECKPOINT_REFUSE", [&](const std::string& word) {
         managed |= word == "managed";

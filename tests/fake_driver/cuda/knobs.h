@@ -11,6 +11,11 @@
 //   FAKE_CUDA_SHARED_DEVICE  name of a POSIX shared-memory object (/dev/shm/<name>) holding the
 //                            devices' timeline, shared by every process that names it; unset:
 //                            the timeline is the process's own   default unset
+//   FAKE_CUDA_COPY_MS_PER_GIB  milliseconds a copy between host and device memory takes per GiB
+//                            (device_memory.h)                       default 0
+//   FAKE_CUDA_FAULT_ON_UNMAPPED  non-zero: a kernel launch while a VMM range of the process was
+//                            unmapped and not mapped again fails with CUDA_ERROR_ILLEGAL_ADDRESS
+//                            and poisons its context (device_memory.h)  default 0
 //
 // The checkpoint API (checkpoint.cpp), read by the process that calls it:
 //   FAKE_CUDA_CHECKPOINT_MS_PER_GIB  how long a checkpoint or a restore takes per GiB it moves
@@ -53,6 +58,8 @@ struct Knobs {
   std::size_t module_bytes = 0;
   std::uint64_t kernel_us = 0;
   std::string shared_device;  // empty: a timeline private to the process
+  std::uint64_t copy_ms_per_gib = 0;
+  bool fault_on_unmapped = false;
 
   // The checkpoint API.
   std::uint64_t checkpoint_ms_per_gib = 0;

@@ -60,6 +60,9 @@ CUresult synchronize_stream(CUstream stream, DefaultStream zero) {
     StreamQueue again;
     return StreamQueue::resolve(*s, stream, zero, &again) ? 0 : again.completes_at(*s);
   });
+  // Held work that ran meanwhile may have faulted (FAKE_CUDA_FAULT_ON_UNMAPPED).
+  CUctx_st* ctx = nullptr;
+  if (s->stream_context(stream, &ctx) == CUDA_ERROR_ILLEGAL_ADDRESS) return CUDA_ERROR_ILLEGAL_ADDRESS;
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }
@@ -322,6 +325,7 @@ CUresult CUDAAPI cuEventQuery(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
+  if (event->ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
   if (event->completes_at() <= monotonic_ns()) return CUDA_SUCCESS;
   s->streams.for_each([](CUstream_st& st) {
     if (st.capture != nullptr) st.capture_invalidated = true;
@@ -333,9 +337,12 @@ CUresult CUDAAPI cuEventSynchronize(CUevent event) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
+  if (event->ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
   // The record waited for, even if the event is re-recorded or destroyed meanwhile.
   const Completion completion = event->completion;
+  CUctx_st* ctx = event->ctx;
   s.wait_until([&] { return completion ? *completion : 0; });
+  if (s->is_live_context(ctx) && ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

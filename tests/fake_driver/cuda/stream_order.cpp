@@ -59,6 +59,25 @@ std::int64_t place_kernel(DriverState& state, StreamQueue& queue, std::int64_t d
   return end;
 }
 
+// Places a copy on the stream, beside the device's kernels.
+std::int64_t place_copy(DriverState& state, StreamQueue& queue, std::int64_t duration_ns) {
+  const std::int64_t end = std::max(queue.ready(), monotonic_ns()) + std::max<std::int64_t>(duration_ns, 0);
+  queue.advance(end);
+  state.work_tail = std::max(state.work_tail, end);
+  state.publish_work();
+  return end;
+}
+
+// Whether a held copy placed now would touch memory that is no longer there.
+bool copy_faults(DriverState& state, const Lane& lane, const std::vector<DeviceRange>& ranges) {
+  if (!state.knobs.fault_on_unmapped) return false;
+  Spans spans;
+  for (const DeviceRange& range : ranges) {
+    if (!state.device_spans(range.ptr, range.bytes, lane.ctx->device, range.write, &spans)) return true;
+  }
+  return false;
+}
+
 // Places the lane's held work up to the first wait that does not pass; whether it placed any.
 bool run_lane(DriverState& state, Lane& lane) {
   StreamQueue queue = StreamQueue::of(lane);
@@ -77,7 +96,18 @@ bool run_lane(DriverState& state, Lane& lane) {
         if (*op.completion == kNever) return progressed;
         enqueue_marker(queue, *op.completion);
         break;
-      case DeferredOp::Kind::kKernel: place_kernel(state, queue, op.duration_ns); break;
+      case DeferredOp::Kind::kKernel:
+        // A kernel that runs while memory is away faults instead (as a launch would).
+        if (state.fault_armed()) {
+          state.fault(lane.ctx, "a held kernel ran");
+        } else if (!lane.ctx->faulted) {
+          place_kernel(state, queue, op.duration_ns);
+        }
+        break;
+      case DeferredOp::Kind::kCopy:
+        if (copy_faults(state, lane, op.ranges)) state.fault(lane.ctx, "a held copy ran");
+        if (!lane.ctx->faulted) place_copy(state, queue, op.duration_ns);
+        break;
       case DeferredOp::Kind::kRecord: *op.completion = enqueue_marker(queue); break;
       case DeferredOp::Kind::kWriteValue:
         write_at(state, op.word, op.value, enqueue_marker(queue));
@@ -240,6 +270,17 @@ std::int64_t enqueue_kernel(DriverState& state, StreamQueue& queue, std::int64_t
   DeferredOp op;
   op.kind = DeferredOp::Kind::kKernel;
   op.duration_ns = duration_ns;
+  queue.defer(state, std::move(op));
+  return kNever;
+}
+
+std::int64_t enqueue_copy(DriverState& state, StreamQueue& queue, std::int64_t duration_ns,
+                          std::vector<DeviceRange> ranges) {
+  if (!queue.blocked()) return place_copy(state, queue, duration_ns);
+  DeferredOp op;
+  op.kind = DeferredOp::Kind::kCopy;
+  op.duration_ns = duration_ns;
+  op.ranges = std::move(ranges);
   queue.defer(state, std::move(op));
   return kNever;
 }

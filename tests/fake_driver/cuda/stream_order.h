@@ -47,8 +47,15 @@
 //     before the wait has ended (harmless for the monotonic words CUDA code uses);
 //   - a word freed while a wait on it is pending satisfies the wait; a write to freed memory is
 //     dropped;
-//   - cuGraphLaunch behind a wait is held like one kernel of the graph's kernel time; copies,
-//     sets and stream-ordered allocations still take no time and do not wait for the stream.
+//   - cuGraphLaunch behind a wait is held like one kernel of the graph's kernel time;
+//     stream-ordered allocations take no time and do not wait for the stream;
+//   - asynchronous copies and sets move their bytes at the call (device_memory.h), held or not;
+//     only their time (FAKE_CUDA_COPY_MS_PER_GIB) is queued on the stream, behind its work, and
+//     held like a kernel (enqueue_copy). They do not occupy the device's kernel timeline: copy
+//     engines run beside kernels.
+// Under FAKE_CUDA_FAULT_ON_UNMAPPED, held work placed while memory is away faults as a launch
+// would: a kernel (or graph) placed while DriverState::fault_armed(), a copy or set placed when
+// a device range it touches is no longer accessible, poisons its context (DriverState::fault).
 //
 // Callers hold the Session; a StreamQueue is valid until the lock is released.
 #pragma once
@@ -95,6 +102,12 @@ class StreamQueue {
 // not before now; returns its end and counts its time for the process. On a blocked stream it is
 // held (its time counted when it is placed) and kNever is returned.
 std::int64_t enqueue_kernel(DriverState& state, StreamQueue& queue, std::int64_t duration_ns);
+
+// Queues a copy or a set taking duration_ns on the stream (not on the device's kernel timeline):
+// it starts once the stream is ready and not before now; returns its end. On a blocked stream
+// it is held, with the device ranges it touches, and kNever is returned.
+std::int64_t enqueue_copy(DriverState& state, StreamQueue& queue, std::int64_t duration_ns,
+                          std::vector<DeviceRange> ranges);
 
 // Queues a marker that takes no device time and ends once the stream is ready and after_ns has
 // passed; returns when it ends, not before now. Only for a stream that is not blocked.

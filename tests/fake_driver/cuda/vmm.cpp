@@ -1,6 +1,11 @@
 // Virtual memory management: physical allocations (cuMemCreate), address reservations, mappings,
 // and handle sharing within the process.
 //
+// Physical memory has bytes (device_memory.h), zero when created, gone with it; a mapping shows
+// them at its range (from its offset), to the devices cuMemSetAccess gave access to. A range
+// unmapped and not mapped again is remembered while its reservation lives: under
+// FAKE_CUDA_FAULT_ON_UNMAPPED a kernel launched meanwhile faults (DriverState::fault_armed).
+//
 // Physical memory on a device is charged at cuMemCreate and released once no handle names it
 // and no mapping uses it (cuMemRelease can come before cuMemUnmap, as on the real driver). A
 // shareable handle (POSIX file descriptor type) is the physical memory's id, not a real fd:
@@ -20,6 +25,20 @@ void release_if_unused(DriverState& state, PhysicalMemory* physical) {
     state.ledger.release(physical->device, FAKE_CUDA_CHARGE_VMM, physical->size);
   }
   state.physical_memory.erase(physical->id);
+}
+
+// [ptr, ptr + size) is mapped again: no longer a range that was unmapped.
+void forget_unmapped(DriverState& state, CUdeviceptr ptr, std::size_t size) {
+  const CUdeviceptr end = ptr + size;
+  auto it = state.unmapped_ranges.lower_bound(ptr);
+  if (it != state.unmapped_ranges.begin() && std::prev(it)->first + std::prev(it)->second > ptr) --it;
+  while (it != state.unmapped_ranges.end() && it->first < end) {
+    const CUdeviceptr base = it->first;
+    const CUdeviceptr top = base + it->second;
+    it = state.unmapped_ranges.erase(it);
+    if (base < ptr) state.unmapped_ranges.emplace(base, ptr - base);
+    if (top > end) state.unmapped_ranges.emplace(end, top - end);
+  }
 }
 
 CUmemGenericAllocationHandle add_handle(DriverState& state, PhysicalMemory* physical) {
@@ -56,6 +75,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                              const CUmemAllocationProp* prop, unsigned long long flags) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
+  if (CUresult rc = s->current_context_fault()) return rc;
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranularity != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -77,6 +97,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+  physical->contents = std::make_unique<DeviceBytes>(size);
   PhysicalMemory* created = physical.get();
   physical->id = s->next_physical_id++;
   s->physical_memory.emplace(created->id, std::move(physical));
@@ -87,6 +108,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
+  if (CUresult rc = s->current_context_fault()) return rc;
   auto found = s->vmm_handles.find(handle);
   if (found == s->vmm_handles.end()) return CUDA_ERROR_INVALID_VALUE;
   if (--found->second.references > 0) return CUDA_SUCCESS;
@@ -123,6 +145,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
                                      CUdeviceptr addr, unsigned long long flags) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
+  if (CUresult rc = s->current_context_fault()) return rc;
   if (ptr == nullptr || size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
   *ptr = s->take_address_range(size);  // the address hint is not honoured
   s->va_reservations.emplace(*ptr, size);
@@ -132,9 +155,11 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
 CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
+  if (CUresult rc = s->current_context_fault()) return rc;
   auto found = s->va_reservations.find(ptr);
   if (found == s->va_reservations.end() || found->second != size) return CUDA_ERROR_INVALID_VALUE;
   s->va_reservations.erase(found);
+  forget_unmapped(*s, ptr, size);
   return CUDA_SUCCESS;
 }
 
@@ -142,6 +167,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
+  if (CUresult rc = s->current_context_fault()) return rc;
   auto found = s->vmm_handles.find(handle);
   if (found == s->vmm_handles.end() || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   PhysicalMemory* physical = found->second.physical;
@@ -153,8 +179,14 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     auto previous = std::prev(next);
     if (previous->first + previous->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;
   }
-  s->vmm_mappings.emplace(ptr, VmmMapping{size, handle, physical});
+  VmmMapping mapping;
+  mapping.size = size;
+  mapping.offset = offset;
+  mapping.handle = handle;
+  mapping.physical = physical;
+  s->vmm_mappings.emplace(ptr, mapping);
   ++physical->mappings;
+  forget_unmapped(*s, ptr, size);
   return CUDA_SUCCESS;
 }
 
@@ -162,11 +194,15 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
+  if (CUresult rc = s->current_context_fault()) return rc;
   auto first = s->vmm_mappings.lower_bound(ptr);
   auto last = s->vmm_mappings.lower_bound(ptr + size);
   if (first == last) return CUDA_ERROR_INVALID_VALUE;
   std::vector<PhysicalMemory*> unmapped;
-  for (auto it = first; it != last; ++it) unmapped.push_back(it->second.physical);
+  for (auto it = first; it != last; ++it) {
+    unmapped.push_back(it->second.physical);
+    s->unmapped_ranges[it->first] = it->second.size;  // disjoint: mapping it forgot any overlap
+  }
   s->vmm_mappings.erase(first, last);
   for (PhysicalMemory* physical : unmapped) {
     --physical->mappings;
@@ -175,19 +211,47 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
+// Gives each device location of desc its access to every mapping [ptr, ptr + size) meets; the
+// range must be mapped throughout (mappings laid end to end), else nothing changes. Host
+// locations are accepted and not modelled. On cuMemAlloc memory: accepted, changes nothing.
 CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                 size_t count) {
   Session s;
   if (CUresult rc = s.require_init()) return rc;
-  if (desc == nullptr || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
-  // The range may span several mappings side by side, as on the real driver; no gap.
-  for (CUdeviceptr at = ptr; at < ptr + size;) {
-    auto after = s->vmm_mappings.upper_bound(at);
-    if (after == s->vmm_mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
-    auto mapping = std::prev(after);
-    const CUdeviceptr end = mapping->first + mapping->second.size;
-    if (end <= at) return CUDA_ERROR_INVALID_VALUE;
-    at = end;
+  if (CUresult rc = s->current_context_fault()) return rc;
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    const unsigned int flags = desc[i].flags;
+    if (flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && !s->ledger.valid(desc[i].location.id)) {
+      return CUDA_ERROR_INVALID_DEVICE;
+    }
+  }
+  if (const Allocation* allocation = s->find_allocation(ptr)) {
+    return size <= allocation->base + allocation->size - ptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  auto after = s->vmm_mappings.upper_bound(ptr);
+  if (after == s->vmm_mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  auto first = std::prev(after);
+  if (ptr >= first->first + first->second.size) return CUDA_ERROR_INVALID_VALUE;
+  auto last = first;  // the last mapping the range meets
+  while (last->first + last->second.size < ptr + size) {
+    auto next = std::next(last);
+    if (next == s->vmm_mappings.end() || next->first != last->first + last->second.size) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    last = next;
+  }
+  for (auto it = first;; ++it) {
+    for (size_t i = 0; i < count; ++i) {
+      if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        it->second.access[desc[i].location.id] = static_cast<unsigned char>(desc[i].flags);
+      }
+    }
+    if (it == last) break;
   }
   return CUDA_SUCCESS;
 }
