@@ -266,6 +266,8 @@ CUresult allocate(int device, size_t bytes, CUdeviceptr* out) noexcept {
     return r;
   }
   g.devices.fetch_or(uint32_t{1} << (device & 31), std::memory_order_relaxed);
+  // The scheduler decides from this figure: it must not lag behind the allocations.
+  client::report_movable(g.on_gpu.load(std::memory_order_relaxed), g.off_gpu.load(std::memory_order_relaxed));
   *out = va;
   return CUDA_SUCCESS;
 }
@@ -288,6 +290,7 @@ bool release(CUdeviceptr ptr, CUresult* result) noexcept {
   for (uint32_t i = 0; i < g.used; ++i)
     if (g.chunks[i].base == ptr) drop(i);
   *result = api().address_free(ptr, size);
+  client::report_movable(g.on_gpu.load(std::memory_order_relaxed), g.off_gpu.load(std::memory_order_relaxed));
   return true;
 }
 

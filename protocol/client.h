@@ -209,6 +209,9 @@ MoveOrder current_move_order() noexcept;
 MoveOrder wait_move_order(const MoveOrder& seen, int64_t timeout_ns) noexcept;
 // What this process can move: publishes kMovable with its figures (all GPUs).
 void report_movable(uint64_t movable_bytes, uint64_t moved_bytes, uint64_t pool_bytes) noexcept;
+// The same without the pool, as an allocation or a free changes them (kMovable already set by
+// the mover, or set by it soon).
+void report_movable(uint64_t movable_bytes, uint64_t moved_bytes) noexcept;
 // Order `order` ended with `result` (shm::MoveResult) after `ns`: published, then the daemon is
 // kicked so that it looks at once. Nothing when the order came on an earlier registration.
 void finish_move(const MoveOrder& order, uint32_t result, uint64_t moved_bytes, uint64_t ns) noexcept;

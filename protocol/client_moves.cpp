@@ -72,6 +72,13 @@ void report_movable(uint64_t movable_bytes, uint64_t moved_bytes, uint64_t pool_
   self.move_flags.fetch_or(shm::ProcessUse::kMovable, std::memory_order_release);
 }
 
+void report_movable(uint64_t movable_bytes, uint64_t moved_bytes) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr) return;
+  att->self().movable_bytes.store(movable_bytes, std::memory_order_relaxed);
+  att->self().moved_bytes.store(moved_bytes, std::memory_order_relaxed);
+}
+
 void finish_move(const MoveOrder& order, uint32_t result, uint64_t moved_bytes, uint64_t ns) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr || att != order.attachment) return;

@@ -164,7 +164,8 @@ Nanos Preemptor::poll_moves(Nanos now) {
     s.moves = Suspension::Moves::kNone;
     s.busy = false;
     const std::string name = segment_->tenants[t].name;
-    const Nanos took = now - s.operation_started;
+    // `now` is this step's; the operation may have begun later in the same step.
+    const Nanos took = std::max(Nanos{0}, now - s.operation_started);
     if (moves == Suspension::Moves::kOut) {
       if (timed_out || failed) {
         // What did move stays moved and counts; the checkpoint takes the rest.
