@@ -191,6 +191,16 @@ bool sync_all(int device) {
   return ok;
 }
 
+// The primary context of `device`, retained once for the process's life; with the lock held.
+CUcontext primary(int device) {
+  if (!valid(device)) return nullptr;
+  if (g.context[device] == nullptr) {
+    CUcontext c = nullptr;
+    if (real<Sym::cuDevicePrimaryCtxRetain>()(&c, device) == CUDA_SUCCESS) g.context[device] = c;
+  }
+  return g.context[device];
+}
+
 }  // namespace
 
 bool enabled() noexcept {
@@ -209,12 +219,8 @@ bool enabled() noexcept {
 }
 
 CUcontext context(int device) noexcept {
-  if (!valid(device)) return nullptr;
-  if (g.context[device] == nullptr) {
-    CUcontext c = nullptr;
-    if (real<Sym::cuDevicePrimaryCtxRetain>()(&c, device) == CUDA_SUCCESS) g.context[device] = c;
-  }
-  return g.context[device];
+  const Lock lock;
+  return primary(device);
 }
 
 CUresult allocate(int device, size_t bytes, CUdeviceptr* out) noexcept {
@@ -282,7 +288,7 @@ bool release(CUdeviceptr ptr, CUresult* result) noexcept {
     if (g.chunks[i].base == ptr) device = g.chunks[i].device, size = g.chunks[i].alloc_size;
   if (device < 0) return false;
   // cuMemFree waits for the work that may still use the memory; unmapping does not.
-  if (CUcontext c = context(device); c != nullptr && api().push(c) == CUDA_SUCCESS) {
+  if (CUcontext c = primary(device); c != nullptr && api().push(c) == CUDA_SUCCESS) {
     api().synchronize();
     CUcontext popped = nullptr;
     api().pop(&popped);
@@ -344,7 +350,7 @@ uint64_t move_out(int device, uint64_t bytes, uint64_t host_reserve, bool* faile
     if (x.alloc_size != y.alloc_size) return x.alloc_size > y.alloc_size;
     return x.va < y.va;
   });
-  CUcontext ctx = context(device);
+  CUcontext ctx = primary(device);
   CUstream* s = ctx != nullptr && api().set_current(ctx) == CUDA_SUCCESS ? streams(device) : nullptr;
   if (s == nullptr) {
     *failed = true;
@@ -437,7 +443,7 @@ Back move_back() noexcept {
     uint32_t devices = 0;
     for (uint32_t k = 0; k < n && outcome == Back::kDone; ++k) {
       Chunk& c = g.chunks[g.picked[k]];
-      CUcontext ctx = context(c.device);
+      CUcontext ctx = primary(c.device);
       CUstream* s = ctx != nullptr && api().set_current(ctx) == CUDA_SUCCESS ? streams(c.device) : nullptr;
       if (s == nullptr || noted("cuMemcpyHtoDAsync", copy_in(c.va, c.host, c.size, s[k % kStreams])) != CUDA_SUCCESS)
         outcome = Back::kFailed;
@@ -445,7 +451,7 @@ Back move_back() noexcept {
     }
     for (int d = 0; d < 32 && d < kMaxDevices; ++d)
       if ((devices >> d) & 1u) {
-        if (api().set_current(context(d)) != CUDA_SUCCESS || !sync_all(d)) outcome = Back::kFailed;
+        if (api().set_current(primary(d)) != CUDA_SUCCESS || !sync_all(d)) outcome = Back::kFailed;
       }
   }
   if (outcome != Back::kDone) {
