@@ -426,6 +426,8 @@ def parse_args(argv=None):
     quick = {"ballast_gib": 20, "must_move_gib": 8.0, "host_pool": "12GiB", "service_seconds": 5}
     full = {"ballast_gib": 80, "service_gib": 64, "host_pool": "24GiB", "service_seconds": 10}
     for k, v in (quick if a.quick else full).items():
+        if k == "service_gib" and not a.quick and a.must_move_gib is not None:
+            continue  # sized at run time instead
         if getattr(a, k) is None:
             setattr(a, k, v)
     if a.service_gib is not None and a.must_move_gib is not None:
