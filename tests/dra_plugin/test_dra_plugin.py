@@ -142,6 +142,12 @@ def test_a_process_started_from_the_cdi_spec_joins_the_claims_tenant_and_is_held
                FAKE_CUDA_DEVICE_COUNT="1", FAKE_CUDA_DEVICE_MEMORY=str(node.memory),
                CUSLICE_SOCKET=os.path.join(mounts["/run/cuslice"], os.path.basename(env["CUSLICE_SOCKET"])),
                LD_PRELOAD=mounts["/opt/cuslice/lib/libcuslice.so"])
+    # Under a sanitizer (CUSLICE_TEST_PRELOAD names its runtime) the runtime comes first, before
+    # the instrumented hook, and the sanitizer's options reach the process.
+    if os.environ.get("CUSLICE_TEST_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["CUSLICE_TEST_PRELOAD"] + ":" + env["LD_PRELOAD"]
+        env.update({k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS",
+                                                                "TSAN_OPTIONS")})
     process = subprocess.Popen([sys.executable, "-c", CUDA_PROCESS], env=env, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
