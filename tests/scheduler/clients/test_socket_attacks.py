@@ -275,6 +275,17 @@ def test_a_scheduler_killed_with_sigkill_is_replaced_at_once(world_dir):
 # Run as the attacker: takes a read lock on every file it can open in the tenant socket's
 # directory and on the segment, each in a thread of its own that waits while the scheduler
 # holds its lock, and says "locked PATH" for each it gets. Keeps them until stdin closes.
+def process_state(pid):
+    """Where a process is: its state and the kernel function it sleeps in."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            state = next((line.split(":", 1)[1].strip() for line in f if line.startswith("State:")), "?")
+        with open(f"/proc/{pid}/wchan") as f:
+            return f"{state}, in {f.read().strip() or '-'}"
+    except OSError:
+        return "gone"
+
+
 LOCKER = r"""
 import fcntl, os, sys, threading
 def hold(path):
@@ -304,9 +315,15 @@ def test_no_other_user_can_keep_a_restarted_scheduler_out(world_dir):
     threading.Thread(target=lambda: said.extend(line.strip() for line in locker.stdout), daemon=True).start()
     again = None
     try:
-        # An attacker that could not start says why, at once, rather than after the wait.
-        eventually(lambda: "waiting" in said or locker.poll() is not None, "the attacker to queue for its locks",
-                   timeout=DEADLINE * 4)
+        # An attacker that could not start says why, at once, rather than after the wait. On a
+        # loaded machine under a sanitizer its start has taken most of a minute: it gets two, and
+        # where it is stuck is said if it never gets there.
+        try:
+            eventually(lambda: "waiting" in said or locker.poll() is not None, "the attacker to queue for its locks",
+                       timeout=DEADLINE * 8)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: it said {said}, is {process_state(locker.pid)}, "
+                                 f"stderr: {errors.read_text()[-2000:]}") from None
         assert "waiting" in said, f"the attacker exited {locker.returncode}: {errors.read_text()[-2000:]}"
         first.process.kill()  # the segment stays behind, as after a crash
         first.process.wait(timeout=DEADLINE)
