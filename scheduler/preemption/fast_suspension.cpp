@@ -79,43 +79,37 @@ void Preemptor::send_orders(uint32_t t, shm::MoveOrder kind, uint32_t gpu, uint6
 
 void Preemptor::start_fast_suspension(uint32_t t, Nanos now, uint32_t gpu, uint64_t bytes) {
   Suspension& s = suspensions_[t];
-  if (s.fast && s.hooks_hold) {
-    // More of a tenant suspended the fast way already: its hooks hold its work and move more.
-    s.operation_started = now;
-    s.busy = true;
-    send_orders(t, shm::MoveOrder::kMoveOut, gpu, bytes);
-    s.moves = Suspension::Moves::kOut;
-    s.moves_deadline = answer_deadline(now, bytes);
-    publish_state(t);
-    return;
+  // A tenant suspended the fast way already keeps its suspension: its hooks hold its work and
+  // move more.
+  if (!(s.fast && s.hooks_hold)) {
+    s = Suspension{};
+    s.bytes.assign(shm::kMaxGpus, 0);
+    for (const ProcessRecord& rec : processes_.all()) {
+      if (rec.tenant != t || regions_.get(t) == nullptr) continue;
+      Suspension::Process p;
+      p.pid = rec.pid;
+      p.start_time = rec.start_time;
+      p.bytes = charged(t, rec.slot);
+      s.processes.push_back(std::move(p));
+    }
+    s.fast = true;
+    s.hooks_hold = true;
+    s.fast_gpu = gpu;
   }
-  s = Suspension{};
   s.operation_started = now;
-  s.bytes.assign(shm::kMaxGpus, 0);
-  for (const ProcessRecord& rec : processes_.all()) {
-    if (rec.tenant != t || regions_.get(t) == nullptr) continue;
-    Suspension::Process p;
-    p.pid = rec.pid;
-    p.start_time = rec.start_time;
-    p.bytes = charged(t, rec.slot);
-    s.processes.push_back(std::move(p));
-  }
-  s.fast = true;
-  s.hooks_hold = true;
-  s.fast_gpu = gpu;
-  s.busy = true;
-  send_orders(t, shm::MoveOrder::kMoveOut, gpu, bytes);
-  s.moves = Suspension::Moves::kOut;
-  s.moves_deadline = answer_deadline(now, bytes);
-  publish_state(t);
+  give_orders(t, Suspension::Moves::kOut, gpu, bytes, now);
 }
 
 void Preemptor::start_fast_resume(uint32_t t, Nanos now) {
+  give_orders(t, Suspension::Moves::kBack, suspensions_[t].fast_gpu, 0, now);
+}
+
+void Preemptor::give_orders(uint32_t t, Suspension::Moves moves, uint32_t gpu, uint64_t bytes, Nanos now) {
   Suspension& s = suspensions_[t];
   s.busy = true;
-  send_orders(t, shm::MoveOrder::kMoveBack, s.fast_gpu, 0);
-  s.moves = Suspension::Moves::kBack;
-  s.moves_deadline = answer_deadline(now, s.moved_out);
+  send_orders(t, moves == Suspension::Moves::kOut ? shm::MoveOrder::kMoveOut : shm::MoveOrder::kMoveBack, gpu, bytes);
+  s.moves = moves;
+  s.moves_deadline = answer_deadline(now, moves == Suspension::Moves::kOut ? bytes : s.moved_out);
   publish_state(t);
 }
 

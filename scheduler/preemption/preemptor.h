@@ -142,6 +142,8 @@ class Preemptor {
   // them, the most movable first; kMoveBack asks all for everything.
   void send_orders(uint32_t t, shm::MoveOrder kind, uint32_t gpu, uint64_t bytes);
   void start_fast_resume(uint32_t t, Nanos now);
+  // Orders tenant t's hooks (send_orders) and waits for their answers (poll_moves).
+  void give_orders(uint32_t t, Suspension::Moves moves, uint32_t gpu, uint64_t bytes, Nanos now);
   // Takes the hooks' answers in; returns when to look again while some are missing.
   Nanos poll_moves(Nanos now);
   // The hooks could not do it: the checkpoint moves the rest (the hooks go on holding).
