@@ -1,11 +1,11 @@
-#include "atomic_write.h"
+#include "cli/atomic_write.h"
 
 #include <cerrno>
 #include <cstring>
 #include <string>
 
-#include "atomic_file.h"
-#include "error.h"
+#include "cli/error.h"
+#include "common/atomic_file.h"
 
 namespace cuslice::cli {
 namespace {

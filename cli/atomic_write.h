@@ -1,7 +1,7 @@
 // Replacing a file so that readers see the old content or the new, never a part.
 //
 // Container runtimes watch /etc/cdi and /var/run/cdi and reload specs when they change; a
-// spec written in place could be read half-written (node/atomic_file.h says how it is not).
+// spec written in place could be read half-written (common/atomic_file.h says how it is not).
 #pragma once
 
 #include <filesystem>

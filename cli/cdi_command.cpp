@@ -6,12 +6,12 @@
 #include <optional>
 #include <string>
 
-#include "atomic_write.h"
-#include "cdi_spec.h"
-#include "commands.h"
-#include "error.h"
-#include "hook_locator.h"
-#include "socket_protocol.h"
+#include "cli/atomic_write.h"
+#include "cli/cdi_spec.h"
+#include "cli/commands.h"
+#include "cli/error.h"
+#include "cli/hook_locator.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::cli {
 namespace {

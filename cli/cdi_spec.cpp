@@ -1,6 +1,6 @@
-#include "cdi_spec.h"
+#include "cli/cdi_spec.h"
 
-#include "socket_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::cli {
 namespace {

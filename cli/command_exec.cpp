@@ -1,5 +1,5 @@
 // Setting the command's environment and becoming it (command_exec.h).
-#include "command_exec.h"
+#include "cli/command_exec.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "error.h"
+#include "cli/error.h"
 
 namespace cuslice::cli {
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "commands.h"
-#include "error.h"
-#include "tenant_config.h"
+#include "cli/commands.h"
+#include "cli/error.h"
+#include "config/tenant_config.h"
 
 namespace cuslice::cli {
 namespace {

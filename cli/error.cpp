@@ -1,4 +1,4 @@
-#include "error.h"
+#include "cli/error.h"
 
 #include <cstdio>
 

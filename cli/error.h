@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "exit_codes.h"
+#include "protocol/exit_codes.h"
 
 namespace cuslice::cli {
 

@@ -1,4 +1,4 @@
-#include "hook_locator.h"
+#include "cli/hook_locator.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "error.h"
+#include "cli/error.h"
 
 namespace cuslice::cli {
 namespace fs = std::filesystem;

@@ -8,10 +8,10 @@
 #include <exception>
 #include <string>
 
-#include "commands.h"
-#include "error.h"
-#include "exit_codes.h"
-#include "version.h"
+#include "cli/commands.h"
+#include "cli/error.h"
+#include "cli/version.h"
+#include "protocol/exit_codes.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
 // The name of a command's own tenant (own_tenant.h).
-#include "own_tenant.h"
+#include "cli/own_tenant.h"
 
 #include <string>
 #include <string_view>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice::cli {
 namespace {

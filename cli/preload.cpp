@@ -1,7 +1,7 @@
-#include "preload.h"
+#include "cli/preload.h"
 
-#include "error.h"
-#include "hook_locator.h"
+#include "cli/error.h"
+#include "cli/hook_locator.h"
 
 namespace cuslice::cli {
 namespace {

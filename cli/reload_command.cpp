@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "commands.h"
-#include "error.h"
-#include "scheduler_socket.h"
+#include "cli/commands.h"
+#include "cli/error.h"
+#include "cli/scheduler_socket.h"
 
 namespace cuslice::cli {
 namespace {

@@ -17,21 +17,21 @@
 #include <memory>
 #include <string>
 
-#include "command_exec.h"
-#include "commands.h"
-#include "error.h"
-#include "hook_locator.h"
-#include "preload.h"
-#include "run_flags.h"
-#include "run_options.h"
-#include "scheduler_join.h"
-#include "scheduler_socket.h"
-#include "socket_protocol.h"
+#include "cli/command_exec.h"
+#include "cli/commands.h"
+#include "cli/error.h"
+#include "cli/hook_locator.h"
+#include "cli/preload.h"
+#include "cli/run_flags.h"
+#include "cli/run_options.h"
+#include "cli/scheduler_join.h"
+#include "cli/scheduler_socket.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::cli {
 namespace {
 
-// What the hook reads (hook/settings.h) and what CUDA reads.
+// What the hook reads (hook/base/settings.h) and what CUDA reads.
 constexpr const char* kMemoryLimitEnv = "CUSLICE_MEMORY_LIMIT";
 constexpr const char* kLogLevelEnv = "CUSLICE_LOG_LEVEL";
 constexpr const char* kVisibleDevicesEnv = "CUDA_VISIBLE_DEVICES";

@@ -1,12 +1,12 @@
 // `cuslice run`'s flag checks (run_flags.h).
-#include "run_flags.h"
+#include "cli/run_flags.h"
 
 #include <fmt/format.h>
 
 #include <string_view>
 
-#include "size.h"
-#include "tenant_config.h"
+#include "config/size.h"
+#include "config/tenant_config.h"
 
 namespace cuslice::cli {
 namespace {

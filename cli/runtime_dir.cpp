@@ -1,5 +1,5 @@
 // The per-user runtime directory of runtime_dir.h: where it is, and whether it is safe.
-#include "runtime_dir.h"
+#include "cli/runtime_dir.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "error.h"
+#include "cli/error.h"
 
 namespace cuslice::cli {
 namespace {

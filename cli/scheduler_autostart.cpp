@@ -1,4 +1,4 @@
-#include "scheduler_autostart.h"
+#include "cli/scheduler_autostart.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "error.h"
-#include "exit_codes.h"
-#include "hook_locator.h"
-#include "runtime_dir.h"
-#include "shm_protocol.h"
+#include "cli/error.h"
+#include "cli/hook_locator.h"
+#include "cli/runtime_dir.h"
+#include "protocol/exit_codes.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice::cli {
 namespace {

@@ -25,7 +25,7 @@
 #include <optional>
 #include <string>
 
-#include "scheduler_socket.h"
+#include "cli/scheduler_socket.h"
 
 namespace cuslice::cli {
 

@@ -1,5 +1,5 @@
 // Joining a scheduler for `cuslice run` (scheduler_join.h).
-#include "scheduler_join.h"
+#include "cli/scheduler_join.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -9,18 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "command_exec.h"
-#include "control_socket.h"
-#include "error.h"
-#include "own_tenant.h"
-#include "ppm.h"
-#include "run_flags.h"
-#include "scheduler_autostart.h"
-#include "scheduler_socket.h"
-#include "segment_mapping.h"
-#include "segment_snapshot.h"
-#include "size.h"
-#include "socket_protocol.h"
+#include "cli/command_exec.h"
+#include "cli/error.h"
+#include "cli/own_tenant.h"
+#include "cli/run_flags.h"
+#include "cli/scheduler_autostart.h"
+#include "cli/scheduler_socket.h"
+#include "cli/segment_mapping.h"
+#include "common/segment_snapshot.h"
+#include "config/size.h"
+#include "protocol/control_socket.h"
+#include "protocol/ppm.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::cli {
 namespace {

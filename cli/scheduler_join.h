@@ -13,7 +13,7 @@
 // CUSLICE_TENANT); the hook's other settings and the exec are run_command.cpp's.
 #pragma once
 
-#include "run_options.h"
+#include "cli/run_options.h"
 
 namespace cuslice::cli {
 

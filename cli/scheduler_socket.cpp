@@ -1,4 +1,4 @@
-#include "scheduler_socket.h"
+#include "cli/scheduler_socket.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <memory>
 
-#include "control_socket.h"
-#include "error.h"
-#include "runtime_dir.h"
+#include "cli/error.h"
+#include "cli/runtime_dir.h"
+#include "protocol/control_socket.h"
 
 namespace cuslice::cli {
 

@@ -2,7 +2,7 @@
 // control request, one reply (socket_protocol.h). Read-only requests (describe, workloads)
 // go to the tenant socket, which every user may reach; reload and ensure-tenant to the
 // control socket (control_socket.h), which only root and the scheduler's user may. Hooks
-// register through protocol/client.h instead; this is only for the tool.
+// register through hook/link/client.h instead; this is only for the tool.
 #pragma once
 
 #include <filesystem>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "workload.h"
-#include "socket_protocol.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/segment/workload.h"
 
 namespace cuslice::cli {
 

@@ -1,4 +1,4 @@
-#include "segment_mapping.h"
+#include "cli/segment_mapping.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "error.h"
+#include "cli/error.h"
 
 namespace cuslice::cli {
 

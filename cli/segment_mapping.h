@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "shm_protocol.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice::cli {
 

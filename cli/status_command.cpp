@@ -24,15 +24,15 @@
 #include <thread>
 #include <vector>
 
-#include "cdi_spec.h"
-#include "commands.h"
-#include "error.h"
-#include "scheduler_autostart.h"
-#include "scheduler_socket.h"
-#include "segment_mapping.h"
-#include "segment_snapshot.h"
-#include "size.h"
-#include "status_view.h"
+#include "cli/cdi_spec.h"
+#include "cli/commands.h"
+#include "cli/error.h"
+#include "cli/scheduler_autostart.h"
+#include "cli/scheduler_socket.h"
+#include "cli/segment_mapping.h"
+#include "cli/status_view.h"
+#include "common/segment_snapshot.h"
+#include "config/size.h"
 
 namespace cuslice::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "status_view.h"
+#include "cli/status_view.h"
 
 #include <fmt/format.h>
 

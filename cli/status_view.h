@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "workload.h"
-#include "segment_snapshot.h"
+#include "common/segment_snapshot.h"
+#include "scheduler/segment/workload.h"
 
 namespace cuslice::cli {
 

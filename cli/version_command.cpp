@@ -5,11 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "commands.h"
-#include "exit_codes.h"
-#include "shm_protocol.h"
-#include "socket_protocol.h"
-#include "version.h"
+#include "cli/commands.h"
+#include "cli/version.h"
+#include "protocol/exit_codes.h"
+#include "protocol/shm_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::cli {
 

@@ -1,6 +1,6 @@
 // The error list and its messages (config_errors.h), with ConfigError::to_string() and
 // excerpt() of tenant_config.h. Formats and orders errors; finds none itself.
-#include "config_errors.h"
+#include "config/config_errors.h"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 

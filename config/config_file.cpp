@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 

@@ -9,10 +9,10 @@
 
 #include <set>
 
-#include "config_errors.h"
-#include "config_validation.h"
-#include "node_reader.h"
-#include "tenant_config.h"
+#include "config/config_errors.h"
+#include "config/config_validation.h"
+#include "config/node_reader.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 namespace {

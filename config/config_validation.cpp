@@ -1,7 +1,7 @@
 // The rules across tenants (config_validation.h) and the rule for a tenant name
 // (valid_tenant_name, tenant_config.h). Each rule reports at the value that breaks it, so the
 // message points where the file must change.
-#include "config_validation.h"
+#include "config/config_validation.h"
 
 #include <algorithm>
 #include <optional>

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "config_errors.h"
-#include "tenant_config.h"
+#include "config/config_errors.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 

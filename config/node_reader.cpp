@@ -1,6 +1,6 @@
 // Typed reads of single YAML nodes (node_reader.h). The spellings of sizes, durations and
 // percentages are size.h's; this file adds the YAML shape, the ranges and the messages.
-#include "node_reader.h"
+#include "config/node_reader.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "config_errors.h"
-#include "size.h"
+#include "config/config_errors.h"
+#include "config/size.h"
 
 namespace cuslice {
 

@@ -1,8 +1,8 @@
 // The one parser of sizes, durations and percentages (size.h): exact integer arithmetic, no
 // allocation, no exceptions, static reasons.
-#include "size.h"
+#include "config/size.h"
 
-#include "ppm.h"
+#include "protocol/ppm.h"
 
 namespace cuslice {
 namespace {

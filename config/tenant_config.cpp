@@ -3,7 +3,7 @@
 //
 // Never parses, never reports an error: reading a file is config_file.cpp's, parsing
 // config_parser.cpp's, the rules config_validation.cpp's, the messages config_errors.cpp's.
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 #include <algorithm>
 

@@ -58,7 +58,7 @@
 #include <string_view>
 #include <vector>
 
-#include "size.h"
+#include "config/size.h"
 
 namespace cuslice {
 

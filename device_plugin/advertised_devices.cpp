@@ -1,12 +1,12 @@
 // The device lists ListAndWatch advertises (advertised_devices.h).
-#include "advertised_devices.h"
+#include "device_plugin/advertised_devices.h"
 
 #include <algorithm>
 #include <numeric>
 #include <optional>
 
-#include "compute_room.h"
-#include "device_ids.h"
+#include "device_plugin/compute_room.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 namespace {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "allocation_book.h"
-#include "gpu_table.h"
-#include "placement.h"
+#include "device_plugin/allocation_book.h"
+#include "device_plugin/gpu_table.h"
+#include "device_plugin/placement.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,12 +1,12 @@
 // Allocate calls' IDs (allocate_request.h).
-#include "allocate_request.h"
+#include "device_plugin/allocate_request.h"
 
 #include <fmt/format.h>
 
 #include <optional>
 
-#include "compute_room.h"
-#include "device_ids.h"
+#include "device_plugin/compute_room.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 namespace {

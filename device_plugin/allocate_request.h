@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "allocation_book.h"
-#include "call_pairing.h"
-#include "gpu_table.h"
+#include "device_plugin/allocation_book.h"
+#include "device_plugin/call_pairing.h"
+#include "device_plugin/gpu_table.h"
 
 namespace cuslice::device_plugin {
 

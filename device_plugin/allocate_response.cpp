@@ -1,4 +1,4 @@
-#include "allocate_response.h"
+#include "device_plugin/allocate_response.h"
 
 namespace cuslice::device_plugin {
 

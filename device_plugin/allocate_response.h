@@ -1,5 +1,5 @@
 // What the kubelet puts into a container for each Allocate answer: the edits that make the
-// container's processes a tenant of its own on its GPU (node/container_edits.h), as the
+// container's processes a tenant of its own on its GPU (common/container_edits.h), as the
 // device plugin API writes them.
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "container_edits.h"
-#include "deviceplugin_v1beta1.pb.h"
-#include "ledger.h"
+#include "common/container_edits.h"
+#include "device_plugin/ledger.h"
+#include "device_plugin/proto/deviceplugin_v1beta1.pb.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,7 +1,7 @@
 // The allocations' record (allocation_book.h).
-#include "allocation_book.h"
+#include "device_plugin/allocation_book.h"
 
-#include "device_ids.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,5 +1,5 @@
 // A container's two Allocate calls (call_pairing.h).
-#include "call_pairing.h"
+#include "device_plugin/call_pairing.h"
 
 namespace cuslice::device_plugin {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "allocation_book.h"
+#include "device_plugin/allocation_book.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,5 +1,5 @@
 // Compute promised per GPU (compute_room.h).
-#include "compute_room.h"
+#include "device_plugin/compute_room.h"
 
 namespace cuslice::device_plugin {
 

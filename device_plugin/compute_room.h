@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "allocation_book.h"
+#include "device_plugin/allocation_book.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,10 +1,10 @@
 // Tenants' shares and caps (compute_shares.h).
-#include "compute_shares.h"
+#include "device_plugin/compute_shares.h"
 
 #include <algorithm>
 
-#include "compute_room.h"
-#include "ppm.h"
+#include "device_plugin/compute_room.h"
+#include "protocol/ppm.h"
 
 namespace cuslice::device_plugin {
 

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "allocation_book.h"
+#include "device_plugin/allocation_book.h"
 
 namespace cuslice::device_plugin {
 

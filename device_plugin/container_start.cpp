@@ -1,5 +1,5 @@
 // The check at a container's start (container_start.h).
-#include "container_start.h"
+#include "device_plugin/container_start.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <set>
 #include <utility>
 
-#include "compute_room.h"
-#include "device_ids.h"
+#include "device_plugin/compute_room.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 namespace {

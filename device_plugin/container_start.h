@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "allocation_book.h"
-#include "reconciliation.h"
+#include "device_plugin/allocation_book.h"
+#include "device_plugin/reconciliation.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,4 +1,4 @@
-#include "device_ids.h"
+#include "device_plugin/device_ids.h"
 
 #include <fmt/format.h>
 

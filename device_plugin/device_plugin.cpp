@@ -1,4 +1,4 @@
-#include "device_plugin.h"
+#include "device_plugin/device_plugin.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,10 +6,10 @@
 #include <cstring>
 #include <utility>
 
-#include "device_ids.h"
-#include "pod_resources.h"
-#include "ppm.h"
-#include "random_hex.h"
+#include "device_plugin/device_ids.h"
+#include "device_plugin/pod_resources.h"
+#include "node/random_hex.h"
+#include "protocol/ppm.h"
 
 namespace cuslice::device_plugin {
 namespace {

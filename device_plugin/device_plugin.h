@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#include "allocate_response.h"
-#include "deviceplugin_v1beta1.pb.h"
-#include "gpu_inventory.h"
-#include "kubelet_registration.h"
-#include "ledger.h"
-#include "plugin_service.h"
-#include "scheduler_client.h"
+#include "device_plugin/allocate_response.h"
+#include "device_plugin/kubelet_registration.h"
+#include "device_plugin/ledger.h"
+#include "device_plugin/plugin_service.h"
+#include "device_plugin/proto/deviceplugin_v1beta1.pb.h"
+#include "node/gpu_inventory.h"
+#include "node/scheduler_client.h"
 
 namespace cuslice::device_plugin {
 

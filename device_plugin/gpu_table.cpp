@@ -1,9 +1,9 @@
 // The GPUs the plugin knows (gpu_table.h).
-#include "gpu_table.h"
+#include "device_plugin/gpu_table.h"
 
 #include <algorithm>
 
-#include "device_ids.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,4 +1,4 @@
-#include "kubelet_registration.h"
+#include "device_plugin/kubelet_registration.h"
 
 #include <poll.h>
 #include <sys/inotify.h>
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <thread>
 
-#include "deviceplugin_v1beta1.grpc.pb.h"
+#include "device_plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
 namespace cuslice::device_plugin {
 

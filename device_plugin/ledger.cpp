@@ -1,9 +1,9 @@
 // The ledger's wiring (ledger.h): each call goes to the part that decides it, with the state
 // of the others it reads. No decision is taken here.
-#include "ledger.h"
+#include "device_plugin/ledger.h"
 
-#include "compute_shares.h"
-#include "preferred_allocation.h"
+#include "device_plugin/compute_shares.h"
+#include "device_plugin/preferred_allocation.h"
 
 namespace cuslice::device_plugin {
 

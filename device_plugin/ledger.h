@@ -38,16 +38,16 @@
 #include <string>
 #include <vector>
 
-#include "advertised_devices.h"
-#include "allocate_request.h"
-#include "allocation_book.h"
-#include "call_pairing.h"
-#include "container_start.h"
-#include "device_ids.h"
-#include "gpu_table.h"
-#include "placement.h"
-#include "reconciliation.h"
-#include "shm_protocol.h"
+#include "device_plugin/advertised_devices.h"
+#include "device_plugin/allocate_request.h"
+#include "device_plugin/allocation_book.h"
+#include "device_plugin/call_pairing.h"
+#include "device_plugin/container_start.h"
+#include "device_plugin/device_ids.h"
+#include "device_plugin/gpu_table.h"
+#include "device_plugin/placement.h"
+#include "device_plugin/reconciliation.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice::device_plugin {
 

@@ -10,9 +10,9 @@
 #include <atomic>
 #include <filesystem>
 
-#include "agent_options.h"
-#include "device_plugin.h"
-#include "logging.h"
+#include "common/logging.h"
+#include "device_plugin/device_plugin.h"
+#include "node/agent_options.h"
 
 namespace {
 

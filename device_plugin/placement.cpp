@@ -1,5 +1,5 @@
 // The choice of a GPU (placement.h).
-#include "placement.h"
+#include "device_plugin/placement.h"
 
 #include <algorithm>
 #include <limits>

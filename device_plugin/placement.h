@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compute_room.h"
+#include "device_plugin/compute_room.h"
 
 namespace cuslice::device_plugin {
 

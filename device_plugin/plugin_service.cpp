@@ -1,4 +1,4 @@
-#include "plugin_service.h"
+#include "device_plugin/plugin_service.h"
 
 #include <unistd.h>
 
@@ -6,8 +6,8 @@
 
 #include <stdexcept>
 
-#include "device_plugin.h"
-#include "kubelet_registration.h"
+#include "device_plugin/device_plugin.h"
+#include "device_plugin/kubelet_registration.h"
 
 namespace cuslice::device_plugin {
 

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "deviceplugin_v1beta1.grpc.pb.h"
-#include "kubelet_registration.h"
+#include "device_plugin/kubelet_registration.h"
+#include "device_plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,11 +1,11 @@
-#include "pod_resources.h"
+#include "device_plugin/pod_resources.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 
-#include "device_ids.h"
-#include "podresources_v1.grpc.pb.h"
+#include "device_plugin/device_ids.h"
+#include "device_plugin/proto/podresources_v1.grpc.pb.h"
 
 namespace cuslice::device_plugin {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ledger.h"
+#include "device_plugin/ledger.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,13 +1,13 @@
 // GetPreferredAllocation's choices (preferred_allocation.h).
-#include "preferred_allocation.h"
+#include "device_plugin/preferred_allocation.h"
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 
-#include "compute_room.h"
-#include "device_ids.h"
+#include "device_plugin/compute_room.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 

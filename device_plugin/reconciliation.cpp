@@ -1,5 +1,5 @@
 // PodResources snapshots applied to the allocations (reconciliation.h).
-#include "reconciliation.h"
+#include "device_plugin/reconciliation.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <map>
 #include <utility>
 
-#include "device_ids.h"
+#include "device_plugin/device_ids.h"
 
 namespace cuslice::device_plugin {
 namespace {

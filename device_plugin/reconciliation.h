@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "allocation_book.h"
-#include "gpu_table.h"
+#include "device_plugin/allocation_book.h"
+#include "device_plugin/gpu_table.h"
 
 namespace cuslice::device_plugin {
 

@@ -1,11 +1,11 @@
-#include "api_client.h"
+#include "dra_plugin/api_client.h"
 
 #include <curl/curl.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
 
-#include "atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace cuslice::dra {
 namespace {

@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "kube_config.h"
+#include "dra_plugin/kube_config.h"
 
 namespace cuslice::dra {
 

@@ -1,4 +1,4 @@
-#include "cdi_spec.h"
+#include "dra_plugin/cdi_spec.h"
 
 namespace cuslice::dra {
 

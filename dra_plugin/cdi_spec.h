@@ -1,6 +1,6 @@
 // The CDI spec that makes the containers of a prepared claim the claim's tenant: one spec file
 // per claim in the CDI directory (/var/run/cdi), one device named by the claim's UID, whose
-// containerEdits are the tenant's (node/container_edits.h: environment, hook and preload
+// containerEdits are the tenant's (common/container_edits.h: environment, hook and preload
 // mounts, scheduler socket and segment, device nodes). The kubelet passes the device's ID to
 // the container runtime, which applies the edits to each container that uses the claim.
 //
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "container_edits.h"
+#include "common/container_edits.h"
 
 namespace cuslice::dra {
 

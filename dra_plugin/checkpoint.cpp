@@ -1,10 +1,10 @@
-#include "checkpoint.h"
+#include "dra_plugin/checkpoint.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstring>
 
-#include "atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace cuslice::dra {
 namespace {

@@ -1,6 +1,6 @@
 // The claims this node's driver has prepared, kept in a file so that a restarted plugin
 // answers the kubelet's repeated calls as before (same tenant, same credential, same CDI
-// device) and finds the tenants a restarted scheduler lost. Written whole (node/atomic_file.h),
+// device) and finds the tenants a restarted scheduler lost. Written whole (common/atomic_file.h),
 // mode 0600: it holds the tenants' credentials.
 //
 // A device several claims share is held by each (claim UID, share ID): it is free of this
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "claim_allocation.h"
+#include "dra_plugin/claim_allocation.h"
 
 namespace cuslice::dra {
 

@@ -1,11 +1,11 @@
-#include "claim_allocation.h"
+#include "dra_plugin/claim_allocation.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
 
-#include "quantity.h"
+#include "dra_plugin/quantity.h"
 
 namespace cuslice::dra {
 namespace {

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu_inventory.h"
-#include "resource_slice.h"
+#include "dra_plugin/resource_slice.h"
+#include "node/gpu_inventory.h"
 
 namespace cuslice::dra {
 

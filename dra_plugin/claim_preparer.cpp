@@ -1,4 +1,4 @@
-#include "claim_preparer.h"
+#include "dra_plugin/claim_preparer.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <set>
 
-#include "atomic_file.h"
-#include "cdi_spec.h"
-#include "ppm.h"
-#include "random_hex.h"
+#include "dra_plugin/cdi_spec.h"
+#include "common/atomic_file.h"
+#include "node/random_hex.h"
+#include "protocol/ppm.h"
 
 namespace cuslice::dra {
 namespace {

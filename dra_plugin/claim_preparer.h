@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "api_client.h"
-#include "checkpoint.h"
-#include "container_edits.h"
-#include "resource_slice.h"
-#include "scheduler_client.h"
+#include "common/container_edits.h"
+#include "dra_plugin/api_client.h"
+#include "dra_plugin/checkpoint.h"
+#include "dra_plugin/resource_slice.h"
+#include "node/scheduler_client.h"
 
 namespace cuslice::dra {
 

@@ -1,4 +1,4 @@
-#include "kube_config.h"
+#include "dra_plugin/kube_config.h"
 
 #include <yaml-cpp/yaml.h>
 

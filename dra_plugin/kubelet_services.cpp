@@ -1,8 +1,8 @@
-#include "kubelet_services.h"
+#include "dra_plugin/kubelet_services.h"
 
 #include <spdlog/spdlog.h>
 
-#include "resource_slice.h"
+#include "dra_plugin/resource_slice.h"
 
 namespace cuslice::dra {
 namespace {

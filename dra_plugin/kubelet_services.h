@@ -10,10 +10,10 @@
 #include <atomic>
 #include <string>
 
-#include "claim_preparer.h"
-#include "dra_v1.grpc.pb.h"
-#include "dra_v1beta1.grpc.pb.h"
-#include "pluginregistration_v1.grpc.pb.h"
+#include "dra_plugin/claim_preparer.h"
+#include "dra_plugin/proto/dra_v1.grpc.pb.h"
+#include "dra_plugin/proto/dra_v1beta1.grpc.pb.h"
+#include "dra_plugin/proto/pluginregistration_v1.grpc.pb.h"
 
 namespace cuslice::dra {
 

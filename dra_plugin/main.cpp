@@ -24,17 +24,17 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent_options.h"
-#include "api_client.h"
-#include "claim_preparer.h"
-#include "control_socket.h"
-#include "gpu_inventory.h"
-#include "kube_config.h"
-#include "kubelet_services.h"
-#include "logging.h"
-#include "resource_slice.h"
-#include "scheduler_client.h"
-#include "slice_publisher.h"
+#include "common/logging.h"
+#include "dra_plugin/api_client.h"
+#include "dra_plugin/claim_preparer.h"
+#include "dra_plugin/kube_config.h"
+#include "dra_plugin/kubelet_services.h"
+#include "dra_plugin/resource_slice.h"
+#include "dra_plugin/slice_publisher.h"
+#include "node/agent_options.h"
+#include "node/gpu_inventory.h"
+#include "node/scheduler_client.h"
+#include "protocol/control_socket.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "quantity.h"
+#include "dra_plugin/quantity.h"
 
 #include <array>
 #include <cctype>

@@ -1,8 +1,8 @@
-#include "resource_slice.h"
+#include "dra_plugin/resource_slice.h"
 
 #include <charconv>
 
-#include "quantity.h"
+#include "dra_plugin/quantity.h"
 
 namespace cuslice::dra {
 namespace {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu_inventory.h"
+#include "node/gpu_inventory.h"
 
 namespace cuslice::dra {
 

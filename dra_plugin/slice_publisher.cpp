@@ -1,11 +1,11 @@
-#include "slice_publisher.h"
+#include "dra_plugin/slice_publisher.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "resource_slice.h"
+#include "dra_plugin/resource_slice.h"
 
 namespace cuslice::dra {
 namespace {

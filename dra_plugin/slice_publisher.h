@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-#include "api_client.h"
+#include "dra_plugin/api_client.h"
 
 namespace cuslice::dra {
 

@@ -1,7 +1,7 @@
-#include "agent_options.h"
+#include "node/agent_options.h"
 
-#include "control_socket.h"
-#include "size.h"
+#include "config/size.h"
+#include "protocol/control_socket.h"
 
 namespace cuslice::node {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "container_edits.h"
+#include "common/container_edits.h"
 
 namespace cuslice::node {
 

@@ -1,10 +1,10 @@
 // GpuInventory: the queries behind the node agents' GPU list, on NVML as nvml/nvml_library.h opens
-// it. NVML's declarations come from hook/nvml_api.h, the one place they live.
-#include "gpu_inventory.h"
+// it. NVML's declarations come from hook/base/nvml_api.h, the one place they live.
+#include "node/gpu_inventory.h"
 
 #include <fmt/format.h>
 
-#include "nvml_library.h"
+#include "nvml/nvml_library.h"
 
 namespace cuslice::node {
 

@@ -1,4 +1,4 @@
-#include "random_hex.h"
+#include "node/random_hex.h"
 
 #include <cstdint>
 #include <random>

@@ -1,4 +1,4 @@
-#include "scheduler_client.h"
+#include "node/scheduler_client.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <memory>
 
-#include "segment_snapshot.h"
+#include "common/segment_snapshot.h"
 
 namespace cuslice::node {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "socket_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::node {
 

@@ -1,6 +1,6 @@
 // nvml::Library: dlopen of libnvidia-ml.so.1, dlsym of the functions its users name, and
 // NVML's init/shutdown pairing (nvml_library.h says why at run time and not at link time).
-#include "nvml_library.h"
+#include "nvml/nvml_library.h"
 
 #include <dlfcn.h>
 

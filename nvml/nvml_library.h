@@ -5,8 +5,8 @@
 // first on LD_LIBRARY_PATH. This owns loading the library, finding the functions a user names
 // (required or optional), nvmlInit/nvmlShutdown, and the text of an nvmlReturn_t; what to ask
 // NVML, and how to word a failure for its own log, is the user's. NVML's declarations come from
-// hook/nvml_api.h, the one place they live. Not for the hook, which allocates nothing on its
-// paths and reaches NVML through its own symbol table (hook/hooked_symbols.def).
+// hook/base/nvml_api.h, the one place they live. Not for the hook, which allocates nothing on its
+// paths and reaches NVML through its own symbol table (hook/base/hooked_symbols.def).
 //
 // A Library is NVML initialised once (nvmlInit_v2 when it opens, nvmlShutdown when it goes).
 // Its functions, and those it found for the user, may be called from any thread, as NVML's
@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "nvml_api.h"
+#include "hook/base/nvml_api.h"
 
 namespace cuslice::nvml {
 

@@ -82,7 +82,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "shm_protocol.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice::wire {
 

@@ -1,5 +1,5 @@
 // client_access.h: the rules, with the daemon's own uid.
-#include "client_access.h"
+#include "scheduler/clients/client_access.h"
 
 #include <unistd.h>
 

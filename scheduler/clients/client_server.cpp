@@ -1,7 +1,7 @@
 // ClientServer (client_server.h): accepting, reading and dropping clients; a first message
 // goes to the Registrar or the ControlDesk, a hook's later messages to the ProcessTable and
 // the Preemptor.
-#include "client_server.h"
+#include "scheduler/clients/client_server.h"
 
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "clock.h"
-#include "message_decoder.h"
-#include "os_fds.h"
-#include "process_handle.h"
-#include "replies.h"
+#include "protocol/clock.h"
+#include "scheduler/clients/message_decoder.h"
+#include "scheduler/clients/replies.h"
+#include "scheduler/os/os_fds.h"
+#include "scheduler/os/process_handle.h"
 
 namespace cuslice {
 namespace {

@@ -28,14 +28,14 @@
 #include <string>
 #include <unordered_map>
 
-#include "control_desk.h"
-#include "daemon_control.h"
-#include "preemptor.h"
-#include "process_table.h"
-#include "refusal_log.h"
-#include "registrar.h"
-#include "socket_protocol.h"
-#include "usage_ledger.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/clients/control_desk.h"
+#include "scheduler/clients/daemon_control.h"
+#include "scheduler/clients/refusal_log.h"
+#include "scheduler/clients/registrar.h"
+#include "scheduler/preemption/preemptor.h"
+#include "scheduler/scheduling/usage_ledger.h"
+#include "scheduler/segment/process_table.h"
 
 namespace cuslice {
 

@@ -1,5 +1,5 @@
 // ControlDesk (control_desk.h): `cuslice`'s control requests.
-#include "control_desk.h"
+#include "scheduler/clients/control_desk.h"
 
 #include <unistd.h>
 
@@ -8,10 +8,10 @@
 #include <cstring>
 #include <memory>
 
-#include "client_access.h"
-#include "ephemeral_tenants.h"
-#include "replies.h"
-#include "tenant_workloads.h"
+#include "scheduler/clients/client_access.h"
+#include "scheduler/clients/replies.h"
+#include "scheduler/tenants/ephemeral_tenants.h"
+#include "scheduler/tenants/tenant_workloads.h"
 
 namespace cuslice {
 

@@ -11,14 +11,14 @@
 
 #include <string>
 
-#include "daemon_control.h"
-#include "preemptor.h"
-#include "process_table.h"
-#include "refusal_log.h"
-#include "shared_segment.h"
-#include "socket_protocol.h"
-#include "tenant_table.h"
-#include "usage_ledger.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/clients/daemon_control.h"
+#include "scheduler/clients/refusal_log.h"
+#include "scheduler/preemption/preemptor.h"
+#include "scheduler/scheduling/usage_ledger.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/tenants/tenant_table.h"
 
 namespace cuslice {
 

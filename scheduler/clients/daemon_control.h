@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tenant_table.h"
+#include "scheduler/tenants/tenant_table.h"
 
 namespace cuslice {
 

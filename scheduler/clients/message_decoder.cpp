@@ -1,9 +1,9 @@
-#include "message_decoder.h"
+#include "scheduler/clients/message_decoder.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 namespace {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "socket_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice {
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <memory>
 
-#include "client_access.h"
-#include "control_desk.h"
-#include "replies.h"
+#include "scheduler/clients/client_access.h"
+#include "scheduler/clients/control_desk.h"
+#include "scheduler/clients/replies.h"
 
 namespace cuslice {
 namespace {

@@ -1,9 +1,9 @@
 // RefusalLog (refusal_log.h).
-#include "refusal_log.h"
+#include "scheduler/clients/refusal_log.h"
 
 #include <spdlog/spdlog.h>
 
-#include "clock.h"
+#include "protocol/clock.h"
 
 namespace cuslice {
 

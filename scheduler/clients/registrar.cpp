@@ -1,12 +1,12 @@
 // Registrar (registrar.h).
-#include "registrar.h"
+#include "scheduler/clients/registrar.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <system_error>
 
-#include "tenant_assignment.h"
+#include "scheduler/tenants/tenant_assignment.h"
 
 namespace cuslice {
 

@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <string>
 
-#include "process_table.h"
-#include "shared_segment.h"
-#include "socket_protocol.h"
-#include "tenant_regions.h"
-#include "tenant_table.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/tenant_table.h"
 
 namespace cuslice {
 

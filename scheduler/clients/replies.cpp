@@ -1,5 +1,5 @@
 // replies.h: sendmsg with SCM_RIGHTS for registrations, send for the rest.
-#include "replies.h"
+#include "scheduler/clients/replies.h"
 
 #include <sys/socket.h>
 

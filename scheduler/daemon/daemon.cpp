@@ -2,7 +2,7 @@
 // descriptors, metrics, then the sockets), the wiring the components ask for through
 // DaemonControl, and the clean stop that lets every hook run ungated. The loop itself is
 // event_loop.cpp's.
-#include "daemon.h"
+#include "scheduler/daemon/daemon.h"
 
 #include <signal.h>
 #include <sys/epoll.h>
@@ -17,12 +17,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "clock.h"
-#include "futex.h"
-#include "metrics_exposition.h"
-#include "os_fds.h"
-#include "segment_snapshot.h"
-#include "tenant_workloads.h"
+#include "common/segment_snapshot.h"
+#include "protocol/clock.h"
+#include "protocol/futex.h"
+#include "scheduler/metrics/metrics_exposition.h"
+#include "scheduler/os/os_fds.h"
+#include "scheduler/tenants/tenant_workloads.h"
 
 namespace cuslice {
 namespace {

@@ -30,21 +30,21 @@
 #include <optional>
 #include <string>
 
-#include "client_server.h"
-#include "config_watch.h"
-#include "control_desk.h"
-#include "daemon_control.h"
-#include "metrics_server.h"
-#include "preemptor.h"
-#include "process_table.h"
-#include "refusal_log.h"
-#include "registrar.h"
-#include "shared_segment.h"
-#include "tenant_regions.h"
-#include "tenant_table.h"
-#include "token_scheduler.h"
-#include "usage_check.h"
-#include "usage_ledger.h"
+#include "scheduler/clients/client_server.h"
+#include "scheduler/clients/control_desk.h"
+#include "scheduler/clients/daemon_control.h"
+#include "scheduler/clients/refusal_log.h"
+#include "scheduler/clients/registrar.h"
+#include "scheduler/metrics/metrics_server.h"
+#include "scheduler/preemption/preemptor.h"
+#include "scheduler/scheduling/token_scheduler.h"
+#include "scheduler/scheduling/usage_ledger.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/config_watch.h"
+#include "scheduler/tenants/tenant_table.h"
+#include "scheduler/usage/usage_check.h"
 
 namespace cuslice {
 

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "clock.h"
-#include "daemon.h"
-#include "os_fds.h"
+#include "protocol/clock.h"
+#include "scheduler/daemon/daemon.h"
+#include "scheduler/os/os_fds.h"
 
 namespace cuslice {
 

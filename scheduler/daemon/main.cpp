@@ -12,14 +12,14 @@
 #include <optional>
 #include <string>
 
-#include "control_socket.h"
-#include "daemon.h"
-#include "exit_codes.h"
-#include "logging.h"
-#include "shm_protocol.h"
-#include "size.h"
-#include "socket_protocol.h"
-#include "tenant_config.h"
+#include "common/logging.h"
+#include "config/size.h"
+#include "config/tenant_config.h"
+#include "protocol/control_socket.h"
+#include "protocol/exit_codes.h"
+#include "protocol/shm_protocol.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/daemon/daemon.h"
 
 namespace {
 

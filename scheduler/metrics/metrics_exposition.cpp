@@ -1,6 +1,6 @@
 // render_metrics (metrics_exposition.h): one prometheus-cpp family per quantity, by tenant and
 // GPU, by tenant, and by GPU, in a fixed order so that the same snapshot gives the same text.
-#include "metrics_exposition.h"
+#include "scheduler/metrics/metrics_exposition.h"
 
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_family.h>

@@ -12,8 +12,8 @@
 #include <map>
 #include <string>
 
-#include "segment_snapshot.h"
-#include "workload.h"
+#include "common/segment_snapshot.h"
+#include "scheduler/segment/workload.h"
 
 namespace cuslice {
 

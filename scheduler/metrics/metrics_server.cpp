@@ -1,4 +1,4 @@
-#include "metrics_server.h"
+#include "scheduler/metrics/metrics_server.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -1,5 +1,5 @@
 // The daemon's kernel descriptors (os_fds.h): the listening sockets and timerfds.
-#include "os_fds.h"
+#include "scheduler/os/os_fds.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>

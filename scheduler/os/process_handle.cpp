@@ -1,5 +1,5 @@
 // Pidfds and the facts read while they show their process alive (process_handle.h).
-#include "process_handle.h"
+#include "scheduler/os/process_handle.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <atomic>
 #include <cerrno>
 
-#include "process_info.h"
+#include "scheduler/os/process_info.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77  // Linux 6.5, asm-generic/socket.h

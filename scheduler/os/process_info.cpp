@@ -1,4 +1,4 @@
-#include "process_info.h"
+#include "scheduler/os/process_info.h"
 
 #include <fstream>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "checkpoint_api.h"
+#include "scheduler/preemption/checkpoint_api.h"
 
 #include <cuda.h>
 #include <dlfcn.h>

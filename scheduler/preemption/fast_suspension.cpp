@@ -12,8 +12,8 @@
 
 #include <algorithm>
 
-#include "futex.h"
-#include "preemptor.h"
+#include "protocol/futex.h"
+#include "scheduler/preemption/preemptor.h"
 
 namespace cuslice {
 

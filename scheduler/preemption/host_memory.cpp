@@ -1,4 +1,4 @@
-#include "host_memory.h"
+#include "scheduler/preemption/host_memory.h"
 
 #include <charconv>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "memory_preemption.h"
+#include "scheduler/preemption/memory_preemption.h"
 
 #include <algorithm>
 #include <cstdio>

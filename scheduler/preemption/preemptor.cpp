@@ -1,17 +1,17 @@
 // Preemptor (preemptor.h): configuration, requests for room and the decisions on them,
 // starting suspensions and resumptions, the claims processes make, the report and the
 // journal. What the suspender's jobs came to is suspension_outcomes.cpp's.
-#include "preemptor.h"
+#include "scheduler/preemption/preemptor.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "clock.h"
-#include "futex.h"
-#include "host_memory.h"
-#include "process_info.h"
-#include "saturating.h"
+#include "protocol/clock.h"
+#include "protocol/futex.h"
+#include "protocol/saturating.h"
+#include "scheduler/os/process_info.h"
+#include "scheduler/preemption/host_memory.h"
 
 namespace cuslice {
 

@@ -26,16 +26,16 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint_api.h"
-#include "memory_preemption.h"
-#include "process_table.h"
-#include "shared_segment.h"
-#include "socket_protocol.h"
-#include "suspension.h"
-#include "suspension_journal.h"
-#include "tenant_regions.h"
-#include "tenant_suspender.h"
-#include "tenant_table.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/preemption/checkpoint_api.h"
+#include "scheduler/preemption/memory_preemption.h"
+#include "scheduler/preemption/suspension.h"
+#include "scheduler/preemption/suspension_journal.h"
+#include "scheduler/preemption/tenant_suspender.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/tenant_table.h"
 
 namespace cuslice {
 

@@ -1,9 +1,9 @@
 // Suspension (suspension.h): the lists a job is made of, and the bytes that stay suspended.
-#include "suspension.h"
+#include "scheduler/preemption/suspension.h"
 
 #include <algorithm>
 
-#include "shm_protocol.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice {
 

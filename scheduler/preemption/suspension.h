@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "tenant_suspender.h"
+#include "scheduler/preemption/tenant_suspender.h"
 
 namespace cuslice {
 

@@ -1,5 +1,5 @@
 // SuspensionJournal (suspension_journal.h): the JSON form, through nlohmann::json.
-#include "suspension_journal.h"
+#include "scheduler/preemption/suspension_journal.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "clock.h"
-#include "preemptor.h"
+#include "protocol/clock.h"
+#include "scheduler/preemption/preemptor.h"
 
 namespace cuslice {
 

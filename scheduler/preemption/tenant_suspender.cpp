@@ -1,4 +1,4 @@
-#include "tenant_suspender.h"
+#include "scheduler/preemption/tenant_suspender.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "process_info.h"
+#include "scheduler/os/process_info.h"
 
 namespace cuslice {
 namespace {

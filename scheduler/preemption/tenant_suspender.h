@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint_api.h"
+#include "scheduler/preemption/checkpoint_api.h"
 
 namespace cuslice {
 

@@ -1,4 +1,4 @@
-#include "share_window.h"
+#include "scheduler/scheduling/share_window.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "token_policy.h"
+#include "scheduler/scheduling/token_policy.h"
 
 #include <algorithm>
 #include <limits>

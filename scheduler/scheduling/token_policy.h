@@ -44,7 +44,7 @@
 #include <deque>
 #include <vector>
 
-#include "tenant_params.h"
+#include "scheduler/tenants/tenant_params.h"
 
 namespace cuslice {
 

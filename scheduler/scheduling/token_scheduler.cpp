@@ -1,13 +1,13 @@
 // TokenScheduler (token_scheduler.h): the step, the priority rule it applies before each
 // policy's own, and the achieved shares.
-#include "token_scheduler.h"
+#include "scheduler/scheduling/token_scheduler.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <string>
 
-#include "futex.h"
+#include "protocol/futex.h"
 
 namespace cuslice {
 

@@ -1,11 +1,11 @@
 // UsageLedger (usage_ledger.h): the bounds on what a tenant's counters may add per
 // nanosecond, and the copies into the segment.
-#include "usage_ledger.h"
+#include "scheduler/scheduling/usage_ledger.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "clock.h"
+#include "protocol/clock.h"
 
 namespace cuslice {
 namespace {

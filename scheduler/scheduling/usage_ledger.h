@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "process_table.h"
-#include "shared_segment.h"
-#include "tenant_regions.h"
-#include "tenant_table.h"
-#include "token_policy.h"
+#include "scheduler/scheduling/token_policy.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/tenant_table.h"
 
 namespace cuslice {
 

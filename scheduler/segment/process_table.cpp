@@ -1,6 +1,6 @@
 // ProcessTable (process_table.h): a dense vector with an index by slot, so that the scheduling
 // step walks only the processes that exist and a departure costs one swap.
-#include "process_table.h"
+#include "scheduler/segment/process_table.h"
 
 namespace cuslice {
 

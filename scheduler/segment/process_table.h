@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "shm_protocol.h"
-#include "workload.h"
+#include "protocol/shm_protocol.h"
+#include "scheduler/segment/workload.h"
 
 namespace cuslice {
 

@@ -1,6 +1,6 @@
 // SharedSegment (shared_segment.h): the segment created fresh under its lock, and the
 // read-only descriptor of it that registered processes are handed.
-#include "shared_segment.h"
+#include "scheduler/segment/shared_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <system_error>
 
-#include "os_fds.h"
+#include "scheduler/os/os_fds.h"
 
 namespace cuslice {
 

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "shm_protocol.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice {
 

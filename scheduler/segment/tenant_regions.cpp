@@ -1,4 +1,4 @@
-#include "tenant_regions.h"
+#include "scheduler/segment/tenant_regions.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "saturating.h"
+#include "protocol/saturating.h"
 
 namespace cuslice {
 namespace {

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "shm_protocol.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice {
 

@@ -1,4 +1,4 @@
-#include "config_watch.h"
+#include "scheduler/tenants/config_watch.h"
 
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "os_fds.h"
+#include "scheduler/os/os_fds.h"
 
 namespace cuslice {
 

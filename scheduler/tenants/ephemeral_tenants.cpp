@@ -1,4 +1,4 @@
-#include "ephemeral_tenants.h"
+#include "scheduler/tenants/ephemeral_tenants.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <optional>
 
-#include "ppm.h"
+#include "protocol/ppm.h"
 
 namespace cuslice {
 namespace {

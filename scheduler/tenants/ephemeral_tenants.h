@@ -10,8 +10,8 @@
 
 #include <string>
 
-#include "socket_protocol.h"
-#include "tenant_config.h"
+#include "config/tenant_config.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice {
 

@@ -1,7 +1,7 @@
 // The segment's form of a tenant's memory quota (memory_quota.h).
-#include "memory_quota.h"
+#include "scheduler/tenants/memory_quota.h"
 
-#include "ppm.h"
+#include "protocol/ppm.h"
 
 namespace cuslice {
 

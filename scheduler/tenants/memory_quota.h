@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "shm_protocol.h"
-#include "size.h"
+#include "config/size.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice {
 

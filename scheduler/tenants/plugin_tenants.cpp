@@ -1,11 +1,11 @@
-#include "plugin_tenants.h"
+#include "scheduler/tenants/plugin_tenants.h"
 
 #include <fmt/format.h>
 
 #include <cctype>
 #include <cstring>
 
-#include "ppm.h"
+#include "protocol/ppm.h"
 
 namespace cuslice {
 namespace {

@@ -24,9 +24,9 @@
 #include <string_view>
 #include <vector>
 
-#include "workload.h"
-#include "socket_protocol.h"
-#include "tenant_config.h"
+#include "config/tenant_config.h"
+#include "protocol/socket_protocol.h"
+#include "scheduler/segment/workload.h"
 
 namespace cuslice {
 

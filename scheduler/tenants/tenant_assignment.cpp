@@ -1,4 +1,4 @@
-#include "tenant_assignment.h"
+#include "scheduler/tenants/tenant_assignment.h"
 
 namespace cuslice {
 

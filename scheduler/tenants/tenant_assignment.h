@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 

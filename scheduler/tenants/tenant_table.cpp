@@ -1,6 +1,6 @@
 // TenantTable (tenant_table.h): loading the configuration, and writing it with the device
 // plugin's tenants into the segment's tenant entries.
-#include "tenant_table.h"
+#include "scheduler/tenants/tenant_table.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "memory_quota.h"
-#include "ppm.h"
+#include "protocol/ppm.h"
+#include "scheduler/tenants/memory_quota.h"
 
 namespace cuslice {
 

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "plugin_tenants.h"
-#include "process_table.h"
-#include "shared_segment.h"
-#include "tenant_config.h"
-#include "tenant_params.h"
-#include "tenant_regions.h"
+#include "config/tenant_config.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/plugin_tenants.h"
+#include "scheduler/tenants/tenant_params.h"
 
 namespace cuslice {
 

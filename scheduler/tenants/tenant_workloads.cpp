@@ -1,5 +1,5 @@
 // tenant_workloads (tenant_workloads.h): a field stays only while every process agrees.
-#include "tenant_workloads.h"
+#include "scheduler/tenants/tenant_workloads.h"
 
 #include <map>
 #include <string>

@@ -4,10 +4,10 @@
 // decides nothing.
 #pragma once
 
-#include "plugin_tenants.h"
-#include "process_table.h"
-#include "shared_segment.h"
-#include "workload.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/workload.h"
+#include "scheduler/tenants/plugin_tenants.h"
 
 namespace cuslice {
 

@@ -1,6 +1,6 @@
 // DriverPoller: the NVML thread. Blocks every signal (the daemon takes them on its signalfd)
 // and never touches the daemon's state: it only hands readings over.
-#include "driver_poller.h"
+#include "scheduler/usage/driver_poller.h"
 
 #include <pthread.h>
 #include <signal.h>

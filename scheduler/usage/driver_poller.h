@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "nvml_reader.h"
+#include "scheduler/usage/nvml_reader.h"
 
 namespace cuslice {
 

@@ -1,8 +1,8 @@
 // NvmlReader: the queries the watchdog and the card sizes need, on NVML as nvml/nvml_library.h opens it.
-// NVML's declarations come from hook/nvml_api.h, the one place they live.
-#include "nvml_reader.h"
+// NVML's declarations come from hook/base/nvml_api.h, the one place they live.
+#include "scheduler/usage/nvml_reader.h"
 
-#include "nvml_library.h"
+#include "nvml/nvml_library.h"
 
 namespace cuslice {
 

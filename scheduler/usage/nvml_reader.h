@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "usage_watchdog.h"
+#include "scheduler/usage/usage_watchdog.h"
 
 namespace cuslice {
 

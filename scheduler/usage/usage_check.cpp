@@ -1,6 +1,6 @@
 // UsageCheck (usage_check.h): a reading set against the tenants, the violations logged,
 // acted on and published.
-#include "usage_check.h"
+#include "scheduler/usage/usage_check.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -12,10 +12,10 @@
 #include <cstring>
 #include <unordered_set>
 
-#include "ppm.h"
-#include "process_handle.h"
-#include "process_info.h"
-#include "segment_snapshot.h"
+#include "common/segment_snapshot.h"
+#include "protocol/ppm.h"
+#include "scheduler/os/process_handle.h"
+#include "scheduler/os/process_info.h"
 
 namespace cuslice {
 

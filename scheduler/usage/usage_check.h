@@ -19,12 +19,12 @@
 #include <memory>
 #include <unordered_map>
 
-#include "driver_poller.h"
-#include "process_table.h"
-#include "shared_segment.h"
-#include "tenant_regions.h"
-#include "tenant_table.h"
-#include "usage_watchdog.h"
+#include "scheduler/segment/process_table.h"
+#include "scheduler/segment/shared_segment.h"
+#include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/tenant_table.h"
+#include "scheduler/usage/driver_poller.h"
+#include "scheduler/usage/usage_watchdog.h"
 
 namespace cuslice {
 

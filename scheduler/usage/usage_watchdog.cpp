@@ -1,11 +1,11 @@
 // UsageWatchdog: sets the driver's per-process memory against tenants' quotas and the
 // registered processes. Calls nothing but the standard library and protocol/saturating.h.
-#include "usage_watchdog.h"
+#include "scheduler/usage/usage_watchdog.h"
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "saturating.h"
+#include "protocol/saturating.h"
 
 namespace cuslice {
 

@@ -1,4 +1,4 @@
-#include "cdi_spec.h"
+#include "cli/cdi_spec.h"
 
 #include <gtest/gtest.h>
 

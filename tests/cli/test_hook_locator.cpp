@@ -1,11 +1,11 @@
-#include "hook_locator.h"
+#include "cli/hook_locator.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
 
-#include "error.h"
+#include "cli/error.h"
 
 namespace cuslice::cli {
 namespace {

@@ -1,13 +1,13 @@
 // own_tenant_name (cli/own_tenant.h): each step of the rule, and that every name it makes is
 // one the configuration accepts.
-#include "own_tenant.h"
+#include "cli/own_tenant.h"
 
 #include <gtest/gtest.h>
 
 #include <climits>
 #include <string>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice::cli {
 namespace {

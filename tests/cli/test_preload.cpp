@@ -1,8 +1,8 @@
-#include "preload.h"
+#include "cli/preload.h"
 
 #include <gtest/gtest.h>
 
-#include "error.h"
+#include "cli/error.h"
 
 namespace cuslice::cli {
 namespace {

@@ -1,9 +1,9 @@
 // What `cuslice status` prints, from a hand-made snapshot.
-#include "status_view.h"
+#include "cli/status_view.h"
 
 #include <gtest/gtest.h>
 
-#include "scheduler_autostart.h"
+#include "cli/scheduler_autostart.h"
 
 namespace cuslice::cli {
 namespace {

@@ -59,8 +59,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_cuda_control.h"
-#include "nvidia_rm_abi.h"
+#include "hook/base/nvidia_rm_abi.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 namespace {
 

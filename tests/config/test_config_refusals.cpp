@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 namespace {

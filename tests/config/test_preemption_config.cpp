@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace cuslice {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "size.h"
+#include "config/size.h"
 
 namespace {
 

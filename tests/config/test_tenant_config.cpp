@@ -1,6 +1,6 @@
 // Every kind of configuration error, each checked at its exact file:line:column, from real
 // files on disk (the daemon reads files, and the file name is part of the message).
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -44,9 +44,9 @@
 #include <thread>
 #include <vector>
 
-#include "deviceplugin_v1beta1.grpc.pb.h"
-#include "fake_kubelet_calls.h"
-#include "podresources_v1.grpc.pb.h"
+#include "device_plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
+#include "device_plugin/proto/podresources_v1.grpc.pb.h"
+#include "tests/device_plugin/fake_kubelet_calls.h"
 
 namespace {
 

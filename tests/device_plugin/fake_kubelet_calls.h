@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "deviceplugin_v1beta1.grpc.pb.h"
+#include "device_plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
 namespace cuslice::test {
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "device_ids.h"
-#include "ledger.h"
+#include "device_plugin/device_ids.h"
+#include "device_plugin/ledger.h"
 
 namespace cuslice::device_plugin {
 

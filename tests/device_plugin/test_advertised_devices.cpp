@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

@@ -2,7 +2,7 @@
 // for a repeat, and refusals that name the request and each GPU's free memory or compute.
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

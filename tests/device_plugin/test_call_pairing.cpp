@@ -2,7 +2,7 @@
 // compute call just before or just after a memory call is that container's, when it fits.
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

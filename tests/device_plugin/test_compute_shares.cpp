@@ -1,7 +1,7 @@
 // Tenants' shares and caps (device_plugin/compute_shares.h).
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

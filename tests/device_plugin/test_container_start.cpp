@@ -2,7 +2,7 @@
 // beside it, and must fit that memory's GPU.
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

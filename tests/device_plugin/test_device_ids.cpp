@@ -1,10 +1,10 @@
 // Device IDs (device_plugin/device_ids.h): one spelling per ID, each within the kubelet's
 // limit.
-#include "device_ids.h"
+#include "device_plugin/device_ids.h"
 
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

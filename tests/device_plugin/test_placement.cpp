@@ -4,8 +4,8 @@
 
 #include <map>
 
-#include "ledger_test_support.h"
-#include "placement.h"
+#include "device_plugin/placement.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

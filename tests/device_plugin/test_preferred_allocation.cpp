@@ -2,7 +2,7 @@
 // GPU, the one that fits best (binpack, the default; placement's own tests are test_placement).
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

@@ -2,7 +2,7 @@
 // their containers, removed when those go, and adopted when no tenant covers them.
 #include <gtest/gtest.h>
 
-#include "ledger_test_support.h"
+#include "tests/device_plugin/ledger_test_support.h"
 
 namespace cuslice::device_plugin {
 namespace {

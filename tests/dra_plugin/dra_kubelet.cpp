@@ -22,9 +22,9 @@
 #include <iostream>
 #include <string>
 
-#include "dra_v1.grpc.pb.h"
-#include "dra_v1beta1.grpc.pb.h"
-#include "pluginregistration_v1.grpc.pb.h"
+#include "dra_plugin/proto/dra_v1.grpc.pb.h"
+#include "dra_plugin/proto/dra_v1beta1.grpc.pb.h"
+#include "dra_plugin/proto/pluginregistration_v1.grpc.pb.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The DRA driver's record of its prepared claims (dra_plugin/checkpoint.h): what it writes it
 // reads back, and a file it did not write is refused with a reason, never half read.
-#include "checkpoint.h"
+#include "dra_plugin/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // What a ResourceClaim's allocation gives this node, and the tenant that makes it so
 // (dra_plugin/claim_allocation.h), rule by rule.
-#include "claim_allocation.h"
+#include "dra_plugin/claim_allocation.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Where the API server is and how the driver proves who it is (dra_plugin/kube_config.h).
-#include "kube_config.h"
+#include "dra_plugin/kube_config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // Kubernetes quantities as the DRA driver reads and writes them (dra_plugin/quantity.h).
-#include "quantity.h"
+#include "dra_plugin/quantity.h"
 
 #include <gtest/gtest.h>
 

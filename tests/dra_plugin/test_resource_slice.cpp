@@ -1,5 +1,5 @@
 // The ResourceSlice the DRA driver publishes (dra_plugin/resource_slice.h).
-#include "resource_slice.h"
+#include "dra_plugin/resource_slice.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
  * next ioctl, as it reaches libc's, and so the kernel, on a GPU machine.
  *
  * What it answers: every RM control request (NV_ESC_RM_CONTROL, direct or wrapped in
- * NV_ESC_IOCTL_XFER_CMD; hook/nvidia_rm_abi.h), on any file descriptor, whatever its cmd, is
+ * NV_ESC_IOCTL_XFER_CMD; hook/base/nvidia_rm_abi.h), on any file descriptor, whatever its cmd, is
  * answered with the current answer below: the pid table is written in GET_PIDS's layout into
  * the control's parameter block, as far as its paramsSize holds (nothing when it is smaller
  * than the count field or the pointer is null), the block's status is set, and the ioctl

@@ -1,4 +1,4 @@
-#include "runtime_replay.h"
+#include "tests/fake_driver/runtime_replay.h"
 
 #include <dlfcn.h>
 

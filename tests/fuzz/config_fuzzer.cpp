@@ -7,7 +7,7 @@
 #include <set>
 #include <string_view>
 
-#include "tenant_config.h"
+#include "config/tenant_config.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "message_decoder.h"
-#include "tenant_config.h"
+#include "config/tenant_config.h"
+#include "scheduler/clients/message_decoder.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Fuzz target: the one parser of sizes, durations and percentages (config/size.h), shared by
 // the hook, the YAML and the CLI, in each of its forms, and the hook's variables read on top
-// of it (hook/settings.h). Checks the contract: a parse either fails with a reason or yields
+// of it (hook/base/settings.h). Checks the contract: a parse either fails with a reason or yields
 // a value in range, and resolving a percentage against any card size is defined.
 #include <cstddef>
 #include <cstdint>
@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "settings.h"
-#include "size.h"
+#include "config/size.h"
+#include "hook/base/settings.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
  *   esc nr=0xd2 size=72 ret=0                      (other escapes: nr and _IOC_SIZE)
  * and at exit "total ioctls=N F=N rm=N". Preloaded after libcuslice.so it sees what the kernel
  * answered (before the hook filters it); before the hook, what the application is shown.
- * Layouts: hook/nvidia_rm_abi.h (from NVIDIA's open-gpu-kernel-modules headers). */
+ * Layouts: hook/base/nvidia_rm_abi.h (from NVIDIA's open-gpu-kernel-modules headers). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>

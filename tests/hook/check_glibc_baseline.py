@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""libcuslice.so loads on its glibc baseline (hook/glibc_baseline.h) with no C++ runtime.
+"""libcuslice.so loads on its glibc baseline (hook/base/glibc_baseline.h) with no C++ runtime.
 
 The hook is preloaded into other people's programs, often by a container's /etc/ld.so.preload:
 if it needs a newer glibc than the container has, no program there starts. So every symbol
@@ -47,10 +47,10 @@ def main():
         if re.fullmatch(r"GLIBC_\d+(\.\d+)+", version):
             if version_key(version) > limit:
                 errors.append(f"{version} is newer than glibc {baseline}, needed by {users}: name an "
-                              f"older version of each in hook/glibc_baseline.h")
+                              f"older version of each in hook/base/glibc_baseline.h")
         elif version.startswith(("GLIBCXX_", "CXXABI_", "GCC_")):
             errors.append(f"{version} is the C++ runtime's, needed by {users}: the hook links no "
-                          f"C++ runtime (hook/cxx_runtime.cpp)")
+                          f"C++ runtime (hook/base/cxx_runtime.cpp)")
         else:
             errors.append(f"{version} is not a public glibc version, needed by {users}")
     if not glibc:

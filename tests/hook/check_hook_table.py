@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden check of hook/hooked_symbols.def against the CUDA toolkit and the built library.
+"""Golden check of hook/base/hooked_symbols.def against the CUDA toolkit and the built library.
 
 Every hooked CUDA name must be a name the driver exports (the stub libcuda.so's list), typed
 with a PFN typedef cudaTypedefs.h defines for that very base name, at the version the

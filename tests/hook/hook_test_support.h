@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "fake_cuda_control.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 namespace hook_test {
 

@@ -2,7 +2,7 @@
 # The hook's tests on an older glibc than it was built with: libcuslice.so as built here (Debian
 # 12, glibc 2.36), preloaded into the fake driver and the hook's tests as Debian 11 (glibc 2.31)
 # builds them, in the root of scripts/debian11-root.sh. The hook's baseline is glibc 2.28
-# (hook/glibc_baseline.h); ctest's hook.glibc_baseline checks its symbol versions, this checks
+# (hook/base/glibc_baseline.h); ctest's hook.glibc_baseline checks its symbol versions, this checks
 # that it loads and works there. The tests that start a scheduler start this build's, run by
 # the loader and libraries it runs with here: a daemon on a newer host serving a container with
 # an older glibc.

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "hook_test_support.h"
+#include "tests/hook/hook_test_support.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "hook_test_support.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 

@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "hook_test_support.h"
-#include "runtime_replay.h"
+#include "tests/fake_driver/runtime_replay.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 
@@ -21,7 +21,7 @@ const std::set<std::string>& hooked_names() {
   static const std::set<std::string> names = {
 #define CUSLICE_CUDA_HOOK(name, pfn, version) #name,
 #define CUSLICE_NVML_HOOK(name, pfn) #name,
-#include "hooked_symbols.def"
+#include "hook/base/hooked_symbols.def"
   };
   return names;
 }

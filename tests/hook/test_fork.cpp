@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "hook_test_support.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "hook_test_support.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 

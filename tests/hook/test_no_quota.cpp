@@ -1,7 +1,7 @@
 // With no CUSLICE_MEMORY_LIMIT the hook changes nothing the application can observe.
 #include <cuda.h>
 
-#include "hook_test_support.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "child_process.h"
-#include "fake_rm_control.h"
-#include "hook_test_support.h"
-#include "nvidia_rm_abi.h"
+#include "hook/base/nvidia_rm_abi.h"
+#include "tests/fake_driver/fake_rm_control.h"
+#include "tests/hook/child_process.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 namespace rm = cuslice::rm;

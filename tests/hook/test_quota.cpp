@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "hook_test_support.h"
-#include "nvml_api.h"
+#include "hook/base/nvml_api.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 

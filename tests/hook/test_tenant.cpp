@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
-#include "hook_test_support.h"
-#include "nvml_api.h"
-#include "shm_protocol.h"
+#include "hook/base/nvml_api.h"
+#include "protocol/shm_protocol.h"
+#include "tests/hook/child_process.h"
+#include "tests/hook/hook_test_support.h"
 
 extern char** environ;
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
-#include "hook_test_support.h"
+#include "tests/hook/child_process.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 

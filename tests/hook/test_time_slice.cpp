@@ -1,4 +1,4 @@
-// The GPU time slices of a process's channel groups (hook/channel_groups.h): below a tenant of
+// The GPU time slices of a process's channel groups (hook/bookkeeping/channel_groups.h): below a tenant of
 // higher priority the hook shortens them to the scheduler's lower_priority_timeslice, and
 // gives back the driver's values when that tenant has gone. The kernel is played by the fake
 // resource manager (tests/fake_driver/fake_rm_control.h), preloaded after the hook; the
@@ -30,10 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
-#include "fake_rm_control.h"
-#include "hook_test_support.h"
-#include "nvidia_rm_abi.h"
+#include "hook/base/nvidia_rm_abi.h"
+#include "tests/fake_driver/fake_rm_control.h"
+#include "tests/hook/child_process.h"
+#include "tests/hook/hook_test_support.h"
 
 using namespace hook_test;
 namespace rm = cuslice::rm;

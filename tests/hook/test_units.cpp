@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "allocation_table.h"
-#include "settings.h"
+#include "hook/base/settings.h"
+#include "hook/bookkeeping/allocation_table.h"
 
 namespace {
 

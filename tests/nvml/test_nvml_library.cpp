@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "nvml_library.h"
+#include "nvml/nvml_library.h"
 
 namespace cuslice::nvml {
 namespace {

@@ -18,7 +18,7 @@
 //   exit             exits 0
 //
 // Run without libcuslice.so preloaded, it can also play a process that speaks to the scheduler
-// itself (protocol/client.h, as the hook would) and then does what it likes:
+// itself (hook/link/client.h, as the hook would) and then does what it likes:
 //   attach           registers with the scheduler (CUSLICE_SOCKET, CUSLICE_TENANT) -> ok MS | err STATUS MS
 //   claim FLAGS      says it uses FLAGS (shm::kUses*), as the hook says it: its own record and
 //                    its own connection                                -> ok MS
@@ -41,8 +41,8 @@
 #include <string>
 #include <vector>
 
-#include "client.h"
-#include "client_state.h"
+#include "hook/link/client.h"
+#include "hook/link/client_state.h"
 
 namespace {
 

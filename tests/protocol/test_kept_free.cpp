@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "client.h"
-#include "clock.h"
+#include "hook/link/client.h"
+#include "protocol/clock.h"
 
 namespace cuslice {
 namespace {

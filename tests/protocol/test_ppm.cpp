@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "ppm.h"
+#include "protocol/ppm.h"
 
 namespace cuslice {
 namespace {

@@ -25,10 +25,10 @@
 #include <string>
 #include <thread>
 
-#include "client.h"
-#include "segment_snapshot.h"
-#include "shm_protocol.h"
-#include "size.h"
+#include "common/segment_snapshot.h"
+#include "config/size.h"
+#include "hook/link/client.h"
+#include "protocol/shm_protocol.h"
 
 namespace cuslice {
 namespace {

@@ -1,5 +1,5 @@
 // A process that plays a hooked application for the end-to-end tests of the scheduler and
-// the CLI: it registers and uses the segment through protocol/client.h, exactly the calls
+// the CLI: it registers and uses the segment through hook/link/client.h, exactly the calls
 // libcuslice.so makes, prints "ready", and stays registered until its stdin closes (so the
 // test decides when it leaves).
 //
@@ -23,7 +23,7 @@
 #include <string>
 #include <thread>
 
-#include "client.h"
+#include "hook/link/client.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 // CUDA_ERROR_NOT_SUPPORTED.
 #include <algorithm>
 
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 using namespace fake_cuda;
 

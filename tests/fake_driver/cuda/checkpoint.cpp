@@ -29,8 +29,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "driver_state.h"
-#include "sim_clock.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
 
 using namespace fake_cuda;
 

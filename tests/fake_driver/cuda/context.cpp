@@ -1,9 +1,9 @@
 // Primary and created contexts, and the calling thread's context stack.
 #include <algorithm>
 
-#include "driver_state.h"
-#include "mem_pools.h"
-#include "stream_order.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/cuda/mem_pools.h"
+#include "tests/fake_driver/cuda/stream_order.h"
 
 using namespace fake_cuda;
 

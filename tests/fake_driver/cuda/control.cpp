@@ -1,9 +1,9 @@
 // The test-control API (fake_cuda_control.h).
 #include <cstring>
 
-#include "device_identity.h"
-#include "driver_state.h"
-#include "fake_cuda_control.h"
+#include "tests/fake_driver/cuda/device_identity.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 using namespace fake_cuda;
 

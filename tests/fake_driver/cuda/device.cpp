@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "device_identity.h"
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/device_identity.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 using namespace fake_cuda;
 

@@ -1,4 +1,4 @@
-#include "device_ledger.h"
+#include "tests/fake_driver/cuda/device_ledger.h"
 
 #include <unistd.h>
 

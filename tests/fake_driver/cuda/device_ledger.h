@@ -11,9 +11,9 @@
 #include <array>
 #include <cstddef>
 
-#include "fake_cuda_control.h"
-#include "knobs.h"
-#include "process_table.h"
+#include "tests/fake_driver/cuda/knobs.h"
+#include "tests/fake_driver/cuda/process_table.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 namespace fake_cuda {
 

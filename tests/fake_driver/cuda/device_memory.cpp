@@ -1,4 +1,4 @@
-#include "device_memory.h"
+#include "tests/fake_driver/cuda/device_memory.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "device_timeline.h"
+#include "tests/fake_driver/cuda/device_timeline.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "sim_clock.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
 
 namespace fake_cuda {
 

@@ -28,8 +28,8 @@
 #include <memory>
 #include <string>
 
-#include "knobs.h"
-#include "process_table.h"
+#include "tests/fake_driver/cuda/knobs.h"
+#include "tests/fake_driver/cuda/process_table.h"
 
 namespace fake_cuda {
 

@@ -1,4 +1,4 @@
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <iterator>
 
-#include "sim_clock.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
 
 namespace fake_cuda {
 namespace {

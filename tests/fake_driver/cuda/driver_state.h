@@ -31,10 +31,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "device_ledger.h"
-#include "device_memory.h"
-#include "device_timeline.h"
-#include "knobs.h"
+#include "tests/fake_driver/cuda/device_ledger.h"
+#include "tests/fake_driver/cuda/device_memory.h"
+#include "tests/fake_driver/cuda/device_timeline.h"
+#include "tests/fake_driver/cuda/knobs.h"
 
 namespace fake_cuda {
 

@@ -12,9 +12,9 @@
 // allocations of one graph, and between live graphs, is not modelled.
 #include <algorithm>
 
-#include "driver_state.h"
-#include "graph_nodes.h"
-#include "stream_order.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/cuda/graph_nodes.h"
+#include "tests/fake_driver/cuda/stream_order.h"
 
 namespace fake_cuda {
 

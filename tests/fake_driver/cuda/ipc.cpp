@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 using namespace fake_cuda;
 

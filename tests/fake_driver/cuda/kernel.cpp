@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "driver_state.h"
-#include "graph_nodes.h"
-#include "stream_order.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/cuda/graph_nodes.h"
+#include "tests/fake_driver/cuda/stream_order.h"
 
 using namespace fake_cuda;
 

@@ -1,4 +1,4 @@
-#include "knobs.h"
+#include "tests/fake_driver/cuda/knobs.h"
 
 #include <cerrno>
 #include <cstdlib>

@@ -1,10 +1,10 @@
 // Stream-ordered allocation: memory pools, cuMemAllocAsync / cuMemAllocFromPoolAsync /
 // cuMemFreeAsync, and the pool model of mem_pools.h.
-#include "mem_pools.h"
+#include "tests/fake_driver/cuda/mem_pools.h"
 
 #include <algorithm>
 
-#include "graph_nodes.h"
+#include "tests/fake_driver/cuda/graph_nodes.h"
 
 namespace fake_cuda {
 

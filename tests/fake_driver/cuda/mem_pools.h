@@ -2,7 +2,7 @@
 // frees that may meet a pool allocation, and the synchronising calls. Callers hold the Session.
 #pragma once
 
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 namespace fake_cuda {
 

@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "driver_state.h"
-#include "proc_address_table.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/cuda/proc_address_table.h"
 
 using namespace fake_cuda;
 

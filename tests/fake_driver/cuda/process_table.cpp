@@ -1,4 +1,4 @@
-#include "process_table.h"
+#include "tests/fake_driver/cuda/process_table.h"
 
 #include <linux/futex.h>
 #include <sched.h>

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "knobs.h"
+#include "tests/fake_driver/cuda/knobs.h"
 
 namespace fake_cuda {
 

@@ -20,10 +20,10 @@
 #include <cstring>
 #include <utility>
 
-#include "driver_state.h"
-#include "mem_pools.h"
-#include "sim_clock.h"
-#include "stream_order.h"
+#include "tests/fake_driver/cuda/driver_state.h"
+#include "tests/fake_driver/cuda/mem_pools.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
+#include "tests/fake_driver/cuda/stream_order.h"
 
 using namespace fake_cuda;
 

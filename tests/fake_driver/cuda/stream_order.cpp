@@ -1,4 +1,4 @@
-#include "stream_order.h"
+#include "tests/fake_driver/cuda/stream_order.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <new>
 
-#include "sim_clock.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
 
 namespace fake_cuda {
 namespace {

@@ -62,7 +62,7 @@
 
 #include <cstdint>
 
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 namespace fake_cuda {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "driver_state.h"
+#include "tests/fake_driver/cuda/driver_state.h"
 
 using namespace fake_cuda;
 

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <iterator>
 
-#include "cuda/knobs.h"
-#include "fake_cuda_control.h"
-#include "nvml_api.h"
+#include "hook/base/nvml_api.h"
+#include "tests/fake_driver/cuda/knobs.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 // Handles are the addresses of these; NVML defines nothing inside, and neither does the fake.
 struct nvmlDevice_st {

@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstring>
 
-#include "fake_rm_control.h"
-#include "nvidia_rm_abi.h"
+#include "hook/base/nvidia_rm_abi.h"
+#include "tests/fake_driver/fake_rm_control.h"
 
 namespace {
 

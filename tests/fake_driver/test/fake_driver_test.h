@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "fake_cuda_control.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 inline constexpr size_t kMiB = size_t{1} << 20;
 inline constexpr size_t kGiB = size_t{1} << 30;

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "cuda/sim_clock.h"
-#include "fake_driver_test.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

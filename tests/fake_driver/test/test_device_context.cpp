@@ -4,7 +4,7 @@
 #include <string>
 #include <thread>
 
-#include "fake_driver_test.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "fake_driver_test.h"
-#include "cuda/sim_clock.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

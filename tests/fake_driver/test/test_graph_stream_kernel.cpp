@@ -1,5 +1,5 @@
 // Graph memory, stream capture, streams and events, modules and launches.
-#include "fake_driver_test.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

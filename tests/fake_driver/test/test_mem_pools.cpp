@@ -1,5 +1,5 @@
 // Stream-ordered pools: reserve growth in 2 MiB chunks, release at synchronisation, limits.
-#include "fake_driver_test.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // cuMemAlloc family, memory views, host memory, copies, lazy module loading.
-#include "fake_driver_test.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

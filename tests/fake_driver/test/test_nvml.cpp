@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "fake_driver_test.h"
-#include "nvml_api.h"
+#include "hook/base/nvml_api.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <ostream>
 
-#include "fake_driver_test.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

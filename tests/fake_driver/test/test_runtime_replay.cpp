@@ -1,5 +1,5 @@
 // The runtime-replay harness against the fake driver: what cudart would get from the real one.
-#include "runtime_replay.h"
+#include "tests/fake_driver/runtime_replay.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>

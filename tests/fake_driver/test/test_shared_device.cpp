@@ -11,9 +11,9 @@
 
 #include <functional>
 
-#include "cuda/device_timeline.h"
-#include "cuda/sim_clock.h"
-#include "fake_driver_test.h"
+#include "tests/fake_driver/cuda/device_timeline.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

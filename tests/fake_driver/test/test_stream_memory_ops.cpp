@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <thread>
 
-#include "fake_driver_test.h"
-#include "cuda/sim_clock.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

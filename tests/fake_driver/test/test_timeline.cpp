@@ -7,8 +7,8 @@
 // only a stall of the test thread longer than that could make them pass for the wrong reason.
 #include <thread>
 
-#include "fake_driver_test.h"
-#include "cuda/sim_clock.h"
+#include "tests/fake_driver/cuda/sim_clock.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "fake_driver_test.h"
+#include "tests/fake_driver/test/fake_driver_test.h"
 
 namespace {
 

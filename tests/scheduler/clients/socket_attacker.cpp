@@ -1,7 +1,7 @@
 // What a hostile local user can do to the scheduler through its socket, one subcommand per
 // attack; the attack tests (test_socket_attacks.py) run it as an unprivileged user and then
 // check that the scheduler and the other tenants are unaffected. It speaks the protocol by
-// hand (socket_protocol.h), not through protocol/client.h, so that it can say what no hook
+// hand (socket_protocol.h), not through hook/link/client.h, so that it can say what no hook
 // says.
 //
 //   attacker register SOCKET TENANT CHARGED one registration declaring CHARGED bytes on GPU 0;
@@ -42,7 +42,7 @@
 #include <thread>
 #include <vector>
 
-#include "socket_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The socket's decoder against every malformed message we could think of: wrong sizes,
 // versions and magics, unterminated or forged names, absurd declared charges. Each must be
 // refused with the right answer (or dropped), never accepted and never read out of bounds.
-#include "message_decoder.h"
+#include "scheduler/clients/message_decoder.h"
 
 #include <gtest/gtest.h>
 

@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "client.h"
-#include "shm_protocol.h"
-#include "socket_protocol.h"
+#include "hook/link/client.h"
+#include "protocol/shm_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice {
 namespace {

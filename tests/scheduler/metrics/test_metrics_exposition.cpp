@@ -1,5 +1,5 @@
 // The Prometheus text rendered from a snapshot: names, types, labels, units.
-#include "metrics_exposition.h"
+#include "scheduler/metrics/metrics_exposition.h"
 
 #include <gtest/gtest.h>
 

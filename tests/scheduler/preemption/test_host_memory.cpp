@@ -1,6 +1,6 @@
 // The host's available memory as the preemption policy reads it: MemAvailable from
 // /proc/meminfo, or from a file given instead.
-#include "host_memory.h"
+#include "scheduler/preemption/host_memory.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The memory preemption policy on made-up cards, tenants and times: who is suspended for an
 // allocation and in what order, what is never suspended and why, what in-flight operations
 // change, and when suspended tenants come back.
-#include "memory_preemption.h"
+#include "scheduler/preemption/memory_preemption.h"
 
 #include <gtest/gtest.h>
 

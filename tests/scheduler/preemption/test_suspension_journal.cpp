@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "suspension_journal.h"
+#include "scheduler/preemption/suspension_journal.h"
 
 namespace cuslice {
 namespace {

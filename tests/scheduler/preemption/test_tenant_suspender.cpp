@@ -2,7 +2,7 @@
 // checkpoint API: forked children hold device memory on one shared simulated device, the test
 // process plays the daemon. What a refusal, an exited process, a reused pid, a restore that no
 // longer fits and the driver's failures leave behind; and the thread that runs the jobs.
-#include "tenant_suspender.h"
+#include "scheduler/preemption/tenant_suspender.h"
 
 #include <cuda.h>
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "fake_cuda_control.h"
-#include "process_info.h"
+#include "scheduler/os/process_info.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 namespace cuslice {
 namespace {

@@ -1,5 +1,5 @@
 // ShareWindow: the "share achieved" each tenant shows in `cuslice status` and the metrics.
-#include "share_window.h"
+#include "scheduler/scheduling/share_window.h"
 
 #include <gtest/gtest.h>
 

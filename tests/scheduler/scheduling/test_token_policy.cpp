@@ -1,7 +1,7 @@
 // The policy on a simulated clock: every tenant with demand would run flat out; the holder
 // is charged exactly the time it holds the token, and the policy is consulted at least every
 // millisecond (a kernel boundary; `step_at_most`) or when it asks.
-#include "token_policy.h"
+#include "scheduler/scheduling/token_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -37,8 +37,8 @@
 #include <string>
 #include <thread>
 
-#include "shm_protocol.h"
-#include "socket_protocol.h"
+#include "protocol/shm_protocol.h"
+#include "protocol/socket_protocol.h"
 
 namespace {
 

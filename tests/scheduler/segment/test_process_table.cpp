@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "process_table.h"
+#include "scheduler/segment/process_table.h"
 
 namespace cuslice {
 namespace {

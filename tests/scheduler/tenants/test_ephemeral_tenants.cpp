@@ -1,5 +1,5 @@
 // Tenants from `cuslice run` (ensure-tenant): the same rules as the YAML, and idempotence.
-#include "ephemeral_tenants.h"
+#include "scheduler/tenants/ephemeral_tenants.h"
 
 #include <gtest/gtest.h>
 

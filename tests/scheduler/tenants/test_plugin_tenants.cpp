@@ -1,6 +1,6 @@
 // The device plugin's tenants in the daemon (scheduler/tenants/plugin_tenants.h): what the plugin
 // may ask, and who may join what it made.
-#include "plugin_tenants.h"
+#include "scheduler/tenants/plugin_tenants.h"
 
 #include <gtest/gtest.h>
 

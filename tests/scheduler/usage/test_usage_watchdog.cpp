@@ -1,6 +1,6 @@
 // UsageWatchdog: which tenants the driver's per-process figures put over their quota, and
 // which GPU processes no registered process accounts for.
-#include "usage_watchdog.h"
+#include "scheduler/usage/usage_watchdog.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,50 @@
+#include "common/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace cuslice::node {
+
+int write_file(const std::string& target, std::string_view content, mode_t mode) {
+  std::string temp = target + ".tmpXXXXXX";
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return errno;
+  int err = 0;
+  for (size_t done = 0; err == 0 && done < content.size();) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  // mkstemp creates 0600; a CDI spec is read by the container runtime, whatever its user.
+  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(temp.c_str(), target.c_str()) != 0) err = errno;
+  if (err != 0) ::unlink(temp.c_str());
+  return err;
+}
+
+bool read_file(const std::string& path, std::string& text) {
+  std::ifstream in(path);
+  if (!in) return false;
+  text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+bool write_if_changed(const std::string& path, const std::string& text, std::string& why) {
+  std::string current;
+  if (read_file(path, current) && current == text) return true;
+  if (const int err = write_file(path, text); err != 0) {
+    why = "cannot write " + path + ": " + std::strerror(err);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace cuslice::node

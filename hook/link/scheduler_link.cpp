@@ -1,0 +1,129 @@
+// Joining a scheduler tenant (scheduler_link.h). May call driver, settings, log, gpu_uuid
+// and the client; nothing above (the monitor is started by startup.cpp).
+#include "hook/link/scheduler_link.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "hook/base/gpu_uuid.h"
+#include "hook/base/log.h"
+#include "hook/base/settings.h"
+#include "hook/driver/driver.h"
+#include "hook/link/client.h"
+#include "protocol/shm_protocol.h"
+
+namespace cuslice::scheduler_link {
+namespace {
+
+bool g_enabled = false;
+int g_gpu[kMaxDevices];
+
+void on_event(client::Event event, const char* detail) {
+  // The one warning the user gets when the scheduler goes (and a note when it is back).
+  if (event == client::Event::kLost)
+    CUSLICE_LOG(kWarn, "%s", detail);
+  else
+    CUSLICE_LOG(kInfo, "%s", detail);
+}
+
+// CUSLICE_GPU_INDICES: the node's GPU index of each CUDA device the process sees, in CUDA
+// order ("2", "2,5"), as the Kubernetes device plugin gives it: inside a container NVML
+// numbers only the GPUs the container sees, from 0, while the scheduler numbers them as the
+// node does. Read once, after cuInit. Unset or malformed: 0 (the NVML lookup stands).
+int node_gpu_indices(int (&out)[kMaxDevices]) {
+  const char* text = std::getenv("CUSLICE_GPU_INDICES");
+  if (text == nullptr || *text == '\0') return 0;
+  int count = 0, value = -1;
+  for (const char* c = text;; ++c) {
+    if (*c >= '0' && *c <= '9' && value < 1000) {
+      value = (value < 0 ? 0 : value * 10) + (*c - '0');
+    } else if ((*c == ',' || *c == '\0') && value >= 0 && count < kMaxDevices) {
+      out[count++] = value;
+      value = -1;
+      if (*c == '\0') return count;
+    } else {
+      CUSLICE_LOG(kWarn, "CUSLICE_GPU_INDICES=%s is not a list of GPU indices; ignored", text);
+      return 0;
+    }
+  }
+}
+
+}  // namespace
+
+bool start() {
+  for (int d = 0; d < kMaxDevices; ++d) g_gpu[d] = d;
+  client::set_event_callback(&on_event);
+  const char* tenant = std::getenv("CUSLICE_TENANT");
+  switch (client::attach()) {
+    case client::AttachStatus::kAttached:
+      g_enabled = true;
+      CUSLICE_LOG(kInfo, "registered with the scheduler");
+      // A process that joins a suspended tenant touches no GPU until the tenant runs again.
+      if (client::wait_while_suspended()) CUSLICE_LOG(kInfo, "waited for the tenant to be resumed");
+      return true;
+    case client::AttachStatus::kRefused:
+      CUSLICE_LOG(kError, "%s; CUDA initialisation refused", client::last_error());
+      return false;
+    case client::AttachStatus::kBusy:
+      // Never ungated for want of room: the process fails now and may be started again.
+      CUSLICE_LOG(kError, "the scheduler has no room for this process (%s); CUDA initialisation refused",
+                  client::last_error());
+      return false;
+    case client::AttachStatus::kNoDaemon:
+    case client::AttachStatus::kFailed:
+      if (tenant != nullptr && *tenant != '\0') {
+        // Asked for a tenant: charge memory so that a scheduler that comes back counts it.
+        g_enabled = true;
+        // The name only: a device plugin tenant's credential follows a ':' and stays secret.
+        const char* colon = std::strchr(tenant, ':');
+        const int shown = colon ? static_cast<int>(colon - tenant) : static_cast<int>(std::strlen(tenant));
+        CUSLICE_LOG(kWarn, "tenant '%.*s' asked for, but %s: compute ungated, memory on local limits",
+                    shown, tenant, client::last_error());
+      }
+      return true;
+  }
+  return true;
+}
+
+bool enabled() { return g_enabled; }
+
+int gpu(int device) { return device >= 0 && device < kMaxDevices ? g_gpu[device] : device; }
+
+void on_cuda_initialised(int device_count) {
+  if (!g_enabled) return;
+  using GetUuid = CUresult (*)(CUuuid*, CUdevice);
+  using ByUuid = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+  using Index = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+  using Init = nvmlReturn_t (*)();
+  auto get_uuid = reinterpret_cast<GetUuid>(cuda_symbol("cuDeviceGetUuid_v2"));
+  auto total = real<Sym::cuDeviceTotalMem_v2>();
+  auto attribute = reinterpret_cast<CUresult (*)(int*, CUdevice_attribute, CUdevice)>(cuda_symbol("cuDeviceGetAttribute"));
+  auto init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
+  auto by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
+  auto index = reinterpret_cast<Index>(nvml_symbol("nvmlDeviceGetIndex"));
+  const bool nvml = init && by_uuid && index && init() == NVML_SUCCESS;
+  int given[kMaxDevices];
+  const int given_count = node_gpu_indices(given);
+  for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
+    CUuuid u;
+    const bool have_uuid = get_uuid && get_uuid(&u, d) == CUDA_SUCCESS;
+    if (d < given_count) {
+      g_gpu[d] = given[d];
+    } else if (nvml && have_uuid) {
+      char text[kGpuUuidText];
+      format_gpu_uuid(u, text);
+      nvmlDevice_t h;
+      unsigned int i = 0;
+      if (by_uuid(text, &h) == NVML_SUCCESS && index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
+    }
+    // A client of an MPS server: the driver's checkpoint cannot suspend it alone.
+    int mps = 0;
+    if (attribute && attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, d) == CUDA_SUCCESS && mps != 0)
+      client::note_checkpoint_blocker(shm::ProcessSlot::kUsesMps);
+    size_t bytes = 0;
+    if (total && total(&bytes, d) == CUDA_SUCCESS)
+      client::set_device(g_gpu[d], bytes, have_uuid ? reinterpret_cast<const unsigned char*>(u.bytes) : nullptr);
+  }
+}
+
+}  // namespace cuslice::scheduler_link
