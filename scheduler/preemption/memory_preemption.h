@@ -236,19 +236,46 @@ class MemoryPreemption {
   static constexpr uint32_t kAllGpus = UINT32_MAX;
   uint64_t stopped_bytes(uint32_t tenant, uint32_t gpu) const;
 
-  // request()'s steps. Who may give way to `request` on its GPU (rule 1), in the order they
-  // do (rule 2); those that never do are named in `skipped` with why (rule 3), and
-  // `resuming` says whether one would but is being resumed.
+  // request()'s steps. "<tenant>'s allocation of <size> on GPU <g>", for the reasons.
+  std::string describe_request(const AllocationRequest& request) const;
+  // What the suspensions in flight free on `gpu`, and what they move to host memory.
+  struct InFlight {
+    uint64_t coming = 0;
+    uint64_t moving = 0;
+  };
+  InFlight in_flight(uint32_t gpu) const;
+  // The request does not fit even once the suspensions in flight are done: `missing` bytes
+  // more are wanted. Chooses who gives way (rules 1, 2, 3, 6) and checks the host (rule 3).
+  Verdict make_room(const AllocationRequest& request, const std::string& what, uint64_t missing,
+                    const InFlight& flight, uint64_t host_available);
+  // Whether tenant t may give way to `request` (rule 1); kNo with why in `skipped` when it
+  // never does (rule 3); kResuming when it would, but is being resumed.
+  enum class Candidacy : uint8_t { kNo, kYes, kResuming };
+  Candidacy candidacy(uint32_t t, const AllocationRequest& request, std::vector<std::string>& skipped) const;
+  // Rule 2: whether tenant a gives way before tenant b.
+  bool gives_way_first(uint32_t a, uint32_t b) const;
+  // Who may give way to `request` on its GPU (rule 1), in the order they do (rule 2); those
+  // that never do are named in `skipped` with why (rule 3), and `resuming` says whether one
+  // would but is being resumed.
   std::vector<uint32_t> candidates(const AllocationRequest& request, std::vector<std::string>& skipped,
                                    bool& resuming) const;
   // The fewest of `candidates`, from the first, that free `missing` bytes on `gpu`; `freed`
   // is what they hold there.
   std::vector<uint32_t> choose(const std::vector<uint32_t>& candidates, uint32_t gpu, uint64_t missing,
                                uint64_t& freed) const;
+  // For each of `chosen`, the bytes its hooks move off `gpu` the fast way (rule 6), or 0.
+  std::vector<uint64_t> fast_moves(const std::vector<uint32_t>& chosen, uint32_t gpu, uint64_t missing) const;
+  // What tenant t moves the fast way to give `part` bytes of `gpu`, or 0: the checkpoint.
+  uint64_t fast_part(uint32_t t, uint32_t gpu, uint64_t part) const;
   // Marks `chosen` as being suspended for `what`; returns their names with what they free,
   // and fills the processes to stop in `verdict`.
   std::string commit(const std::vector<uint32_t>& chosen, const std::vector<uint64_t>& move, uint32_t gpu,
                      const std::string& what, Verdict& verdict);
+
+  // step()'s: the suspended tenants that may resume, in the order they do (rule 5), and
+  // whether one's memory, with the margin, fits the `room` of every GPU.
+  std::vector<uint32_t> resumption_order() const;
+  bool fits_back(uint32_t tenant, const std::vector<uint64_t>& room) const;
 
   PreemptionParams params_;
   std::vector<PreemptTenant> tenants_;
