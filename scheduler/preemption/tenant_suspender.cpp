@@ -61,43 +61,10 @@ class Job {
       if (auto error = stop_process(p.pid, p.start_time, kStopTimeoutMs)) return finish(Kind::kRefused, *error);
       outcome_.stopped.push_back({p.pid, ""});
     }
-    for (Process& p : processes_) {
-      if (p.state == State::kFailed) {
-        const std::string why = process_name(p.pid) + " is in the driver's FAILED state";
-        if (stop_refused_ && stopped(p, why)) continue;
-        return fail_rolling_back({p.pid}, why);
-      }
-      if (p.state != State::kRunning) continue;  // locked or checkpointed already: part of the unit
-      const CheckpointApi::Result r = api_.lock(p.pid, lock_timeout_ms);
-      if (r.ok()) {
-        p.state = State::kLocked;
-        continue;
-      }
-      if (exited(p)) continue;
-      std::string why = "lock of " + process_name(p.pid) + " failed: " + r.text;
-      if (r.code == CheckpointApi::kNotReady) {
-        why += " (its driver calls did not return within " + std::to_string(lock_timeout_ms) + " ms)";
-        if (stop_refused_ && stopped(p, why)) continue;
-      }
-      return refuse_rolling_back(why);
-    }
-    for (Process& p : processes_) {
-      if (p.state != State::kLocked) continue;
-      const CheckpointApi::Result r = api_.checkpoint(p.pid);
-      if (r.ok()) {
-        p.state = State::kCheckpointed;
-        continue;
-      }
-      if (exited(p)) continue;
-      const std::string why = "checkpoint of " + process_name(p.pid) + " failed: " + r.text;
-      if (api_.state(p.pid) == State::kFailed) {
-        p.state = State::kFailed;
-        if (stop_refused_ && stopped(p, why + "; the driver left it FAILED")) continue;
-        return fail_rolling_back({p.pid}, why + "; the driver left it FAILED");
-      }
-      if (r.code == CheckpointApi::kNotSupported && stop_refused_ && stopped(p, why)) continue;
-      return refuse_rolling_back(why);
-    }
+    for (Process& p : processes_)
+      if (std::optional<SuspendOutcome> undone = lock(p, lock_timeout_ms)) return std::move(*undone);
+    for (Process& p : processes_)
+      if (std::optional<SuspendOutcome> undone = checkpoint(p)) return std::move(*undone);
     return finish(Kind::kDone, "");
   }
 
@@ -129,28 +96,9 @@ class Job {
         break;
       }
       stuck.push_back(pid);
-      why = "restore of " + process_name(pid) + " failed: " + r.text;
-      if (r.code == CheckpointApi::kOutOfMemory) {
-        why += "; current drivers cannot restore a process after that, so its GPU state is lost: stop it (kill " +
-               std::to_string(pid) + ") and start the job again";
-      } else if (now == State::kFailed) {
-        why += "; the driver left it FAILED, its GPU state is lost: stop it (kill " + std::to_string(pid) +
-               ") and start the job again";
-      } else {
-        why += "; it is " + std::string(to_string(now)) + ": stop it (kill " + std::to_string(pid) +
-               ") and start the job again";
-      }
+      why = restore_failure(pid, r, now);
     }
-    for (Process& p : processes_) {
-      if (p.state != State::kLocked) continue;
-      const CheckpointApi::Result r = api_.unlock(p.pid);
-      if (r.ok() || exited(p)) {
-        p.state = State::kRunning;
-        continue;
-      }
-      stuck.push_back(p.pid);
-      if (why.empty()) why = "unlock of " + process_name(p.pid) + " failed: " + r.text;
-    }
+    unlock_all(stuck, why);
     if (!stuck.empty()) {
       outcome_.stuck = stuck;
       return finish(Kind::kFailed, why);
@@ -164,6 +112,78 @@ class Job {
     uint64_t start_time;
     State state;  // kGone: exited or stopped, skipped from then on
   };
+
+  // suspend()'s steps, on one process: its lock, then its checkpoint. Nothing while the
+  // suspension goes on (the process is locked, checkpointed, stopped or gone); the outcome
+  // once it cannot, everything undone.
+  std::optional<SuspendOutcome> lock(Process& p, unsigned lock_timeout_ms) {
+    if (p.state == State::kFailed) {
+      const std::string why = process_name(p.pid) + " is in the driver's FAILED state";
+      if (stop_refused_ && stopped(p, why)) return std::nullopt;
+      return fail_rolling_back({p.pid}, why);
+    }
+    if (p.state != State::kRunning) return std::nullopt;  // locked or checkpointed already: part of the unit
+    const CheckpointApi::Result r = api_.lock(p.pid, lock_timeout_ms);
+    if (r.ok()) {
+      p.state = State::kLocked;
+      return std::nullopt;
+    }
+    if (exited(p)) return std::nullopt;
+    std::string why = "lock of " + process_name(p.pid) + " failed: " + r.text;
+    if (r.code == CheckpointApi::kNotReady) {
+      why += " (its driver calls did not return within " + std::to_string(lock_timeout_ms) + " ms)";
+      if (stop_refused_ && stopped(p, why)) return std::nullopt;
+    }
+    return refuse_rolling_back(why);
+  }
+
+  std::optional<SuspendOutcome> checkpoint(Process& p) {
+    if (p.state != State::kLocked) return std::nullopt;
+    const CheckpointApi::Result r = api_.checkpoint(p.pid);
+    if (r.ok()) {
+      p.state = State::kCheckpointed;
+      return std::nullopt;
+    }
+    if (exited(p)) return std::nullopt;
+    const std::string why = "checkpoint of " + process_name(p.pid) + " failed: " + r.text;
+    if (api_.state(p.pid) == State::kFailed) {
+      p.state = State::kFailed;
+      if (stop_refused_ && stopped(p, why + "; the driver left it FAILED")) return std::nullopt;
+      return fail_rolling_back({p.pid}, why + "; the driver left it FAILED");
+    }
+    if (r.code == CheckpointApi::kNotSupported && stop_refused_ && stopped(p, why)) return std::nullopt;
+    return refuse_rolling_back(why);
+  }
+
+  // Why a restore that left process `pid` in state `now` failed, and what to do.
+  static std::string restore_failure(int32_t pid, const CheckpointApi::Result& r, State now) {
+    std::string why = "restore of " + process_name(pid) + " failed: " + r.text;
+    if (r.code == CheckpointApi::kOutOfMemory) {
+      why += "; current drivers cannot restore a process after that, so its GPU state is lost: stop it (kill " +
+             std::to_string(pid) + ") and start the job again";
+    } else if (now == State::kFailed) {
+      why += "; the driver left it FAILED, its GPU state is lost: stop it (kill " + std::to_string(pid) +
+             ") and start the job again";
+    } else {
+      why += "; it is " + std::string(to_string(now)) + ": stop it (kill " + std::to_string(pid) +
+             ") and start the job again";
+    }
+    return why;
+  }
+
+  // resume()'s last step: unlocks every process restored; those that stay locked join `stuck`.
+  void unlock_all(std::vector<int32_t>& stuck, std::string& why) {
+    for (Process& p : processes_) {
+      if (p.state != State::kLocked) continue;
+      const CheckpointApi::Result r = api_.unlock(p.pid);
+      if (r.ok() || exited(p)) {
+        p.state = State::kRunning;
+        continue;
+      }
+      stuck.push_back(p.pid);
+      if (why.empty()) why = "unlock of " + process_name(p.pid) + " failed: " + r.text;
+    }
+  }
 
   bool exited(Process& p) {
     if (api_.state(p.pid) != State::kGone) return false;

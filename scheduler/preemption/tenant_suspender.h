@@ -1,6 +1,7 @@
 // Suspends and resumes tenants for the daemon, on a thread of its own: the driver's checkpoint
-// of one process takes seconds (it waits for the process's submitted work, then copies about
-// 1.5 GiB/s on an H100), and the event loop must go on scheduling meanwhile.
+// of one process can take seconds (it waits for the process's submitted work, then copies all
+// its memory; docs/benchmarks.md has figures), and the event loop must go on scheduling
+// meanwhile.
 //
 // A tenant's processes are one unit:
 //   suspend  lock every process (bounded), then checkpoint each. If one cannot be locked or
