@@ -223,8 +223,7 @@ void Daemon::start_metrics(uint16_t port) {
           }
           snapshot = take_snapshot(*segment_);
           workloads = tenant_workloads(processes_, segment_, tenants_.plugin_tenants());
-          for (const auto& [name, f] : preemptor_.figures())
-            preemption[name] = {f.fast, f.moved_out, f.host_pool, f.time_to_room};
+          preemption = preemptor_.figures();
         }
         return render_metrics(snapshot, workloads, preemption);
       },

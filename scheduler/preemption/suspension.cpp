@@ -7,6 +7,16 @@
 
 namespace cuslice {
 
+Suspension Suspension::held_by_hooks() const {
+  Suspension rest;
+  rest.hooks_hold = true;
+  rest.fast_gpu = fast_gpu;
+  rest.moved_out = moved_out;
+  rest.suspended_since = suspended_since;
+  rest.suspended_ns_before = suspended_ns_before;
+  return rest;
+}
+
 std::vector<SuspendProcess> Suspension::job_processes() const {
   std::vector<SuspendProcess> out;
   for (const Process& p : processes)

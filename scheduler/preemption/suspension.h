@@ -1,15 +1,18 @@
 // One tenant's processes as the daemon suspended them (or is suspending or resuming them):
 // who, with how many bytes on each GPU, and the bookkeeping of processes that joined the
-// tenant while it was suspended. Data and its arithmetic only: the Preemptor decides, the
-// TenantSuspender's thread calls the driver.
+// tenant while it was suspended. Data and its arithmetic only: SuspensionOperations starts
+// and ends suspensions, SuspensionOutcomes takes in what they came to, the TenantSuspender's
+// thread calls the driver, FastWay orders the hooks.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <set>
 #include <vector>
 
+#include "protocol/shm_protocol.h"
 #include "scheduler/preemption/tenant_suspender.h"
 
 namespace cuslice {
@@ -30,6 +33,8 @@ struct Suspension {
   std::vector<SuspendProcess> joining;
   std::set<int32_t> join_skipped, join_noted;
   Nanos next_join_check{0};
+  // How often processes that joined a suspended tenant, unknown to the driver, are looked at.
+  static constexpr Nanos kJoinCheckPeriod = std::chrono::seconds(1);
   std::vector<Process> processes;
   std::vector<uint64_t> bytes;  // the processes' together, by GPU
   Nanos operation_started{0}, suspended_since{0};
@@ -37,28 +42,25 @@ struct Suspension {
   bool busy = false;                 // a job of the suspender's, or the hooks' moves, under way
 
   // The fast way (memory_preemption.h, rule 6): the processes' hooks hold their work and move
-  // memory off `fast_gpu` themselves, on orders written in their slots.
-  struct Order {
-    uint32_t slot = 0;
-    int32_t pid = 0;
-    uint32_t sequence = 0;
-    uint64_t bytes = 0;
-  };
-  enum class Moves : uint8_t { kNone, kOut, kBack };
+  // memory off `fast_gpu` themselves, on orders written in their slots (fast_way.h).
   bool fast = false;            // suspended the fast way, and not checkpointed since
   bool hooks_hold = false;      // the hooks hold the processes' work: they must be told to go on
   bool hooks_released = false;  // resuming after a checkpoint: the hooks were told
   uint32_t fast_gpu = 0;
   uint64_t moved_out = 0;       // bytes the hooks took off fast_gpu
-  std::vector<Order> orders;
-  Moves moves = Moves::kNone;   // orders the hooks have not all answered
-  Nanos moves_deadline{0};
 
+  // A fresh suspension that keeps of this one (suspended the fast way, its hooks holding the
+  // work) what a checkpoint of the rest goes on with: the hooks' hold, what they moved, the
+  // time suspended.
+  Suspension held_by_hooks() const;
   std::vector<SuspendProcess> job_processes() const;  // those to checkpoint
   std::vector<SuspendProcess> stop_processes() const;
   // Removes the processes `which` selects; `bytes` becomes the others'.
   void drop(const std::function<bool(const Process&)>& which);
   uint64_t total() const;
 };
+
+// Every tenant entry's, by index.
+using Suspensions = std::array<Suspension, shm::kMaxTenants>;
 
 }  // namespace cuslice
