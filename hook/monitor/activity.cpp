@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "hook/base/detached_thread.h"
 #include "hook/base/fork_child.h"
 #include "hook/base/log.h"
 #include "hook/base/settings.h"
@@ -79,17 +80,10 @@ void start_once() {
   g_state.higher_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
   g_state.park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
   if (!monitor_driver_can_park()) g_state.park_cap_ns = 0;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, &monitor_main, nullptr) != 0) {
+  if (!start_detached_thread(&monitor_main, "cuslice-monitor")) {
     CUSLICE_LOG(kWarn, "cannot start the launch monitor: launches are not gated");
-    pthread_attr_destroy(&attr);
     return;
   }
-  pthread_attr_destroy(&attr);
-  pthread_setname_np(t, "cuslice-monitor");
   std::atexit(&stop_at_exit);
   g_state.running.store(true, std::memory_order_release);
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "hook/base/detached_thread.h"
 #include "hook/base/log.h"
 #include "hook/link/client.h"
 #include "hook/monitor/monitor_driver.h"
@@ -59,15 +60,8 @@ void* watchdog(void*) {
 
 void start_watchdog() {
   if (g_state.watchdog_started.exchange(true, std::memory_order_acq_rel)) return;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, &watchdog, nullptr) == 0)
-    pthread_setname_np(t, "cuslice-watch");
-  else
+  if (!start_detached_thread(&watchdog, "cuslice-watch"))
     CUSLICE_LOG(kWarn, "cannot start the monitor's watchdog: a launch held back may wait for a blocked monitor");
-  pthread_attr_destroy(&attr);
 }
 
 // Sets up the gate words (from a launching thread, whose context is current): maps them the
