@@ -32,46 +32,55 @@ uint32_t gnu_hash(const char* s) {
   return h;
 }
 
-// The default-version definition of `name` in one loaded object, via its GNU hash table.
-void* lookup_default(const link_map* object, const char* name) {
-  const ElfW(Dyn)* dyn = object->l_ld;
-  if (dyn == nullptr) return nullptr;
-
-  const ElfW(Addr) base = object->l_addr;
-  // glibc relocates these entries in place on most architectures, not on all: accept both.
-  auto addr = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
+// What lookup_default() needs of an object's dynamic section.
+struct DynamicTables {
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
   const uint32_t* hash = nullptr;
   const ElfW(Half)* versym = nullptr;
-  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+};
+
+DynamicTables tables_of(const link_map* object) {
+  DynamicTables t;
+  const ElfW(Addr) base = object->l_addr;
+  // glibc relocates these entries in place on most architectures, not on all: accept both.
+  auto addr = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
+  for (const ElfW(Dyn)* d = object->l_ld; d->d_tag != DT_NULL; ++d) {
     switch (d->d_tag) {
-      case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(addr(d->d_un.d_ptr)); break;
-      case DT_STRTAB: strtab = reinterpret_cast<const char*>(addr(d->d_un.d_ptr)); break;
-      case DT_GNU_HASH: hash = reinterpret_cast<const uint32_t*>(addr(d->d_un.d_ptr)); break;
-      case DT_VERSYM: versym = reinterpret_cast<const ElfW(Half)*>(addr(d->d_un.d_ptr)); break;
+      case DT_SYMTAB: t.symtab = reinterpret_cast<const ElfW(Sym)*>(addr(d->d_un.d_ptr)); break;
+      case DT_STRTAB: t.strtab = reinterpret_cast<const char*>(addr(d->d_un.d_ptr)); break;
+      case DT_GNU_HASH: t.hash = reinterpret_cast<const uint32_t*>(addr(d->d_un.d_ptr)); break;
+      case DT_VERSYM: t.versym = reinterpret_cast<const ElfW(Half)*>(addr(d->d_un.d_ptr)); break;
       default: break;
     }
   }
-  if (symtab == nullptr || strtab == nullptr || hash == nullptr) return nullptr;
+  return t;
+}
 
-  const uint32_t nbuckets = hash[0], symoffset = hash[1], bloom_size = hash[2];
-  const uint32_t* buckets =
-      hash + 4 + bloom_size * (sizeof(ElfW(Addr)) / sizeof(uint32_t));
+// Whether symbol idx is a default-version definition of `name`. Skips hidden (non-default)
+// versions such as dlsym@GLIBC_2.2.5 beside dlsym@@GLIBC_2.34.
+bool defines(const DynamicTables& t, uint32_t idx, const char* name) {
+  const ElfW(Sym)& s = t.symtab[idx];
+  const bool hidden = t.versym != nullptr && (t.versym[idx] & 0x8000) != 0;
+  return !hidden && s.st_shndx != SHN_UNDEF && s.st_value != 0 && same(t.strtab + s.st_name, name);
+}
+
+// The default-version definition of `name` in one loaded object, via its GNU hash table.
+void* lookup_default(const link_map* object, const char* name) {
+  if (object->l_ld == nullptr) return nullptr;
+  const DynamicTables t = tables_of(object);
+  if (t.symtab == nullptr || t.strtab == nullptr || t.hash == nullptr) return nullptr;
+
+  const uint32_t nbuckets = t.hash[0], symoffset = t.hash[1], bloom_size = t.hash[2];
+  const uint32_t* buckets = t.hash + 4 + bloom_size * (sizeof(ElfW(Addr)) / sizeof(uint32_t));
   const uint32_t* chain = buckets + nbuckets;
   const uint32_t h = gnu_hash(name);
   uint32_t idx = buckets[h % nbuckets];
   if (idx < symoffset) return nullptr;
   for (;; ++idx) {
     const uint32_t ch = chain[idx - symoffset];
-    if ((ch | 1) == (h | 1)) {
-      const ElfW(Sym)& s = symtab[idx];
-      // Skip hidden (non-default) versions such as dlsym@GLIBC_2.2.5 beside dlsym@@GLIBC_2.34.
-      const bool hidden = versym != nullptr && (versym[idx] & 0x8000) != 0;
-      if (!hidden && s.st_shndx != SHN_UNDEF && s.st_value != 0 &&
-          same(strtab + s.st_name, name))
-        return reinterpret_cast<void*>(base + s.st_value);
-    }
+    if ((ch | 1) == (h | 1) && defines(t, idx, name))
+      return reinterpret_cast<void*>(object->l_addr + t.symtab[idx].st_value);
     if (ch & 1) break;
   }
   return nullptr;

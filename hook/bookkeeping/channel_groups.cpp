@@ -64,7 +64,7 @@ bool control(const Group& g, uint32_t cmd, rm::TimesliceParams& params) {
 }
 
 // Under g_mutex: gives the group the target slice (or back the driver's).
-void settle(Group& g) {
+void apply_target_slice(Group& g) {
   if (g.refused) return;
   const uint64_t target = g_target.load(std::memory_order_relaxed);
   if (target != 0 && g.driver_us == 0) {
@@ -108,7 +108,7 @@ void allocated(int fd, uint32_t client, uint32_t group) {
   g->driver_us = g->applied_us = 0;
   g->refused = false;
   g->key.store(key, std::memory_order_release);
-  settle(*g);
+  apply_target_slice(*g);
 }
 
 void freed(uint32_t client, uint32_t object) {
@@ -135,7 +135,7 @@ void driver_set(uint32_t client, uint32_t group, uint64_t us) {
   if (g == nullptr) return;
   g->driver_us = us;
   g->applied_us = 0;  // the driver's value stands now
-  settle(*g);
+  apply_target_slice(*g);
 }
 
 void apply(uint64_t us) {
@@ -143,7 +143,7 @@ void apply(uint64_t us) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_target.store(us, std::memory_order_relaxed);
   for (Group& g : g_groups)
-    if (g.key.load(std::memory_order_relaxed) != 0) settle(g);
+    if (g.key.load(std::memory_order_relaxed) != 0) apply_target_slice(g);
 }
 
 bool verify(uint64_t us) {
@@ -162,8 +162,8 @@ bool verify(uint64_t us) {
       g.refused = true;
       all = false;
     } else if (now.timesliceUs != us) {
-      g.applied_us = now.timesliceUs;  // not what cuslice set: settle() sets it again
-      settle(g);
+      g.applied_us = now.timesliceUs;  // not what cuslice set: apply_target_slice() sets it again
+      apply_target_slice(g);
       all = false;
     }
   }

@@ -150,28 +150,35 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, 
 
 #undef CUSLICE_GATED
 
+}  // extern "C"
+
+namespace {
+
 // A graph replays all its kernels with no further launch call: the whole replay is gated.
 // Its first launch is also when its memory nodes' reserve appears (pool_accounting.cpp).
-CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-  auto fn = real<Sym::cuGraphLaunch>();
+// `S` on the per-thread default stream if `kPerThread`.
+template <Sym S, bool kPerThread>
+[[gnu::always_inline]] inline CUresult graph_launch(CUgraphExec exec, CUstream stream) {
+  auto fn = real<S>();
   if (fn == nullptr) return unavailable_result();
-  const activity::Noted noted = gate(hStream, false);
-  const CUresult r = held([&] { return fn(hGraphExec, hStream); });
-  if (noted.device >= 0) activity::launched(noted, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
+  const activity::Noted noted = gate(stream, kPerThread);
+  const CUresult r = held([&] { return fn(exec, stream); });
+  if (noted.device >= 0) activity::launched(noted, stream, reinterpret_cast<uintptr_t>(exec));
   if (r == CUDA_SUCCESS && quota::active())
-    pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
+    pool_accounting::note_graph_launch(pool_accounting::stream_device(stream, kPerThread));
   return r;
 }
 
+}  // namespace
+
+extern "C" {
+
+CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  return graph_launch<Sym::cuGraphLaunch, false>(hGraphExec, hStream);
+}
+
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  auto fn = real<Sym::cuGraphLaunch_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  const activity::Noted noted = gate(hStream, true);
-  const CUresult r = held([&] { return fn(hGraphExec, hStream); });
-  if (noted.device >= 0) activity::launched(noted, hStream, reinterpret_cast<uintptr_t>(hGraphExec));
-  if (r == CUDA_SUCCESS && quota::active())
-    pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
-  return r;
+  return graph_launch<Sym::cuGraphLaunch_ptsz, true>(hGraphExec, hStream);
 }
 
 // Capture: while one is in progress the monitor records on no stream (activity.h).

@@ -87,7 +87,7 @@ void destroy(CUmipmappedArray a) { real<Sym::cuMipmappedArrayDestroy>()(a); }
 // where it answers, the charge is corrected to it, and a correction that does not fit
 // destroys the array and reports out of memory.
 template <typename Handle>
-CUresult settle_array(Handle h, int device, uint64_t estimated) {
+CUresult correct_array_charge(Handle h, int device, uint64_t estimated) {
   CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
   uint64_t charged = estimated;
   if (requirements(&req, h, device) == CUDA_SUCCESS) {
@@ -120,7 +120,7 @@ CUresult create_array(Handle* handle, uint64_t estimate, Create create) {
     quota::uncharge(dev, estimate);
     return r;
   }
-  return settle_array(*handle, dev, estimate);
+  return correct_array_charge(*handle, dev, estimate);
 }
 
 }  // namespace

@@ -44,47 +44,50 @@ FreeAsync free_async(bool per_thread) {
   return per_thread ? ptsz : legacy;
 }
 
+// cuMemAllocAsync and its per-thread twin (`S`, on the per-thread default stream if
+// `kPerThread`): charged to the stream's device, from its current pool.
+template <Sym S, bool kPerThread>
+CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  auto fn = real<S>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active()) return fn(dptr, bytesize, stream);
+  const int dev = pool_accounting::stream_device(stream, kPerThread);
+  return charged_async(dev, nullptr, bytesize, [&] { return fn(dptr, bytesize, stream); },
+                       [&] { free_async(kPerThread)(*dptr, stream); });
+}
+
+// cuMemAllocFromPoolAsync and its per-thread twin: charged to the pool's device. (An unknown
+// pool was imported from another process, whose memory it is.)
+template <Sym S, bool kPerThread>
+CUresult alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+  auto fn = real<S>();
+  if (fn == nullptr) return unavailable_result();
+  if (!quota::active()) return fn(dptr, bytesize, pool, stream);
+  const int dev = pool_accounting::pool_device(pool);
+  return charged_async(dev, pool, bytesize, [&] { return fn(dptr, bytesize, pool, stream); },
+                       [&] { free_async(kPerThread)(*dptr, stream); });
+}
+
 }  // namespace
 
 extern "C" {
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  auto fn = real<Sym::cuMemAllocAsync>();
-  if (fn == nullptr) return unavailable_result();
-  if (!quota::active()) return fn(dptr, bytesize, hStream);
-  const int dev = pool_accounting::stream_device(hStream, false);
-  return charged_async(dev, nullptr, bytesize, [&] { return fn(dptr, bytesize, hStream); },
-                       [&] { free_async(false)(*dptr, hStream); });
+  return alloc_async<Sym::cuMemAllocAsync, false>(dptr, bytesize, hStream);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  auto fn = real<Sym::cuMemAllocAsync_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  if (!quota::active()) return fn(dptr, bytesize, hStream);
-  const int dev = pool_accounting::stream_device(hStream, true);
-  return charged_async(dev, nullptr, bytesize, [&] { return fn(dptr, bytesize, hStream); },
-                       [&] { free_async(true)(*dptr, hStream); });
+  return alloc_async<Sym::cuMemAllocAsync_ptsz, true>(dptr, bytesize, hStream);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                                        CUstream hStream) {
-  auto fn = real<Sym::cuMemAllocFromPoolAsync>();
-  if (fn == nullptr) return unavailable_result();
-  if (!quota::active()) return fn(dptr, bytesize, pool, hStream);
-  // An unknown pool was imported from another process, whose memory it is.
-  const int dev = pool_accounting::pool_device(pool);
-  return charged_async(dev, pool, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); },
-                       [&] { free_async(false)(*dptr, hStream); });
+  return alloc_from_pool_async<Sym::cuMemAllocFromPoolAsync, false>(dptr, bytesize, pool, hStream);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                                             CUstream hStream) {
-  auto fn = real<Sym::cuMemAllocFromPoolAsync_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  if (!quota::active()) return fn(dptr, bytesize, pool, hStream);
-  const int dev = pool_accounting::pool_device(pool);
-  return charged_async(dev, pool, bytesize, [&] { return fn(dptr, bytesize, pool, hStream); },
-                       [&] { free_async(true)(*dptr, hStream); });
+  return alloc_from_pool_async<Sym::cuMemAllocFromPoolAsync_ptsz, true>(dptr, bytesize, pool, hStream);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
@@ -106,8 +109,8 @@ CUSLICE_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
     return fn(pool);
   }();
   if (r == CUDA_SUCCESS && dev >= 0) {
-    // Settle while the pool is still registered would read a destroyed pool: unregister,
-    // then let the next settle see the reserve gone.
+    // A reading while the pool is still registered would read a destroyed pool: unregister,
+    // then let the next reading see the reserve gone.
     pool_accounting::unregister_pool(pool);
     quota::refresh(dev);
   }

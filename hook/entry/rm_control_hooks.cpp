@@ -73,43 +73,50 @@ void after_alloc_or_free(int fd, uint32_t key, const void* arg) {
   if (status == rm::kOk && cls == rm::kClassChannelGroup) channel_groups::allocated(fd, client, handle);
 }
 
+// The control block of an RM control request, or of the XFER wrapper's (nullptr: it carries
+// none).
+const void* control_block(uint32_t key, void* arg) {
+  if (key != rm::kXferRequest) return arg;
+  rm::IoctlXfer xfer;
+  std::memcpy(&xfer, arg, sizeof xfer);
+  if (xfer.cmd != rm::kEscRmControl || xfer.size != sizeof(rm::ControlParams) || xfer.ptr == 0) return nullptr;
+  return reinterpret_cast<const void*>(static_cast<uintptr_t>(xfer.ptr));
+}
+
+// A control the kernel answered, with its parameters in the caller's memory, of `cmd` and of
+// parameters at least `params_size` long (not a serialized one: those carry no plain block).
+bool answered(const rm::ControlParams& control, uint32_t cmd, size_t params_size) {
+  return control.cmd == cmd && control.status == rm::kOk && (control.flags & rm::kFlagFinnSerialized) == 0 &&
+         control.params != 0 && control.paramsSize >= params_size;
+}
+
+// A successful RM control: follow a time slice the driver set, filter a GPU's pids.
+void after_control(const rm::ControlParams& control) {
+  void* params = reinterpret_cast<void*>(static_cast<uintptr_t>(control.params));
+  if (answered(control, rm::kCmdSetTimeslice, sizeof(rm::TimesliceParams))) {
+    rm::TimesliceParams p;
+    std::memcpy(&p, params, sizeof p);
+    channel_groups::driver_set(control.hClient, control.hObject, p.timesliceUs);
+    return;
+  }
+  // Deciding may initialise the hook (driver, scheduler registration).
+  if (answered(control, rm::kCmdGpuGetPids, sizeof(rm::GetPidsParams)) && process_visibility::filtered())
+    filter_pids(params, control.paramsSize);
+}
+
 // A request the kernel took as an RM control (or the XFER wrapper, which may carry one), an
 // allocation or a free succeeded: filter it if it read a GPU's pids; follow channel groups.
+// The caller's errno stays as the kernel left it.
 __attribute__((noinline)) void after_rm_request(int fd, uint32_t key, void* arg) {
   if (arg == nullptr) return;
-  if (key != rm::kRmControlRequest && key != rm::kXferRequest) {
-    const int saved_errno = errno;
-    after_alloc_or_free(fd, key, arg);
-    errno = saved_errno;
-    return;
-  }
-  void* block = arg;
-  if (key == rm::kXferRequest) {
-    rm::IoctlXfer xfer;
-    std::memcpy(&xfer, arg, sizeof xfer);
-    if (xfer.cmd != rm::kEscRmControl || xfer.size != sizeof(rm::ControlParams) || xfer.ptr == 0) return;
-    block = reinterpret_cast<void*>(static_cast<uintptr_t>(xfer.ptr));
-  }
-  rm::ControlParams control;
-  std::memcpy(&control, block, sizeof control);
-  if (control.cmd == rm::kCmdSetTimeslice && control.status == rm::kOk &&
-      (control.flags & rm::kFlagFinnSerialized) == 0 && control.params != 0 &&
-      control.paramsSize >= sizeof(rm::TimesliceParams)) {
-    rm::TimesliceParams p;
-    std::memcpy(&p, reinterpret_cast<const void*>(static_cast<uintptr_t>(control.params)), sizeof p);
-    const int saved_errno = errno;
-    channel_groups::driver_set(control.hClient, control.hObject, p.timesliceUs);
-    errno = saved_errno;
-    return;
-  }
-  if (control.cmd != rm::kCmdGpuGetPids || control.status != rm::kOk ||
-      (control.flags & rm::kFlagFinnSerialized) != 0 || control.params == 0 ||
-      control.paramsSize < sizeof(rm::GetPidsParams))
-    return;
-  // Deciding may initialise the hook (driver, scheduler registration): keep the caller's errno.
   const int saved_errno = errno;
-  if (process_visibility::filtered())
-    filter_pids(reinterpret_cast<void*>(static_cast<uintptr_t>(control.params)), control.paramsSize);
+  if (key != rm::kRmControlRequest && key != rm::kXferRequest) {
+    after_alloc_or_free(fd, key, arg);
+  } else if (const void* block = control_block(key, arg); block != nullptr) {
+    rm::ControlParams control;
+    std::memcpy(&control, block, sizeof control);
+    after_control(control);
+  }
   errno = saved_errno;
 }
 

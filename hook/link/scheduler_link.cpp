@@ -89,40 +89,60 @@ bool enabled() { return g_enabled; }
 
 int gpu(int device) { return device >= 0 && device < kMaxDevices ? g_gpu[device] : device; }
 
-void on_cuda_initialised(int device_count) {
-  if (!g_enabled) return;
+namespace {
+
+// The driver's and NVML's functions that say which GPU a device is and what it holds,
+// looked up once per start.
+struct DeviceQueries {
   using GetUuid = CUresult (*)(CUuuid*, CUdevice);
   using ByUuid = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
   using Index = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
   using Init = nvmlReturn_t (*)();
-  auto get_uuid = reinterpret_cast<GetUuid>(cuda_symbol("cuDeviceGetUuid_v2"));
-  auto total = real<Sym::cuDeviceTotalMem_v2>();
-  auto attribute = reinterpret_cast<CUresult (*)(int*, CUdevice_attribute, CUdevice)>(cuda_symbol("cuDeviceGetAttribute"));
-  auto init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
-  auto by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
-  auto index = reinterpret_cast<Index>(nvml_symbol("nvmlDeviceGetIndex"));
-  const bool nvml = init && by_uuid && index && init() == NVML_SUCCESS;
+  using Attribute = CUresult (*)(int*, CUdevice_attribute, CUdevice);
+  GetUuid get_uuid = reinterpret_cast<GetUuid>(cuda_symbol("cuDeviceGetUuid_v2"));
+  PFN_cuDeviceTotalMem_v3020 total = real<Sym::cuDeviceTotalMem_v2>();
+  Attribute attribute = reinterpret_cast<Attribute>(cuda_symbol("cuDeviceGetAttribute"));
+  Init init = reinterpret_cast<Init>(nvml_symbol("nvmlInit_v2"));
+  ByUuid by_uuid = reinterpret_cast<ByUuid>(nvml_symbol("nvmlDeviceGetHandleByUUID"));
+  Index index = reinterpret_cast<Index>(nvml_symbol("nvmlDeviceGetIndex"));
+  bool nvml = init && by_uuid && index && init() == NVML_SUCCESS;
+};
+
+// Device d's node index as NVML numbers it, found by its UUID (unchanged if NVML does not say).
+void find_by_uuid(const DeviceQueries& q, const CUuuid& u, int d) {
+  char text[kGpuUuidText];
+  format_gpu_uuid(u, text);
+  nvmlDevice_t h;
+  unsigned int i = 0;
+  if (q.by_uuid(text, &h) == NVML_SUCCESS && q.index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
+}
+
+// What the client says of device d: an MPS client (the driver's checkpoint cannot suspend it
+// alone), and the card's memory and UUID.
+void describe_device(const DeviceQueries& q, int d, const CUuuid* uuid) {
+  int mps = 0;
+  if (q.attribute && q.attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, d) == CUDA_SUCCESS && mps != 0)
+    client::note_checkpoint_blocker(shm::ProcessSlot::kUsesMps);
+  size_t bytes = 0;
+  if (q.total && q.total(&bytes, d) == CUDA_SUCCESS)
+    client::set_device(g_gpu[d], bytes, uuid != nullptr ? reinterpret_cast<const unsigned char*>(uuid->bytes) : nullptr);
+}
+
+}  // namespace
+
+void on_cuda_initialised(int device_count) {
+  if (!g_enabled) return;
+  const DeviceQueries q;
   int given[kMaxDevices];
   const int given_count = node_gpu_indices(given);
   for (int d = 0; d < device_count && d < kMaxDevices; ++d) {
     CUuuid u;
-    const bool have_uuid = get_uuid && get_uuid(&u, d) == CUDA_SUCCESS;
-    if (d < given_count) {
+    const bool have_uuid = q.get_uuid && q.get_uuid(&u, d) == CUDA_SUCCESS;
+    if (d < given_count)
       g_gpu[d] = given[d];
-    } else if (nvml && have_uuid) {
-      char text[kGpuUuidText];
-      format_gpu_uuid(u, text);
-      nvmlDevice_t h;
-      unsigned int i = 0;
-      if (by_uuid(text, &h) == NVML_SUCCESS && index(h, &i) == NVML_SUCCESS) g_gpu[d] = static_cast<int>(i);
-    }
-    // A client of an MPS server: the driver's checkpoint cannot suspend it alone.
-    int mps = 0;
-    if (attribute && attribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, d) == CUDA_SUCCESS && mps != 0)
-      client::note_checkpoint_blocker(shm::ProcessSlot::kUsesMps);
-    size_t bytes = 0;
-    if (total && total(&bytes, d) == CUDA_SUCCESS)
-      client::set_device(g_gpu[d], bytes, have_uuid ? reinterpret_cast<const unsigned char*>(u.bytes) : nullptr);
+    else if (q.nvml && have_uuid)
+      find_by_uuid(q, u, d);
+    describe_device(q, d, have_uuid ? &u : nullptr);
   }
 }
 

@@ -1,5 +1,5 @@
 // Pool and graph memory reserves (pool_accounting.h). Above quota: may call quota, driver,
-// settings and log; quota reaches settle() and trim() only as registered by startup.cpp.
+// settings and log; quota reaches replace_precharges() and trim() only as registered by startup.cpp.
 #include "hook/memory/pool_accounting.h"
 
 #include <atomic>
@@ -18,12 +18,12 @@ constexpr int kMaxPools = 256;
 // Pre-charges are drawn from a credit the ledger is charged for a batch at a time: most
 // stream-ordered allocations then make no reservation of their own (in a tenant, none on the
 // tenant's shared counter), only a compare-and-swap on the credit. The credit goes back at
-// every settle(), so the ledger holds at most this much more than the pre-charges between
-// two settles (which already hold up to a pool chunk per allocation).
+// every replace_precharges(), so the ledger holds at most this much more than the pre-charges
+// between two readings (which already hold up to a pool chunk per allocation).
 constexpr uint64_t kCreditBatch = 8 * quota::kPoolChunk;
 
 struct alignas(64) DeviceState {
-  // Pre-charges not yet replaced by a reading (see settle()).
+  // Pre-charges not yet replaced by a reading (see replace_precharges()).
   std::atomic<uint64_t> since{0};
   // Pre-charges of allocations whose driver call has not returned yet.
   std::atomic<uint64_t> inflight{0};
@@ -32,8 +32,8 @@ struct alignas(64) DeviceState {
   // Graph memory node pre-charges, kept until a graph launch/upload on the device.
   std::atomic<uint64_t> graph_pending{0};
   std::atomic<bool> graph_launched{false};
-  // What pools and graph memory reserved at the last settle (guarded by quota's mutex).
-  uint64_t settled = 0;
+  // What pools and graph memory reserved at the last reading (guarded by quota's mutex).
+  uint64_t last_reading = 0;
   std::atomic<CUmemoryPool> default_pool{nullptr};
 };
 
@@ -119,7 +119,7 @@ bool begin(int device, uint64_t bytes, uint64_t* charged) {
   if (d == nullptr || !quota::accounted(device)) return true;
   const uint64_t p = quota::round_up(bytes == 0 ? 1 : bytes, quota::kPoolChunk);
   if (!pre_charge(*d, device, p)) return false;
-  // inflight before since: settle() relies on this order (see there).
+  // inflight before since: replace_precharges() relies on this order (see there).
   d->inflight.fetch_add(p, std::memory_order_acq_rel);
   d->since.fetch_add(p, std::memory_order_acq_rel);
   *charged = p;
@@ -217,21 +217,21 @@ bool charge_growth(int device, uint64_t bytes) {
   if (d == nullptr) return true;
   const bool fits = quota::charge(device, bytes);
   if (!fits) quota::adjust(device, static_cast<int64_t>(bytes));  // held all the same
-  // Counted like a completed pre-charge: the next settle's reading contains it.
+  // Counted like a completed pre-charge: the next reading contains it.
   d->since.fetch_add(bytes, std::memory_order_acq_rel);
   return fits;
 }
 
-// Settling replaces pre-charges by a reading R of what the device's pools reserve.
+// Replacing pre-charges by a reading R of what the device's pools reserve.
 // Allocations race with it; the ordering that keeps the ledger >= the truth:
 //   begin(): charge p (or draw it from the credit), then inflight += p, then since += p;
 //   end(): inflight -= p.
-//   settle(): s = since, then i = inflight, then R = reading; since -= (s - i).
+//   replace_precharges(): s = since, then i = inflight, then R = reading; since -= (s - i).
 // An allocation whose p is in s either (a) is still in flight when i is read — then p is
 // also in i and stays charged — or (b) finished before i was read, hence before R was read,
 // so R contains its growth. p added after s was read is simply not subtracted. Graph node
 // pre-charges are dropped only after a graph launch/upload, when their reserve exists.
-uint64_t settle(int device) {
+uint64_t replace_precharges(int device) {
   DeviceState* d = state(device);
   if (d == nullptr) return 0;
   const uint64_t s = d->since.load(std::memory_order_acquire);
@@ -242,12 +242,12 @@ uint64_t settle(int device) {
   const uint64_t drop = s > i ? s - i : 0;
   d->since.fetch_sub(drop, std::memory_order_acq_rel);
   d->graph_pending.fetch_sub(g, std::memory_order_acq_rel);
-  // The credit goes back too: after a settle the ledger holds no more than what the pools
+  // The credit goes back too: after a reading the ledger holds no more than what the pools
   // reserve and the pre-charges in flight.
   const uint64_t credit = d->credit.exchange(0, std::memory_order_acq_rel);
-  const int64_t delta = static_cast<int64_t>(reading) - static_cast<int64_t>(d->settled) -
+  const int64_t delta = static_cast<int64_t>(reading) - static_cast<int64_t>(d->last_reading) -
                         static_cast<int64_t>(drop) - static_cast<int64_t>(g) - static_cast<int64_t>(credit);
-  d->settled = reading;
+  d->last_reading = reading;
   quota::adjust(device, delta);
   return reading;
 }

@@ -7,15 +7,15 @@
 //     A stream-ordered allocation draws it from a credit that the ledger is charged for
 //     eight chunks at a time, so most make no reservation of their own (in a tenant, none on
 //     the tenant's shared counter). Frees charge nothing back: the pool keeps the memory.
-//   - settle() (slow path: a refused charge, cuMemGetInfo) replaces the pre-charges of
+//   - replace_precharges() (slow path: a refused charge, cuMemGetInfo) replaces the pre-charges of
 //     completed allocations with what the device's pools and graph memory really reserve
 //     (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), and
 //     gives the credit back.
 //
 // The ledger thus never holds less than the pools reserve, and the fast path is a
 // compare-and-swap on the credit and three atomic adds (the pre-charge in flight, up and
-// down, and since the last settle). Why settle() is safe against allocations in flight is
-// written at settle() in pool_accounting.cpp.
+// down, and since the last reading). Why replace_precharges() is safe against allocations in
+// flight is written at it in pool_accounting.cpp.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ int stream_device(CUstream stream, bool per_thread);
 // tried without a pre-charge, and what the pool's reserve grew by is read back:
 //   pool_reserve(): the pool's RESERVED and USED, false if unreadable;
 //   charge_growth(): charges growth the driver made anyway; false if it did not fit (the
-//   caller undoes the allocation; the growth stays charged until the next settle reads it
+//   caller undoes the allocation; the growth stays charged until the next reading reads it
 //   back, since a pool keeps freed memory).
 CUmemoryPool current_pool(int device);
 bool pool_reserve(CUmemoryPool pool, uint64_t* reserved, uint64_t* used);
@@ -57,7 +57,7 @@ bool charge_growth(int device, uint64_t bytes);
 // Slow path, reached from quota's slow paths under quota's mutex (startup.cpp registers it
 // with quota::set_pool_reserves(), as it does trim()). Returns the reading (what the
 // device's pools and graph memory reserve now).
-uint64_t settle(int device);
+uint64_t replace_precharges(int device);
 // Releases pool reserve that no allocation uses (cuMemPoolTrimTo, graph memory trim).
 // True if the device had such reserve.
 bool trim(int device);

@@ -207,7 +207,7 @@ bool charge(int device, uint64_t bytes) {
   // (the tenant's quota refused) the tenant's reconciliation: what it keeps free may be
   // allowances no longer needed (warm-ups over, this process's own given up) or memory its
   // processes have measured since.
-  settle_pools(device);
+  measure_pools(device);
   if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;
   refresh(device);
   if ((o = try_reserve(*l, device, bytes)) == Outcome::kReserved) return true;

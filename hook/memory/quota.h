@@ -9,7 +9,7 @@
 // driver takes without an allocation call; in a tenant, of the tenant's quota once for all
 // its processes, together with what the tenant keeps free for its processes' memory not yet
 // measured and their warm-ups (the reconciliation, below). When a reservation is refused,
-// the slow path first brings the ledger to the truth (pools settled to what they really
+// the slow path first brings the ledger to the truth (pools measured to what they really
 // reserve, the process's usage read from NVML, the tenant reconciled) and retries.
 //
 // May call driver, allocation_table, process_usage, scheduler_link, settings, log and the
@@ -86,7 +86,7 @@ inline void uncharge_allocation(int device, uint64_t charged) {
 // then refuses further charges until memory is freed.
 void adjust(int device, int64_t delta);
 
-// Brings the ledger to the truth: settles pool reserves and accounts memory the process
+// Brings the ledger to the truth: measures pool reserves and accounts memory the process
 // holds that no hook saw (context growth, lazily loaded modules), measured through NVML.
 // Not for hot paths (takes a mutex, calls the driver; NVML costs microseconds).
 void refresh(int device);
@@ -101,9 +101,9 @@ uint64_t context_charge(int device);
 // CUSLICE_CONTEXT_WARMUP, and its tenant keeps a headroom more free for it meanwhile
 // (kernels loaded at first launches), unless the process needs that room itself.
 void begin_warmup(int device);
-// Settles pool reserves only (no NVML reading): cheap enough for cuMemGetInfo.
-void settle_pools(int device);
-// What cuMemGetInfo needs before it shows the view: pools settled, memory held outside
+// Measures pool reserves only (no NVML reading): cheap enough for cuMemGetInfo.
+void measure_pools(int device);
+// What cuMemGetInfo needs before it shows the view: pools measured, memory held outside
 // hooked calls measured again if some was, the tenant's kept-free figure reconciled if it
 // keeps some (slow path: NVML readings).
 void refresh_view(int device);
@@ -132,11 +132,12 @@ uint64_t unexplained(int device);
 void reset_after_fork();
 
 // What the slow paths need of the pools (pool_accounting.cpp; startup.cpp registers it before
-// the first charge): settle the device's pool reserves and return what they hold now; release
+// the first charge): measure the device's pool reserves (charging what they hold instead of
+// the pre-charges) and return what they hold now; release
 // reserve no allocation uses (true if there was such). Called under this file's slow-path
 // mutex.
 struct PoolReserves {
-  uint64_t (*settle)(int device);
+  uint64_t (*measure)(int device);
   bool (*trim)(int device);
 };
 void set_pool_reserves(PoolReserves reserves);

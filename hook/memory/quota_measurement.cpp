@@ -21,13 +21,30 @@
 namespace cuslice::quota {
 namespace {
 
-// The pools' part of the ledger (set_pool_reserves(); none registered: no pools to settle).
-std::atomic<uint64_t (*)(int)> g_settle_pools{nullptr};
+// The pools' part of the ledger (set_pool_reserves(); none registered: no pools to measure).
+std::atomic<uint64_t (*)(int)> g_measure_pools{nullptr};
 std::atomic<bool (*)(int)> g_trim_pools{nullptr};
 
-uint64_t settle_pool_reserves(int device) {
-  auto settle = g_settle_pools.load(std::memory_order_acquire);
-  return settle != nullptr ? settle(device) : 0;
+uint64_t measure_pool_reserves(int device) {
+  auto measure = g_measure_pools.load(std::memory_order_acquire);
+  return measure != nullptr ? measure(device) : 0;
+}
+
+// What the driver says the process holds on a device (NVML), with the ledger's operation
+// counts read before it, and between the two what the pools reserve where asked.
+struct Reading {
+  uint64_t started = 0;
+  uint64_t finished = 0;
+  uint64_t pools = 0;
+  uint64_t actual = 0;
+};
+
+// Under g_slow. False: no reading.
+bool read_usage(int device, const internal::Ledger& l, bool with_pools, Reading* r) {
+  r->started = l.ops_started.load(std::memory_order_acquire);
+  r->finished = l.ops_finished.load(std::memory_order_acquire);
+  if (with_pools) r->pools = measure_pool_reserves(device);
+  return process_usage::device_bytes(device, &r->actual);
 }
 
 }  // namespace
@@ -64,14 +81,11 @@ void refresh(int device) {
   std::lock_guard<std::mutex> lock(g_slow);
   // A reading is exact only if nothing changed while it was taken: no hooked allocation or
   // free under way or begun, and the pools' reserve the same before and after.
-  const uint64_t started = l->ops_started.load(std::memory_order_acquire);
-  const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
-  const uint64_t pools = settle_pool_reserves(device);
-  uint64_t actual = 0;
-  if (!process_usage::device_bytes(device, &actual)) return;
-  const bool quiet = started == finished && settle_pool_reserves(device) == pools &&
-                     l->ops_started.load(std::memory_order_acquire) == started &&
-                     l->ops_finished.load(std::memory_order_acquire) == finished;
+  Reading r;
+  if (!read_usage(device, *l, true, &r)) return;
+  const bool quiet = r.started == r.finished && measure_pool_reserves(device) == r.pools &&
+                     l->ops_started.load(std::memory_order_acquire) == r.started &&
+                     l->ops_finished.load(std::memory_order_acquire) == r.finished;
   l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
   // What the process holds beyond what the ledger can explain is charged as unexplained
   // (the headroom stays free beside it: charges keep it free of the limit). Such a charge is
@@ -80,7 +94,7 @@ void refresh(int device) {
   // in the reading, and would otherwise pass for memory given back.
   const uint64_t old = l->unexplained.load(std::memory_order_acquire);
   const uint64_t known = l->used.load(std::memory_order_acquire) - old;
-  const uint64_t want = actual > known ? actual - known : 0;
+  const uint64_t want = r.actual > known ? r.actual - known : 0;
   if (want == old || (want < old && !quiet)) return;
   l->unexplained.store(want, std::memory_order_release);
   adjust(device, static_cast<int64_t>(want) - static_cast<int64_t>(old));
@@ -92,17 +106,15 @@ void calibrate_context(int device) {
   Ledger* l = counted(device);
   if (l == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
-  const uint64_t started = l->ops_started.load(std::memory_order_acquire);
-  const uint64_t finished = l->ops_finished.load(std::memory_order_acquire);
-  uint64_t actual = 0;
-  if (!process_usage::device_bytes(device, &actual)) return;  // keep the estimate
+  Reading r;
+  if (!read_usage(device, *l, false, &r)) return;  // keep the estimate
   // Right after a context is created the process holds little else; what the driver
   // reports beyond the ledger's other charges is the contexts' own memory. Other threads'
   // allocations in flight would pass for context memory given back: then only raise.
   const uint64_t ctx = l->context_charge.load(std::memory_order_acquire);
   const uint64_t others = l->used.load(std::memory_order_acquire) - ctx;
-  uint64_t target = actual > others ? actual - others : 0;
-  const bool quiet = started == finished && l->ops_started.load(std::memory_order_acquire) == started;
+  uint64_t target = r.actual > others ? r.actual - others : 0;
+  const bool quiet = r.started == r.finished && l->ops_started.load(std::memory_order_acquire) == r.started;
   if (target < ctx && !quiet) target = ctx;
   l->last_measure_ns.store(coarse_now_ns(), std::memory_order_relaxed);
   l->context_charge.store(target, std::memory_order_release);
@@ -114,23 +126,23 @@ void calibrate_context(int device) {
 void refresh_view(int device) {
   Ledger* l = counted(device);
   if (l == nullptr) return;
-  // Pools settle cheaply. Memory measured outside hooked calls is measured again (an NVML
+  // Pools are measured cheaply. Memory measured outside hooked calls is measured again (an NVML
   // reading, microseconds) so that what was given back shows; so is what the tenant keeps
   // free (warm-ups end, peers measure what they hold).
   if (l->unexplained.load(std::memory_order_relaxed) > 0)
     refresh(device);
   else
-    settle_pools(device);
+    measure_pools(device);
   // At most once a measuring interval: a reconciliation reads NVML for the tenant's
   // processes (about 17 µs on an H100), and some applications ask for free memory often.
   if (scheduler_link::enabled() && client::tenant_memory_kept(scheduler_link::gpu(device)) > 0)
     reconcile_if_due(device, *l);
 }
 
-void settle_pools(int device) {
+void measure_pools(int device) {
   if (counted(device) == nullptr) return;
   std::lock_guard<std::mutex> lock(g_slow);
-  settle_pool_reserves(device);
+  measure_pool_reserves(device);
 }
 
 void forget_allocations(int device) {
@@ -141,7 +153,7 @@ void forget_allocations(int device) {
 }
 
 void set_pool_reserves(PoolReserves reserves) {
-  g_settle_pools.store(reserves.settle, std::memory_order_release);
+  g_measure_pools.store(reserves.measure, std::memory_order_release);
   g_trim_pools.store(reserves.trim, std::memory_order_release);
 }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "hook/base/detached_thread.h"
 #include "hook/base/fork_child.h"
 #include "hook/base/log.h"
 #include "hook/base/settings.h"
@@ -31,30 +32,30 @@ namespace {
 void stop_at_exit() {
   // The driver is torn down at exit: the monitor must not be inside it then, and no
   // launching thread may stay throttled by a monitor that is gone.
-  g_stop.store(true, std::memory_order_release);
+  g_state.stop.store(true, std::memory_order_release);
   wake_monitor();
-  std::lock_guard<std::mutex> lock(g_monitor);
+  std::lock_guard<std::mutex> lock(g_state.lock);
   if (log::enabled(log::Level::kDebug)) {
     uint64_t launched = 0;
-    for (const Device& d : g_devices) launched += d.launched.load(std::memory_order_relaxed);
+    for (const Device& d : g_state.devices) launched += d.launched.load(std::memory_order_relaxed);
     for (int d = 0; d < kRecordDevices; ++d) launched += unfolded_done(d);
     CUSLICE_LOG(kDebug,
                 "at exit: %llu launches; monitor: %llu passes (%llu at the short poll), %llu records, %llu queries; "
                 "launches held back %llu, gates %llu, marks %llu, waits at the parking cap %llu, on the CPU for "
                 "room %llu; gates opened by the watchdog %llu; stalls %llu",
-                static_cast<unsigned long long>(launched), static_cast<unsigned long long>(g_counts.passes),
-                static_cast<unsigned long long>(g_counts.tight_polls), static_cast<unsigned long long>(g_counts.records),
-                static_cast<unsigned long long>(g_counts.queries),
-                static_cast<unsigned long long>(g_counts.held.load()), static_cast<unsigned long long>(g_counts.gates.load()),
-                static_cast<unsigned long long>(g_counts.marks.load()),
-                static_cast<unsigned long long>(g_counts.cap_waits.load()),
-                static_cast<unsigned long long>(g_counts.cpu_waits.load()),
-                static_cast<unsigned long long>(g_counts.unstuck.load()),
-                static_cast<unsigned long long>(g_counts.stalls));
+                static_cast<unsigned long long>(launched), static_cast<unsigned long long>(g_state.counts.passes),
+                static_cast<unsigned long long>(g_state.counts.tight_polls), static_cast<unsigned long long>(g_state.counts.records),
+                static_cast<unsigned long long>(g_state.counts.queries),
+                static_cast<unsigned long long>(g_state.counts.held.load()), static_cast<unsigned long long>(g_state.counts.gates.load()),
+                static_cast<unsigned long long>(g_state.counts.marks.load()),
+                static_cast<unsigned long long>(g_state.counts.cap_waits.load()),
+                static_cast<unsigned long long>(g_state.counts.cpu_waits.load()),
+                static_cast<unsigned long long>(g_state.counts.unstuck.load()),
+                static_cast<unsigned long long>(g_state.counts.stalls));
   }
   // Held back work must run, or tearing the contexts down would wait for it forever.
-  for (Slot& s : g_slots) open_all(s);
-  for (Device& d : g_devices) {
+  for (Slot& s : g_state.slots) open_all(s);
+  for (Device& d : g_state.devices) {
     clear_throttle(d);
     d.cap.store(0, std::memory_order_release);
     d.cap.notify_all();
@@ -75,44 +76,36 @@ void start_once() {
     CUSLICE_LOG(kWarn, "the driver lacks event functions: launches are not gated");
     return;
   }
-  g_max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
-  g_preempt_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
-  g_park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
-  if (!monitor_driver_can_park()) g_park_cap_ns = 0;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, &monitor_main, nullptr) != 0) {
+  g_state.max_queued_ns = static_cast<int64_t>(settings().max_queued_ns);
+  g_state.higher_queued_ns = static_cast<int64_t>(settings().preempt_queued_ns);
+  g_state.park_cap_ns = static_cast<int64_t>(settings().park_queued_ns);
+  if (!monitor_driver_can_park()) g_state.park_cap_ns = 0;
+  if (!start_detached_thread(&monitor_main, "cuslice-monitor")) {
     CUSLICE_LOG(kWarn, "cannot start the launch monitor: launches are not gated");
-    pthread_attr_destroy(&attr);
     return;
   }
-  pthread_attr_destroy(&attr);
-  pthread_setname_np(t, "cuslice-monitor");
   std::atexit(&stop_at_exit);
-  g_running.store(true, std::memory_order_release);
+  g_state.running.store(true, std::memory_order_release);
 }
 
 }  // namespace
 
-void start() {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, &start_once);
-}
+void start() { pthread_once(&g_state.started, &start_once); }
 
-bool running() { return g_running.load(std::memory_order_acquire); }
+bool running() { return g_state.running.load(std::memory_order_acquire); }
+bool bounded() { return g_state.others.load(std::memory_order_relaxed); }
+bool sliced() { return g_state.sliced.load(std::memory_order_relaxed); }
 
 namespace {
 
 // The launch begun without a record of its thread's (bounded, a device beyond the records', or
 // the thread's first launch): a ticket, unless the thread claims a record now.
 [[gnu::noinline]] Noted note_launch_on_device(int device) {
-  Device& dev = g_devices[device];
+  Device& dev = g_state.devices[device];
   Noted noted{device, 0, 0};
-  if (device < kRecordDevices && !g_others.load(std::memory_order_relaxed)) noted.record = claim_record();
+  if (device < kRecordDevices && !g_state.others.load(std::memory_order_relaxed)) noted.record = claim_record();
   if (noted.record != 0)
-    count_begun(g_records[noted.record - 1], device);
+    count_begun(g_state.records[noted.record - 1], device);
   else
     noted.ticket = dev.tickets.fetch_add(1, std::memory_order_seq_cst);
   if (!dev.busy.load(std::memory_order_relaxed)) become_busy(dev);
@@ -122,7 +115,7 @@ namespace {
 // A launch that took a ticket, after the driver has it.
 [[gnu::noinline]] void launched_on_device(Noted noted, CUstream stream, uintptr_t kernel) {
   const int device = noted.device;
-  Device& dev = g_devices[device];
+  Device& dev = g_state.devices[device];
   // Marked and counted only now that the driver has it: a record the monitor makes for the
   // mark follows it, so it is never seen complete before it ran; until it counts, its ticket
   // keeps the device from draining. Its entry in the ring is written before it counts, so the
@@ -130,7 +123,7 @@ namespace {
   // launching at once may swap two.)
   const uint64_t index = noted.ticket;
   uint32_t est = 0;
-  const bool bounded_now = g_others.load(std::memory_order_relaxed);
+  const bool bounded_now = g_state.others.load(std::memory_order_relaxed);
   if (bounded_now) {
     // Bounded: remember what this launch is expected to take (alone, nothing is bounded and
     // this costs nothing).
@@ -138,7 +131,7 @@ namespace {
     const uint32_t k = slot < 0 ? 0 : static_cast<uint32_t>(slot) + 1;
     est = estimate(k, dev);
     dev.added_ns.fetch_add(est, std::memory_order_seq_cst);
-    Launch& l = g_ring[device][index % kRing];
+    Launch& l = g_state.ring[device][index % kRing];
     l.kernel.store(k, std::memory_order_relaxed);
     l.est_ns.store(est, std::memory_order_relaxed);
     l.at.store(now_ns(), std::memory_order_relaxed);
@@ -151,7 +144,7 @@ namespace {
   // when each one completes, not a batch of them: wake it to record after every launch.
   // Not while parking: launches then wait for room behind gates, not on the CPU, and the
   // monitor's own polls keep up (a wake per launch is a system call on the app's thread).
-  if (g_higher.load(std::memory_order_relaxed) && !parking()) wake_monitor();
+  if (g_state.higher.load(std::memory_order_relaxed) && !parking()) wake_monitor();
 }
 
 }  // namespace
@@ -159,12 +152,12 @@ namespace {
 // The launch that is not bounded, from a thread with a record: two stores to the record's
 // line, one load of the device's, and the stream's mark (the rest is out of line).
 Noted note_launch(int device) {
-  if (!g_running.load(std::memory_order_relaxed) || !valid_device(device)) return {};
+  if (!g_state.running.load(std::memory_order_relaxed) || !valid_device(device)) return {};
   const int record = t_record;
-  if (record == 0 || device >= kRecordDevices || g_others.load(std::memory_order_relaxed))
+  if (record == 0 || device >= kRecordDevices || g_state.others.load(std::memory_order_relaxed))
     return note_launch_on_device(device);
-  count_begun(g_records[record - 1], device);
-  Device& dev = g_devices[device];
+  count_begun(g_state.records[record - 1], device);
+  Device& dev = g_state.devices[device];
   if (!dev.busy.load(std::memory_order_relaxed)) become_busy(dev);
   return {device, record, 0};
 }
@@ -174,113 +167,113 @@ void launched(Noted noted, CUstream stream, uintptr_t kernel) {
     // Counted after the mark, as below: the monitor that folds the count finds the stream
     // marked. Nothing is estimated: it was not bounded when it began.
     mark(noted.device, stream, 0);
-    count_done(g_records[noted.record - 1], noted.device);
+    count_done(g_state.records[noted.record - 1], noted.device);
     return;
   }
   if (noted.device >= 0) launched_on_device(noted, stream, kernel);
 }
 
 void wait_for_room(int device) {
-  if (!g_running.load(std::memory_order_relaxed) || !valid_device(device)) return;
+  if (!g_state.running.load(std::memory_order_relaxed) || !valid_device(device)) return;
   // Queue too deep (as much estimated work in flight as the bound holds): wait until the
   // monitor sees work finish.
-  Device& dev = g_devices[device];
-  if (g_others.load(std::memory_order_relaxed) &&
+  Device& dev = g_state.devices[device];
+  if (g_state.others.load(std::memory_order_relaxed) &&
       too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
                dev.queued())) {
-    g_counts.cpu_waits.fetch_add(1, std::memory_order_relaxed);
+    g_state.counts.cpu_waits.fetch_add(1, std::memory_order_relaxed);
     raise_throttle(dev);
   }
   wait_throttle(dev);
 }
 
 bool park(int device, int gpu, CUstream stream) {
-  if (!g_running.load(std::memory_order_relaxed) || g_park_cap_ns == 0 || !valid_device(device) ||
-      !g_higher.load(std::memory_order_relaxed) || g_stop.load(std::memory_order_relaxed) ||
-      stream == CU_STREAM_PER_THREAD || g_captures.load(std::memory_order_relaxed) != 0)
+  if (!g_state.running.load(std::memory_order_relaxed) || g_state.park_cap_ns == 0 || !valid_device(device) ||
+      !g_state.higher.load(std::memory_order_relaxed) || g_state.stop.load(std::memory_order_relaxed) ||
+      stream == CU_STREAM_PER_THREAD || g_state.captures.load(std::memory_order_relaxed) != 0)
     return false;
   return park_on_stream(device, gpu, stream);
 }
 
 void begin_capture(CUstream stream) {
-  std::lock_guard<std::mutex> lock(g_monitor);
-  g_captures.fetch_add(1, std::memory_order_acq_rel);
-  for (std::atomic<uintptr_t>& origin : g_capture_origins) {
+  std::lock_guard<std::mutex> lock(g_state.lock);
+  g_state.captures.fetch_add(1, std::memory_order_acq_rel);
+  for (std::atomic<uintptr_t>& origin : g_state.capture_origins) {
     uintptr_t none = 0;
     if (origin.compare_exchange_strong(none, reinterpret_cast<uintptr_t>(stream), std::memory_order_acq_rel)) break;
   }
 }
 
 void end_capture(CUstream stream) {
-  for (std::atomic<uintptr_t>& origin : g_capture_origins) {
+  for (std::atomic<uintptr_t>& origin : g_state.capture_origins) {
     uintptr_t mine = reinterpret_cast<uintptr_t>(stream);
     if (origin.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) break;
   }
-  g_captures.fetch_sub(1, std::memory_order_acq_rel);
+  g_state.captures.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-bool capturing() { return g_captures.load(std::memory_order_relaxed) != 0; }
+bool capturing() { return g_state.captures.load(std::memory_order_relaxed) != 0; }
 
 void forget_stream(CUstream stream) {
   // A stream destroyed while it captures ends its capture: the monitor must not stay quiet.
-  for (std::atomic<uintptr_t>& origin : g_capture_origins) {
+  for (std::atomic<uintptr_t>& origin : g_state.capture_origins) {
     uintptr_t mine = reinterpret_cast<uintptr_t>(stream);
     if (mine != 0 && origin.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) {
-      g_captures.fetch_sub(1, std::memory_order_acq_rel);
+      g_state.captures.fetch_sub(1, std::memory_order_acq_rel);
       break;
     }
   }
   if (!running()) return;
-  std::lock_guard<std::mutex> lock(g_monitor);
+  std::lock_guard<std::mutex> lock(g_state.lock);
   if (Slot* s = find_or_add(reinterpret_cast<uintptr_t>(stream), false)) release_slot(*s);
 }
 
 void forget_context(CUcontext ctx) {
   if (!running()) return;
-  std::lock_guard<std::mutex> lock(g_monitor);
-  for (Slot& s : g_slots)
+  std::lock_guard<std::mutex> lock(g_state.lock);
+  for (Slot& s : g_state.slots)
     if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) >= 0 && s.ctx == ctx)
       release_slot(s);
   // A new context may come at the same address: set it again then.
-  if (g_monitor_ctx == ctx) g_monitor_ctx = nullptr;
-  if (ctx == g_gate_ctx) {
+  if (g_state.monitor_ctx == ctx) g_state.monitor_ctx = nullptr;
+  if (ctx == g_state.gate_ctx) {
     retire_gates();
-    g_gate_ctx = nullptr;
+    g_state.gate_ctx = nullptr;
   }
 }
 
 void forget_device(int device) {
   if (!running()) return;
-  std::lock_guard<std::mutex> lock(g_monitor);
-  for (Slot& s : g_slots)
+  std::lock_guard<std::mutex> lock(g_state.lock);
+  for (Slot& s : g_state.slots)
     if (s.key.load(std::memory_order_acquire) != 0 && s.device.load(std::memory_order_acquire) == device)
       release_slot(s);
-  g_monitor_ctx = nullptr;  // the primary context is reset: set it again
+  g_state.monitor_ctx = nullptr;  // the primary context is reset: set it again
   // The words may be registered in it (if not, in another context of the device, registering
   // again finds them still registered).
-  if (device == g_gate_device) retire_gates();
+  if (device == g_state.gate_device.load(std::memory_order_relaxed)) retire_gates();
 }
 
 void after_fork_child() {
   // The child has no monitor thread and none of the parent's queued work: its streams and
   // devices start as a fresh process's.
-  g_running.store(false, std::memory_order_relaxed);
+  g_state.running.store(false, std::memory_order_relaxed);
   // The parent's pinned words may not be mapped here (the driver keeps pinned memory out of
   // children): the child maps its own at its first park, and its gates and marks start at 0.
-  g_gate_words = nullptr;
-  g_gate_state.store(kGateUnset, std::memory_order_relaxed);
-  g_gate_ctx = nullptr;
-  g_gate_device = -1;
-  g_watchdog_started.store(false, std::memory_order_relaxed);  // threads do not survive a fork
-  g_pass_began.store(0, std::memory_order_relaxed);
-  g_monitor_ctx = nullptr;  // a new monitor thread has no context current
+  g_state.gate_words = nullptr;
+  g_state.gate_state.store(kGateUnset, std::memory_order_relaxed);
+  g_state.gate_ctx = nullptr;
+  g_state.gate_device.store(-1, std::memory_order_relaxed);
+  g_state.watchdog_started.store(false, std::memory_order_relaxed);  // threads do not survive a fork
+  g_state.pass_began.store(0, std::memory_order_relaxed);
+  g_state.monitor_ctx = nullptr;  // a new monitor thread has no context current
   // The parent's events are not the child's to destroy: renewing forgets them.
-  for (Slot& s : g_slots) renew_in_child(s);
-  for (Device& d : g_devices) renew_in_child(d);
+  for (Slot& s : g_state.slots) renew_in_child(s);
+  for (Device& d : g_state.devices) renew_in_child(d);
   reset_records_in_child();
-  g_captures.store(0, std::memory_order_relaxed);
-  for (std::atomic<uintptr_t>& origin : g_capture_origins) origin.store(0, std::memory_order_relaxed);
-  renew_in_child(g_monitor);
+  g_state.captures.store(0, std::memory_order_relaxed);
+  for (std::atomic<uintptr_t>& origin : g_state.capture_origins) origin.store(0, std::memory_order_relaxed);
+  renew_in_child(g_state.lock);
 }
 
 }  // namespace cuslice::activity

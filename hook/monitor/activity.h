@@ -52,16 +52,14 @@ bool running();
 // Whether launches are bounded (another tenant is registered; monitor_state.h): only then
 // does the launch path wait for room and name the kernel it launched (kernel_key()), so a
 // process alone under the scheduler skips both.
-extern std::atomic<bool> g_others;
-inline bool bounded() { return g_others.load(std::memory_order_relaxed); }
+bool bounded();
 // Whether the process's launches go on without the token: below tenants of higher priority
 // only, with every one of its channel groups running at the short time slice (read back from
 // the kernel), and its tenant not capped. The GPU then switches to a higher tenant's work
 // within that slice by itself, so holding this process's work back for the token would only
 // idle the GPU in the higher tenant's pauses (docs/hook.md, "Time slices"). Neither bounded
 // nor below a higher tenant then: the launch path is the lone one, without the token.
-extern std::atomic<bool> g_sliced;
-inline bool sliced() { return g_sliced.load(std::memory_order_relaxed); }
+bool sliced();
 
 // Before the token is acquired: waits while the process's queued work is too deep. Waiting
 // here, not after acquiring, means no launch is forwarded after a revocation it slept

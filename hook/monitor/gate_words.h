@@ -27,29 +27,21 @@
 
 namespace cuslice::activity {
 
-// Set up at the first launch that needs one (setup_gates() in parking.cpp); kGateUnavailable:
-// launches wait on the CPU instead.
-enum : int { kGateUnset, kGateSettingUp, kGateReady, kGateUnavailable };
-extern std::atomic<int> g_gate_state;
-extern std::atomic<uint32_t>* g_gate_words;
-extern CUdeviceptr g_gate_dptr;
 inline constexpr size_t kGateWordsBytes = sizeof(std::atomic<uint32_t>) * kSlots * 3;
-extern CUcontext g_gate_ctx;  // the context the words are registered in
-extern int g_gate_device;     // ... and its device
 
-inline std::atomic<uint32_t>& gate_word(const Slot& s) { return g_gate_words[&s - g_slots]; }
-inline std::atomic<uint32_t>& reached_word(const Slot& s) { return g_gate_words[kSlots + (&s - g_slots)]; }
-inline std::atomic<uint32_t>& mark_word(const Slot& s) { return g_gate_words[2 * kSlots + (&s - g_slots)]; }
+inline std::atomic<uint32_t>& gate_word(const Slot& s) { return g_state.gate_words[&s - g_state.slots]; }
+inline std::atomic<uint32_t>& reached_word(const Slot& s) { return g_state.gate_words[kSlots + (&s - g_state.slots)]; }
+inline std::atomic<uint32_t>& mark_word(const Slot& s) { return g_state.gate_words[2 * kSlots + (&s - g_state.slots)]; }
 // A word's address as the GPU sees it, for the stream memory operations.
 inline CUdeviceptr gpu_address(const std::atomic<uint32_t>& word) {
-  return g_gate_dptr + static_cast<CUdeviceptr>(&word - g_gate_words) * sizeof(uint32_t);
+  return g_state.gate_dptr + static_cast<CUdeviceptr>(&word - g_state.gate_words) * sizeof(uint32_t);
 }
 // Gate k is still closed: the word has not reached it (cyclic, as the GPU compares).
 inline bool gate_closed(uint32_t word, uint32_t k) { return static_cast<int32_t>(word - k) < 0; }
 
 // Opens every gate on the slot's stream.
 void open_all(Slot& s);
-// The context the gate words are registered in is about to go (under g_monitor): work held
+// The context the gate words are registered in is about to go (under g_state.lock): work held
 // back anywhere runs, and the next launch to park registers them again in its own context.
 void retire_gates();
 

@@ -11,7 +11,7 @@ namespace cuslice::activity {
 int kernel_slot(uintptr_t key) {
   size_t i = static_cast<size_t>(key * 0x9E3779B97F4A7C15ull >> 52);  // 12 bits: kKernelSlots
   for (int probe = 0; probe < kKernelProbes; ++probe, ++i) {
-    KernelTime& k = g_kernels[i % kKernelSlots];
+    KernelTime& k = g_state.kernels[i % kKernelSlots];
     uintptr_t cur = k.key.load(std::memory_order_acquire);
     if (cur == key) return static_cast<int>(i % kKernelSlots);
     if (cur == 0 && (k.key.compare_exchange_strong(cur, key, std::memory_order_acq_rel) || cur == key))
@@ -32,7 +32,7 @@ int kernel_slot(uintptr_t key) {
 void learn(Device& dev, int device, int64_t now, int64_t looked, uint64_t completed) {
   if (completed <= dev.learnt) return;
   const uint64_t n = completed - dev.learnt;
-  Launch* ring = g_ring[device];
+  Launch* ring = g_state.ring[device];
   const auto mine = [&](uint64_t i) { return ring[i % kRing].seq.load(std::memory_order_acquire) == i + 1; };
   if (n <= kRing && !dev.disturbed && dev.learnt_at != 0 && mine(dev.learnt)) {
     const int64_t start = std::max(dev.learnt_at, ring[dev.learnt % kRing].at.load(std::memory_order_relaxed));
@@ -48,7 +48,7 @@ void learn(Device& dev, int device, int64_t now, int64_t looked, uint64_t comple
       for (uint64_t i = dev.learnt; i < completed; ++i) {
         const uint32_t kernel = mine(i) ? ring[i % kRing].kernel.load(std::memory_order_relaxed) : 0;
         if (kernel == 0) continue;
-        std::atomic<uint32_t>& ns = g_kernels[kernel - 1].ns;
+        std::atomic<uint32_t>& ns = g_state.kernels[kernel - 1].ns;
         const double share = took * made_with(i) / total;
         const double old = ns.load(std::memory_order_relaxed);
         const double next = old == 0 ? share : old + (share - old) / 8;
@@ -68,7 +68,7 @@ void retire_estimates(Device& dev, int device, uint64_t completed) {
   if (completed - dev.retired > kRing) dev.retired = completed - kRing;
   int64_t sum = 0;
   for (uint64_t i = dev.retired; i < completed; ++i) {
-    const Launch& l = g_ring[device][i % kRing];
+    const Launch& l = g_state.ring[device][i % kRing];
     if (l.seq.load(std::memory_order_acquire) == i + 1) sum += l.est_ns.load(std::memory_order_relaxed);
   }
   dev.retired = completed;

@@ -19,7 +19,7 @@ int kernel_slot(uintptr_t key);
 
 // What a launch of the kernel in slot + 1 is expected to take.
 inline uint32_t estimate(uint32_t kernel, const Device& dev) {
-  const uint32_t learnt = kernel != 0 ? g_kernels[kernel - 1].ns.load(std::memory_order_relaxed) : 0;
+  const uint32_t learnt = kernel != 0 ? g_state.kernels[kernel - 1].ns.load(std::memory_order_relaxed) : 0;
   return learnt != 0 ? learnt : dev.mean_ns.load(std::memory_order_relaxed);
 }
 

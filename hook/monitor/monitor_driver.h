@@ -24,7 +24,6 @@ struct MonitorDriver {
   CUresult (*host_register)(void*, size_t, unsigned int);
   CUresult (*host_device_pointer)(CUdeviceptr*, void*, unsigned int);
 };
-extern MonitorDriver g_drv;
 
 // Looks the functions up (slow: once, from start()). False when the events, contexts or
 // capture queries are missing: the monitor cannot run.

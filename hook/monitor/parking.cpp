@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "hook/base/detached_thread.h"
 #include "hook/base/log.h"
 #include "hook/link/client.h"
 #include "hook/monitor/monitor_driver.h"
@@ -17,8 +18,6 @@
 #include "hook/monitor/stream_slots.h"
 
 namespace cuslice::activity {
-
-std::atomic<bool> g_watchdog_started{false};
 
 namespace {
 
@@ -36,12 +35,12 @@ void* watchdog(void*) {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   const timespec tick{0, 5'000'000};
   int64_t logged = 0;
-  while (!g_stop.load(std::memory_order_acquire)) {
+  while (!g_state.stop.load(std::memory_order_acquire)) {
     nanosleep(&tick, nullptr);
-    const int64_t began = g_pass_began.load(std::memory_order_acquire);
-    if (began == 0 || now_ns() - began < kStuckNs || g_gate_words == nullptr) continue;
+    const int64_t began = g_state.pass_began.load(std::memory_order_acquire);
+    if (began == 0 || now_ns() - began < kStuckNs || g_state.gate_words == nullptr) continue;
     bool opened = false;
-    for (Slot& s : g_slots) {
+    for (Slot& s : g_state.slots) {
       if (s.key.load(std::memory_order_acquire) == 0) continue;
       if (gate_closed(gate_word(s).load(std::memory_order_acquire), s.gates.load(std::memory_order_acquire))) {
         open_all(s);
@@ -49,7 +48,7 @@ void* watchdog(void*) {
       }
     }
     if (!opened) continue;
-    g_counts.unstuck.fetch_add(1, std::memory_order_relaxed);
+    g_state.counts.unstuck.fetch_add(1, std::memory_order_relaxed);
     if (began != logged) {
       logged = began;
       CUSLICE_LOG(kDebug, "the monitor has been in the driver for %lld ms: let all held back work run",
@@ -60,51 +59,44 @@ void* watchdog(void*) {
 }
 
 void start_watchdog() {
-  if (g_watchdog_started.exchange(true, std::memory_order_acq_rel)) return;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, &watchdog, nullptr) == 0)
-    pthread_setname_np(t, "cuslice-watch");
-  else
+  if (g_state.watchdog_started.exchange(true, std::memory_order_acq_rel)) return;
+  if (!start_detached_thread(&watchdog, "cuslice-watch"))
     CUSLICE_LOG(kWarn, "cannot start the monitor's watchdog: a launch held back may wait for a blocked monitor");
-  pthread_attr_destroy(&attr);
 }
 
 // Sets up the gate words (from a launching thread, whose context is current): maps them the
 // first time, and registers them in this context while no live context has them registered.
 void setup_gates(int device) {
   int expected = kGateUnset;
-  if (!g_gate_state.compare_exchange_strong(expected, kGateSettingUp, std::memory_order_acq_rel)) return;
-  if (g_gate_words == nullptr) {
+  if (!g_state.gate_state.compare_exchange_strong(expected, kGateSettingUp, std::memory_order_acq_rel)) return;
+  if (g_state.gate_words == nullptr) {
     void* words = mmap(nullptr, kGateWordsBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (words == MAP_FAILED) {
-      g_gate_state.store(kGateUnavailable, std::memory_order_release);
+      g_state.gate_state.store(kGateUnavailable, std::memory_order_release);
       return;
     }
-    g_gate_words = static_cast<std::atomic<uint32_t>*>(words);  // zero-filled
+    g_state.gate_words = static_cast<std::atomic<uint32_t>*>(words);  // zero-filled
   }
   CUcontext ctx = nullptr;
-  g_drv.ctx_get(&ctx);
+  g_state.drv.ctx_get(&ctx);
   const CUresult rc =
-      g_drv.host_register(g_gate_words, kGateWordsBytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+      g_state.drv.host_register(g_state.gate_words, kGateWordsBytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
   CUdeviceptr dptr = 0;
   // Already registered: the context that registered them is alive after all (the primary
   // context of a device was reset, and they were registered in another context of it).
   if ((rc != CUDA_SUCCESS && rc != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) ||
-      g_drv.host_device_pointer(&dptr, g_gate_words, 0) != CUDA_SUCCESS) {
+      g_state.drv.host_device_pointer(&dptr, g_state.gate_words, 0) != CUDA_SUCCESS) {
     CUSLICE_LOG(kDebug, "host memory cannot be pinned for the GPU-side gates: launches wait on the CPU");
-    g_gate_state.store(kGateUnavailable, std::memory_order_release);
+    g_state.gate_state.store(kGateUnavailable, std::memory_order_release);
     return;
   }
   if (rc == CUDA_SUCCESS) {
-    g_gate_ctx = ctx;
-    g_gate_device = device;
+    g_state.gate_ctx = ctx;
+    g_state.gate_device.store(device, std::memory_order_relaxed);
   }
-  g_gate_dptr = dptr;
+  g_state.gate_dptr = dptr;
   start_watchdog();
-  g_gate_state.store(kGateReady, std::memory_order_release);
+  g_state.gate_state.store(kGateReady, std::memory_order_release);
 }
 
 // Puts a mark on the stream before the launch about to be forwarded (under `inserting`): the
@@ -112,77 +104,129 @@ void setup_gates(int device) {
 // writes it. A mark that cannot be put is skipped: the monitor's records still tell.
 void put_mark(Slot& s, CUstream stream, const Device& dev, int64_t enq) {
   const uint32_t k = s.marks.load(std::memory_order_relaxed) + 1;
-  if (g_drv.write_value(stream, gpu_address(mark_word(s)), k, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) return;
+  if (g_state.drv.write_value(stream, gpu_address(mark_word(s)), k, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) return;
   Slot::Mark& m = s.mark_ring[k % kMarks];
   m.enq.store(enq, std::memory_order_relaxed);
   m.launched.store(dev.launched.load(std::memory_order_acquire), std::memory_order_relaxed);
   m.seq.store(k, std::memory_order_release);
   s.marks.store(k, std::memory_order_release);
   s.mark_enq = enq;
-  g_counts.marks.fetch_add(1, std::memory_order_relaxed);
+  g_state.counts.marks.fetch_add(1, std::memory_order_relaxed);
 }
 
-}  // namespace
+// Waits on the CPU while the work in flight is past parking's cap (the monitor frees it).
+void wait_at_cap(Device& dev) {
+  g_state.counts.cap_waits.fetch_add(1, std::memory_order_relaxed);
+  dev.cap.store(1, std::memory_order_release);
+  wake_monitor();
+  while (dev.cap.load(std::memory_order_acquire)) dev.cap.wait(1, std::memory_order_acquire);
+}
 
-// Out of line, also when the hook is optimised across files: every launch entry point reaches
-// it, and inlined there it would lengthen the code of the lone launch path too.
-[[gnu::noinline]] bool park_on_stream(int device, int gpu, CUstream stream) {
-  if (g_gate_state.load(std::memory_order_acquire) != kGateReady) {
-    setup_gates(device);
-    if (g_gate_state.load(std::memory_order_acquire) != kGateReady) return false;
-  }
-  Device& dev = g_devices[device];
-  if (over_cap(dev)) {
-    g_counts.cap_waits.fetch_add(1, std::memory_order_relaxed);
-    dev.cap.store(1, std::memory_order_release);
-    wake_monitor();
-    while (dev.cap.load(std::memory_order_acquire)) dev.cap.wait(1, std::memory_order_acquire);
-  }
-  Slot* s = slot_of(device, stream);
-  if (s == nullptr) return false;
-  const bool hold = client::token_try(gpu);
-  // One thread at a time decides and puts a gate on a stream (rarely contended: threads
-  // seldom launch on one stream at once), so that no launch that must wait slips past.
-  while (s->inserting.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
-  const uint32_t gates = s->gates.load(std::memory_order_relaxed);
-  const bool closed = gate_closed(gate_word(*s).load(std::memory_order_acquire), gates);
-  const int64_t enq = s->enq_ns.load(std::memory_order_acquire);
+// Puts gate k on the stream before the launch about to be forwarded (under `inserting`), at
+// enq_ns `enq`. The GPU says when it reaches the gate, so the monitor sees the work before it
+// complete with no event (records are coarser than segments). False: it could not be put.
+bool put_gate(Slot& s, CUstream stream, const Device& dev, uint32_t k, int64_t enq) {
+  if (g_state.drv.write_value(stream, gpu_address(reached_word(s)), k, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+      g_state.drv.wait_value(stream, gpu_address(gate_word(s)), k, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+    return false;
+  s.gate_at[k % kGates].store(enq, std::memory_order_relaxed);
+  s.gate_launched[k % kGates].store(dev.launched.load(std::memory_order_acquire), std::memory_order_relaxed);
+  s.gates.store(k, std::memory_order_release);
+  g_state.counts.gates.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Under `inserting`: lets the launch go (marked when its segment is full), or holds it back.
+// True: launch now (let go, or held back behind a gate); false: wait on the CPU instead.
+bool let_go_or_hold_back(Slot& s, CUstream stream, const Device& dev, bool holding) {
+  const uint32_t gates = s.gates.load(std::memory_order_relaxed);
+  const bool closed = gate_closed(gate_word(s).load(std::memory_order_acquire), gates);
+  const int64_t enq = s.enq_ns.load(std::memory_order_acquire);
   // Holding the token with room: the launch goes as it is (token_try took the token's fast
   // path). Without room it is held back too, rather than stopping the launching thread until
   // the GPU has room: the monitor lets it run as room comes, and the application runs on (its
   // Python keeps the queue full, as it does natively; waiting on the CPU stops it, which
   // costs a trainer much of its speed: docs/benchmarks.md, parking).
-  if (!closed && hold &&
+  if (!closed && holding &&
       !too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
                 dev.queued())) {
-    if (enq - s->mark_enq >= segment_ns()) put_mark(*s, stream, dev, enq);
-    s->inserting.store(0, std::memory_order_release);
+    if (enq - s.mark_enq >= segment_ns()) put_mark(s, stream, dev, enq);
     return true;
   }
-  g_counts.held.fetch_add(1, std::memory_order_relaxed);
-  // Else held back: behind the closed gate already there (a new one when its segment is full,
-  // so that the monitor lets work run in bounded steps), or behind a new one.
-  const bool gate = closed ? enq - s->gate_at[gates % kGates].load(std::memory_order_relaxed) >= segment_ns() &&
-                                 gates - gate_word(*s).load(std::memory_order_relaxed) < kGates - 1
-                           : true;
-  bool ok = true;
-  if (gate) {
-    const uint32_t k = gates + 1;
-    // The GPU says when it reaches the gate, so the monitor sees the work before it complete
-    // with no event (records are coarser than segments).
-    if (g_drv.write_value(stream, gpu_address(reached_word(*s)), k, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
-        g_drv.wait_value(stream, gpu_address(gate_word(*s)), k, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS) {
-      s->gate_at[k % kGates].store(enq, std::memory_order_relaxed);
-      s->gate_launched[k % kGates].store(dev.launched.load(std::memory_order_acquire), std::memory_order_relaxed);
-      s->gates.store(k, std::memory_order_release);
-      g_counts.gates.fetch_add(1, std::memory_order_relaxed);
-    } else if (!closed) {
-      ok = false;  // not held back: this launch waits on the CPU
-    }
+  g_state.counts.held.fetch_add(1, std::memory_order_relaxed);
+  const bool gate = !closed || wants_new_gate(enq, s.gate_at[gates % kGates].load(std::memory_order_relaxed), gates,
+                                              gate_word(s).load(std::memory_order_relaxed), segment_ns());
+  // Not held back where no gate was there and none could be put: it waits on the CPU.
+  return !gate || put_gate(s, stream, dev, gates + 1, enq) || closed;
+}
+
+}  // namespace
+
+bool wants_new_gate(int64_t enq, int64_t last_gate_at, uint32_t gates, uint32_t word, int64_t segment) {
+  return enq - last_gate_at >= segment && gates - word < kGates - 1;
+}
+
+// Out of line, also when the hook is optimised across files: every launch entry point reaches
+// it, and inlined there it would lengthen the code of the lone launch path too.
+[[gnu::noinline]] bool park_on_stream(int device, int gpu, CUstream stream) {
+  if (g_state.gate_state.load(std::memory_order_acquire) != kGateReady) {
+    setup_gates(device);
+    if (g_state.gate_state.load(std::memory_order_acquire) != kGateReady) return false;
   }
+  Device& dev = g_state.devices[device];
+  if (over_cap(dev)) wait_at_cap(dev);
+  Slot* s = slot_of(device, stream);
+  if (s == nullptr) return false;
+  const bool holding = client::token_try(gpu);
+  // One thread at a time decides and puts a gate on a stream (rarely contended: threads
+  // seldom launch on one stream at once), so that no launch that must wait slips past.
+  while (s->inserting.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  const bool ok = let_go_or_hold_back(*s, stream, dev, holding);
   s->inserting.store(0, std::memory_order_release);
   return ok;
 }
+
+namespace {
+
+// Segments let run on the stream (gate word `w`) and not seen complete, up to `min_ahead`.
+// Work let run before the first closed gate and not seen complete is a segment ahead.
+int segments_ahead(const Slot& s, uint32_t w, uint32_t gates, int min_ahead) {
+  int ahead = 0;
+  for (uint32_t j = w; j != 0 && gates - j < kGates - 1 && ahead < min_ahead; --j, ++ahead)
+    if (s.gate_at[j % kGates].load(std::memory_order_relaxed) < s.done_ns) break;
+  if (ahead == 0 && gate_closed(w, gates) && s.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) > s.done_ns)
+    ahead = 1;
+  return ahead;
+}
+
+// The estimated work behind gate `next`: up to the next gate, or all launched after the last.
+int64_t segment_behind(const Slot& s, uint32_t next, uint32_t gates) {
+  const int64_t end = next == gates ? s.enq_ns.load(std::memory_order_acquire)
+                                    : s.gate_at[(next + 1) % kGates].load(std::memory_order_relaxed);
+  return std::max<int64_t>(0, end - s.gate_at[next % kGates].load(std::memory_order_relaxed));
+}
+
+// Opens the stream's gates while the work let run stays within `bound`, or while fewer than
+// `min_ahead` of its segments are ahead. True when it opened some.
+bool open_within_bound(Slot& s, Look& look, int64_t bound, int min_ahead) {
+  std::atomic<uint32_t>& word = gate_word(s);
+  const uint32_t gates = s.gates.load(std::memory_order_acquire);
+  const uint32_t from = word.load(std::memory_order_relaxed);
+  uint32_t w = from;
+  int ahead = segments_ahead(s, w, gates, min_ahead);
+  while (gate_closed(w, gates)) {
+    const int64_t len = segment_behind(s, w + 1, gates);
+    if (look.runnable + len > bound && ahead >= min_ahead) break;
+    look.runnable += len;
+    ahead++;
+    w++;
+  }
+  if (w != from) word.store(w, std::memory_order_release);
+  if (gate_closed(w, gates)) look.parked = true;
+  return w != from;
+}
+
+}  // namespace
 
 // Opens the gates of the device's streams while the work let run stays within the bound,
 // and on each stream while fewer than `min_ahead` of its segments are let run and not seen
@@ -192,40 +236,15 @@ void put_mark(Slot& s, CUstream stream, const Device& dev, int64_t enq) {
 bool open_gates(int device, Look& look, bool everything) {
   bool opened = false;
   const int64_t bound = bound_ns();
-  const int min_ahead = g_higher.load(std::memory_order_relaxed) ? 1 : 2;
-  for (Slot& s : g_slots) {
+  const int min_ahead = g_state.higher.load(std::memory_order_relaxed) ? 1 : 2;
+  for (Slot& s : g_state.slots) {
     if (s.key.load(std::memory_order_acquire) == 0 || s.device.load(std::memory_order_acquire) != device) continue;
     if (everything) {
       opened |= gate_closed(gate_word(s).load(std::memory_order_relaxed), s.gates.load(std::memory_order_acquire));
       open_all(s);
       continue;
     }
-    std::atomic<uint32_t>& word = gate_word(s);
-    const uint32_t gates = s.gates.load(std::memory_order_acquire);
-    uint32_t w = word.load(std::memory_order_relaxed);
-    const uint32_t from = w;
-    int ahead = 0;
-    for (uint32_t j = w; j != 0 && gates - j < kGates - 1 && ahead < min_ahead; --j, ++ahead)
-      if (s.gate_at[j % kGates].load(std::memory_order_relaxed) < s.done_ns) break;
-    // Work let run before the first closed gate and not seen complete is a segment ahead.
-    if (ahead == 0 && gate_closed(w, gates) &&
-        s.gate_at[(w + 1) % kGates].load(std::memory_order_relaxed) > s.done_ns)
-      ahead = 1;
-    while (gate_closed(w, gates)) {
-      const uint32_t next = w + 1;
-      const int64_t end = next == gates ? s.enq_ns.load(std::memory_order_acquire)
-                                        : s.gate_at[(next + 1) % kGates].load(std::memory_order_relaxed);
-      const int64_t len = std::max<int64_t>(0, end - s.gate_at[next % kGates].load(std::memory_order_relaxed));
-      if (look.runnable + len > bound && ahead >= min_ahead) break;
-      look.runnable += len;
-      ahead++;
-      w = next;
-    }
-    if (w != from) {
-      word.store(w, std::memory_order_release);
-      opened = true;
-    }
-    if (gate_closed(w, gates)) look.parked = true;
+    opened |= open_within_bound(s, look, bound, min_ahead);
   }
   return opened;
 }

@@ -18,13 +18,11 @@
 
 namespace cuslice::activity {
 
-extern std::atomic<bool> g_watchdog_started;
-
 // Whether launches are held back on the GPU rather than waiting on the CPU (below a
 // higher-priority tenant, with the gate words set up).
 inline bool parking() {
-  return g_park_cap_ns > 0 && g_higher.load(std::memory_order_relaxed) &&
-         g_gate_state.load(std::memory_order_acquire) == kGateReady;
+  return g_state.park_cap_ns > 0 && g_state.higher.load(std::memory_order_relaxed) &&
+         g_state.gate_state.load(std::memory_order_acquire) == kGateReady;
 }
 
 // activity::park() once it applies (see activity.h): sets the gate words up if needed, waits
@@ -32,8 +30,13 @@ inline bool parking() {
 // now; false: wait on the CPU instead.
 bool park_on_stream(int device, int gpu, CUstream stream);
 
+// Whether a launch held back behind a closed gate gets a gate of its own: the closed segment
+// (from the last gate, at `last_gate_at`, to `enq`) is full, and the stream remembers one more
+// gate (`gates` put, the gate word at `word`).
+bool wants_new_gate(int64_t enq, int64_t last_gate_at, uint32_t gates, uint32_t word, int64_t segment);
+
 // Opens the gates of the device's streams as the bound allows (everything: all of them).
-// Monitor, under g_monitor. True when it opened some.
+// Monitor, under g_state.lock. True when it opened some.
 bool open_gates(int device, Look& look, bool everything);
 
 }  // namespace cuslice::activity

@@ -16,21 +16,21 @@ namespace cuslice::activity {
 // Whether a launch must wait: as much estimated work in flight as the bound holds (and more
 // than the launches always allowed), or more launches than the ring remembers.
 inline bool too_deep(const Device& dev, uint64_t in_flight, int64_t queued) {
-  const bool higher = g_higher.load(std::memory_order_relaxed);
+  const bool higher = g_state.higher.load(std::memory_order_relaxed);
   if (in_flight < (higher ? kMinInFlightBelowHigher : kMinInFlight)) return false;
   if (in_flight >= kRing / 2) return true;
   return dev.mean_ns.load(std::memory_order_relaxed) != 0 &&
-         queued >= (higher ? g_preempt_queued_ns : g_max_queued_ns);
+         queued >= (higher ? g_state.higher_queued_ns : g_state.max_queued_ns);
 }
 
 // The bound on runnable work (estimated time) and the segment a gate closes.
-inline int64_t bound_ns() { return g_higher.load(std::memory_order_relaxed) ? g_preempt_queued_ns : g_max_queued_ns; }
+inline int64_t bound_ns() { return g_state.higher.load(std::memory_order_relaxed) ? g_state.higher_queued_ns : g_state.max_queued_ns; }
 inline int64_t segment_ns() { return bound_ns() / 2; }
 
 // Parking's own cap: launches wait on the CPU only past this much held back or in flight.
 inline bool over_cap(const Device& dev) {
   return dev.launched.load(std::memory_order_acquire) - dev.completed.load(std::memory_order_acquire) >= kRing / 2 ||
-         dev.queued() >= g_park_cap_ns;
+         dev.queued() >= g_state.park_cap_ns;
 }
 
 // Lets launching threads waiting at the parking cap go once the work in flight is below it.

@@ -9,8 +9,6 @@
 
 namespace cuslice::activity {
 
-CUcontext g_monitor_ctx = nullptr;
-
 namespace {
 
 size_t hash_key(uintptr_t k) { return static_cast<size_t>((k >> 4) * 0x9E3779B97F4A7C15ull >> 56); }
@@ -21,26 +19,21 @@ size_t hash_key(uintptr_t k) { return static_cast<size_t>((k >> 4) * 0x9E3779B97
 bool is_default(CUstream s) { return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD; }
 
 bool use_ctx(CUcontext ctx) {
-  if (ctx == nullptr || ctx == g_monitor_ctx) return true;
-  if (g_drv.ctx_set(ctx) != CUDA_SUCCESS) {
-    g_monitor_ctx = nullptr;
+  if (ctx == nullptr || ctx == g_state.monitor_ctx) return true;
+  if (g_state.drv.ctx_set(ctx) != CUDA_SUCCESS) {
+    g_state.monitor_ctx = nullptr;
     return false;
   }
-  g_monitor_ctx = ctx;
+  g_state.monitor_ctx = ctx;
   return true;
 }
-
-// The created stream this thread found the slot of last, and that slot (checked at each use:
-// the slot is the stream's while its key and device are).
-__attribute__((tls_model("initial-exec"))) constinit thread_local uintptr_t t_last_key = 0;
-__attribute__((tls_model("initial-exec"))) constinit thread_local Slot* t_last_slot = nullptr;
 
 }  // namespace
 
 Slot* find_or_add(uintptr_t key, bool add) {
   size_t i = hash_key(key);
   for (int probe = 0; probe < kSlots; ++probe, ++i) {
-    Slot& s = g_slots[i % kSlots];
+    Slot& s = g_state.slots[i % kSlots];
     uintptr_t cur = s.key.load(std::memory_order_acquire);
     if (cur == key) return &s;
     if (cur == 0) {
@@ -60,7 +53,7 @@ namespace {
   uintptr_t key;
   if (is_default(stream)) {
     CUcontext ctx = nullptr;
-    g_drv.ctx_get(&ctx);
+    g_state.drv.ctx_get(&ctx);
     key = reinterpret_cast<uintptr_t>(ctx) | 1;
   } else {
     key = reinterpret_cast<uintptr_t>(stream);
@@ -72,7 +65,7 @@ namespace {
     // First launch on this stream: the monitor needs its context. Published by the device
     // store; a racing first launch on the same stream writes the same context.
     CUcontext ctx = nullptr;
-    g_drv.ctx_get(&ctx);
+    g_state.drv.ctx_get(&ctx);
     s->ctx = ctx;
     s->device.compare_exchange_strong(expected, device, std::memory_order_acq_rel);
   }
@@ -112,17 +105,17 @@ bool record(Slot& s, uintptr_t key) {
   if (!legacy) {
     // Captured work runs nothing; there is nothing to wait for on this stream.
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (g_drv.is_capturing(stream, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) return true;
+    if (g_state.drv.is_capturing(stream, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) return true;
   }
   const int at = (s.head + s.count) % kEventsPerSlot;
-  if (s.events[at] == nullptr && g_drv.event_create(&s.events[at], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+  if (s.events[at] == nullptr && g_state.drv.event_create(&s.events[at], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
     return false;
-  const uint64_t launched = g_devices[s.device.load(std::memory_order_relaxed)].launched.load(std::memory_order_acquire);
+  const uint64_t launched = g_state.devices[s.device.load(std::memory_order_relaxed)].launched.load(std::memory_order_acquire);
   // Read before the record: what it is taken to cover errs short (runnable work, left long).
   const int64_t enq = s.enq_ns.load(std::memory_order_acquire);
   const uint32_t gates = s.gates.load(std::memory_order_acquire);
-  if (g_drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
-  g_counts.records++;
+  if (g_state.drv.event_record(s.events[at], stream) != CUDA_SUCCESS) return true;  // stream gone
+  g_state.counts.records++;
   s.launches_at[at] = launched;
   s.rec_enq[at] = enq;
   s.rec_gates[at] = gates;
@@ -131,7 +124,7 @@ bool record(Slot& s, uintptr_t key) {
 }
 
 void raise_completed(int device, uint64_t to) {
-  std::atomic<uint64_t>& completed = g_devices[device].completed;
+  std::atomic<uint64_t>& completed = g_state.devices[device].completed;
   uint64_t cur = completed.load(std::memory_order_relaxed);
   while (to > cur && !completed.compare_exchange_weak(cur, to, std::memory_order_release)) {
   }
@@ -140,8 +133,8 @@ void raise_completed(int device, uint64_t to) {
 bool retire(Slot& s) {
   while (s.count > 0) {
     use_ctx(s.ctx);
-    const CUresult r = g_drv.event_query(s.events[s.head]);
-    g_counts.queries++;
+    const CUresult r = g_state.drv.event_query(s.events[s.head]);
+    g_state.counts.queries++;
     if (r == CUDA_ERROR_NOT_READY) return true;
     // Completed, or the stream went away under it: either way nothing waits there.
     raise_completed(s.device.load(std::memory_order_relaxed), s.launches_at[s.head]);
@@ -163,7 +156,7 @@ void release_slot(Slot& s) {
   s.mark_enq = 0;
   s.marks_seen = s.marks_last_pass = s.marks.load(std::memory_order_acquire);
   for (CUevent& e : s.events) {
-    if (e != nullptr && g_drv.event_destroy) g_drv.event_destroy(e);
+    if (e != nullptr && g_state.drv.event_destroy) g_state.drv.event_destroy(e);
     e = nullptr;
   }
   s.head = s.count = 0;

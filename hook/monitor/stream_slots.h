@@ -3,7 +3,7 @@
 // they complete.
 //
 // Launching threads call slot_of() and mark(); everything else is the monitor's, under
-// g_monitor. May call monitor_state, monitor_driver and gate_words.
+// g_state.lock. May call monitor_state, monitor_driver and gate_words.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +23,8 @@ Slot* slot_of(int device, CUstream stream);
 // device for drained while the launch is under way), and adds the launch's estimate to it.
 void mark(int device, CUstream stream, uint32_t est);
 
-// The context current on the monitor thread (under g_monitor): set only when it changes, as a
-// process mostly has one, and each set is a driver call competing with the launching thread.
-// nullptr: set it again at the next use.
-extern CUcontext g_monitor_ctx;
-
 // Records an event after the work queued on the slot's stream. Monitor thread, under
-// g_monitor, never while a capture is in progress. False: nothing recorded, try again later
+// g_state.lock, never while a capture is in progress. False: nothing recorded, try again later
 // (the ring is full: its oldest record has not finished).
 bool record(Slot& s, uintptr_t key);
 // Drops the records that completed (raising the device's completed-launch count to what

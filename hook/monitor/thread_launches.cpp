@@ -7,42 +7,31 @@
 namespace cuslice::activity {
 namespace {
 
-std::atomic<int> g_records_used{0};  // records ever claimed: the monitor folds these
-// What the monitor has folded so far, per device (written by the monitor only; atomic so that
-// the debug count at exit may read them).
-std::atomic<uint64_t> g_folded_begun[kRecordDevices];
-std::atomic<uint64_t> g_folded_done[kRecordDevices];
-
-__attribute__((tls_model("initial-exec"))) thread_local bool t_tried = false;
-
 // Gives the thread's record back when the thread exits (its counts stay).
 struct GiveBack {
   ~GiveBack() {
-    if (t_record != 0) g_records[t_record - 1].owner.store(0, std::memory_order_release);
+    if (t_record != 0) g_state.records[t_record - 1].owner.store(0, std::memory_order_release);
     t_record = 0;
   }
 };
 
 uint64_t sum(std::atomic<uint64_t> LaunchRecord::Counts::*count, int device, int used) {
   uint64_t total = 0;
-  for (int i = 0; i < used; ++i) total += (g_records[i].on[device].*count).load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) total += (g_state.records[i].on[device].*count).load(std::memory_order_acquire);
   return total;
 }
 
 }  // namespace
 
-LaunchRecord g_records[kLaunchRecords];
-__attribute__((tls_model("initial-exec"))) constinit thread_local int t_record = 0;
-
 int claim_record() {
-  if (t_record != 0 || t_tried) return t_record;
+  if (t_record != 0 || t_record_tried) return t_record;
   // Once per thread: a thread that found none free counts on the device from then on.
-  t_tried = true;
+  t_record_tried = true;
   for (int i = 0; i < kLaunchRecords; ++i) {
     uint32_t free = 0;
-    if (!g_records[i].owner.compare_exchange_strong(free, 1, std::memory_order_acq_rel)) continue;
-    int used = g_records_used.load(std::memory_order_relaxed);
-    while (used < i + 1 && !g_records_used.compare_exchange_weak(used, i + 1, std::memory_order_release)) {
+    if (!g_state.records[i].owner.compare_exchange_strong(free, 1, std::memory_order_acq_rel)) continue;
+    int used = g_state.records_used.load(std::memory_order_relaxed);
+    while (used < i + 1 && !g_state.records_used.compare_exchange_weak(used, i + 1, std::memory_order_release)) {
     }
     static thread_local GiveBack give_back;  // constructed here, so destroyed at thread exit
     (void)give_back;
@@ -54,41 +43,41 @@ int claim_record() {
 
 void fold(int device) {
   if (device >= kRecordDevices) return;
-  const int used = g_records_used.load(std::memory_order_acquire);
+  const int used = g_state.records_used.load(std::memory_order_acquire);
   if (used == 0) return;
   // Forwarded first: each record's begun, read after, is at least its done read here.
   const uint64_t done = sum(&LaunchRecord::Counts::done, device, used);
   const uint64_t begun = sum(&LaunchRecord::Counts::begun, device, used);
-  Device& dev = g_devices[device];
-  const uint64_t new_begun = begun - g_folded_begun[device].load(std::memory_order_relaxed);
-  const uint64_t new_done = done - g_folded_done[device].load(std::memory_order_relaxed);
+  Device& dev = g_state.devices[device];
+  const uint64_t new_begun = begun - g_state.folded_begun[device].load(std::memory_order_relaxed);
+  const uint64_t new_done = done - g_state.folded_done[device].load(std::memory_order_relaxed);
   if (new_begun != 0) dev.tickets.fetch_add(new_begun, std::memory_order_seq_cst);
   if (new_done != 0) dev.launched.fetch_add(new_done, std::memory_order_seq_cst);
-  g_folded_begun[device].store(begun, std::memory_order_relaxed);
-  g_folded_done[device].store(done, std::memory_order_relaxed);
+  g_state.folded_begun[device].store(begun, std::memory_order_relaxed);
+  g_state.folded_done[device].store(done, std::memory_order_relaxed);
 }
 
 void fold_begun(int device) {
   if (device >= kRecordDevices) return;
-  const int used = g_records_used.load(std::memory_order_acquire);
+  const int used = g_state.records_used.load(std::memory_order_acquire);
   if (used == 0) return;
   const uint64_t begun = sum(&LaunchRecord::Counts::begun, device, used);
-  const uint64_t new_begun = begun - g_folded_begun[device].load(std::memory_order_relaxed);
+  const uint64_t new_begun = begun - g_state.folded_begun[device].load(std::memory_order_relaxed);
   if (new_begun == 0) return;
-  g_devices[device].tickets.fetch_add(new_begun, std::memory_order_seq_cst);
-  g_folded_begun[device].store(begun, std::memory_order_relaxed);
+  g_state.devices[device].tickets.fetch_add(new_begun, std::memory_order_seq_cst);
+  g_state.folded_begun[device].store(begun, std::memory_order_relaxed);
 }
 
 uint64_t unfolded_done(int device) {
   if (device >= kRecordDevices) return 0;
-  const int used = g_records_used.load(std::memory_order_acquire);
-  return sum(&LaunchRecord::Counts::done, device, used) - g_folded_done[device].load(std::memory_order_relaxed);
+  const int used = g_state.records_used.load(std::memory_order_acquire);
+  return sum(&LaunchRecord::Counts::done, device, used) - g_state.folded_done[device].load(std::memory_order_relaxed);
 }
 
 void reset_records_in_child() {
   int used = 0;
   for (int i = 0; i < kLaunchRecords; ++i) {
-    LaunchRecord& r = g_records[i];
+    LaunchRecord& r = g_state.records[i];
     const bool mine = i + 1 == t_record;
     renew_in_child(r);
     if (mine) {
@@ -96,9 +85,9 @@ void reset_records_in_child() {
       used = i + 1;
     }
   }
-  g_records_used.store(used, std::memory_order_relaxed);
-  for (auto& f : g_folded_begun) f.store(0, std::memory_order_relaxed);
-  for (auto& f : g_folded_done) f.store(0, std::memory_order_relaxed);
+  g_state.records_used.store(used, std::memory_order_relaxed);
+  for (auto& f : g_state.folded_begun) f.store(0, std::memory_order_relaxed);
+  for (auto& f : g_state.folded_done) f.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace cuslice::activity

@@ -21,24 +21,6 @@
 
 namespace cuslice::activity {
 
-constexpr int kLaunchRecords = 128;
-constexpr int kRecordDevices = 8;
-
-struct alignas(64) LaunchRecord {
-  std::atomic<uint32_t> owner{0};  // claimed by a live thread
-  // Written by the owner only: so a load and a store, not a locked add. A device's two
-  // counts side by side: a launch writes one cache line of its record.
-  struct Counts {
-    std::atomic<uint64_t> begun{0};
-    std::atomic<uint64_t> done{0};
-  } on[kRecordDevices];
-};
-
-extern LaunchRecord g_records[kLaunchRecords];
-// The thread's record, as its index + 1 (0: none claimed). Initial-exec: the hook is
-// preloaded, so its thread-locals are in the static TLS block and reading one is one load.
-extern __attribute__((tls_model("initial-exec"))) constinit thread_local int t_record;
-
 // This thread's record (index + 1): the one it holds, else one claimed now (tried once per
 // thread); 0: none is free.
 int claim_record();
@@ -55,7 +37,7 @@ inline void count_done(LaunchRecord& r, int device) {
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-// The monitor thread only: fold() (under g_monitor) adds what the records counted since the
+// The monitor thread only: fold() (under g_state.lock) adds what the records counted since the
 // last fold to the device's tickets, then to its launched count (the forwarded counts read
 // first, so that tickets never fall behind launched); fold_begun() the tickets only, to see
 // launches under way now.

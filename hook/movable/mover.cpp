@@ -1,11 +1,11 @@
 // The fast suspension's thread (mover.h).
 #include "hook/movable/mover.h"
 
-#include <pthread.h>
 #include <time.h>
 
 #include <atomic>
 
+#include "hook/base/detached_thread.h"
 #include "hook/base/log.h"
 #include "hook/driver/driver.h"
 #include "hook/link/client.h"
@@ -151,16 +151,8 @@ void* run(void*) {
 
 void start() noexcept {
   if (g_started.exchange(true, std::memory_order_acq_rel)) return;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &attr, &run, nullptr) != 0) {
+  if (!start_detached_thread(&run, "cuslice-mover"))
     CUSLICE_LOG(kWarn, "cannot start the mover thread: this process is suspended by the driver's checkpoint only");
-  } else {
-    pthread_setname_np(t, "cuslice-mover");
-  }
-  pthread_attr_destroy(&attr);
 }
 
 void after_fork_child() noexcept {

@@ -56,8 +56,8 @@ void on_fork_child() {
 
 void load_cuda() {
   t_loading = true;
-  // Before anything can charge: the ledger's slow paths settle and trim the pools.
-  quota::set_pool_reserves({&pool_accounting::settle, &pool_accounting::trim});
+  // Before anything can charge: the ledger's slow paths measure and trim the pools.
+  quota::set_pool_reserves({&pool_accounting::replace_precharges, &pool_accounting::trim});
   load_settings();
   const Settings& s = settings();
   if (!s.valid) {
