@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-namespace cuslice::node {
+namespace cuslice {
 
 int write_file(const std::string& target, std::string_view content, mode_t mode) {
   std::string temp = target + ".tmpXXXXXX";
@@ -47,4 +47,4 @@ bool write_if_changed(const std::string& path, const std::string& text, std::str
   return true;
 }
 
-}  // namespace cuslice::node
+}  // namespace cuslice

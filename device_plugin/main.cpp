@@ -105,7 +105,7 @@ bool take_amounts(CommandLine& c) {
 int finish_options(const CLI::App& app, CommandLine& c) {
   if (!take_amounts(c)) return 2;
   dp::PluginOptions& options = c.options;
-  if (const std::string why = cuslice::node::settle_scheduler_paths(
+  if (const std::string why = cuslice::settle_scheduler_paths(
           options.response, options.scheduler_socket, app.count("--scheduler-control-socket") > 0,
           options.scheduler_control_socket);
       !why.empty()) {
@@ -114,7 +114,7 @@ int finish_options(const CLI::App& app, CommandLine& c) {
   }
   // The hook containers are given must exist; the preload file naming it is written now.
   std::string why;
-  if (const int status = cuslice::node::provide_hook(options.response, c.preload_file, why); status != 0) {
+  if (const int status = cuslice::provide_hook(options.response, c.preload_file, why); status != 0) {
     spdlog::error("{}", why);
     return status;
   }

@@ -75,7 +75,7 @@ ApiResponse ApiClient::watch_or_call(const std::string& method, const std::strin
     return out;
   }
   std::string token = config_.token;
-  if (token.empty() && !config_.token_file.empty() && !node::read_file(config_.token_file, token)) {
+  if (token.empty() && !config_.token_file.empty() && !read_file(config_.token_file, token)) {
     out.error = "cannot read the token " + config_.token_file;
     return out;
   }

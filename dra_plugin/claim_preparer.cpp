@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <set>
 
-#include "dra_plugin/cdi_spec.h"
 #include "common/atomic_file.h"
+#include "common/cdi_spec.h"
+#include "dra_plugin/claim_cdi.h"
 #include "node/random_hex.h"
 #include "protocol/ppm.h"
 
@@ -81,17 +82,17 @@ std::string ClaimPreparer::make_tenant(const PreparedClaim& c) const {
 }
 
 std::string ClaimPreparer::write_cdi(const PreparedClaim& c) const {
-  std::vector<node::TenantGpu> gpus;
+  std::vector<TenantGpu> gpus;
   for (size_t k = 0; k < c.plan.gpus.size(); ++k) {
-    node::TenantGpu g{c.plan.gpus[k], c.gpu_uuids[k], std::nullopt};
+    TenantGpu g{c.plan.gpus[k], c.gpu_uuids[k], std::nullopt};
     for (const node::GpuInfo& info : gpus_)
       if (info.index == g.index) g.minor = info.minor;
     gpus.push_back(std::move(g));
   }
-  const node::ContainerEdits edits = node::tenant_edits(c.tenant, c.key, gpus, c.plan.memory_bytes, options_.mounts);
+  const ContainerEdits edits = tenant_edits(c.tenant, c.key, gpus, c.plan.memory_bytes, options_.mounts);
   const std::string path = cdi_spec_path(options_.cdi_dir, c.uid);
   std::string why;
-  return node::write_if_changed(path, cdi_spec(c.uid, edits).dump(2) + "\n", why) ? "" : why;
+  return write_if_changed(path, cdi_spec(kCdiKind, c.uid, edits).dump(2) + "\n", why) ? "" : why;
 }
 
 PrepareOutcome ClaimPreparer::answer(const PreparedClaim& c) const {

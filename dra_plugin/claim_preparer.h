@@ -49,7 +49,7 @@ struct PrepareOutcome {
 
 struct PreparerOptions {
   SliceOptions slice;
-  node::MountOptions mounts;
+  MountOptions mounts;
   std::string cdi_dir = "/var/run/cdi";
   std::string checkpoint_path = "/var/lib/kubelet/plugins/gpu.cuslice.io/checkpoint.json";
   bool cap_compute = false;  // a claim's compute is also its cap

@@ -118,13 +118,13 @@ int finish_options(const CLI::App& app, CommandLine& c) {
     spdlog::error("--memory-step {}: at least 1MiB", c.step);
     return 2;
   }
-  if (const std::string why = node::settle_scheduler_paths(
+  if (const std::string why = cuslice::settle_scheduler_paths(
           p.mounts, c.scheduler_socket, app.count("--scheduler-control-socket") > 0, c.scheduler_control_socket);
       !why.empty()) {
     spdlog::error("{}", why);
     return 2;
   }
-  if (const int status = node::provide_hook(p.mounts, c.preload_file, why); status != 0) {
+  if (const int status = cuslice::provide_hook(p.mounts, c.preload_file, why); status != 0) {
     spdlog::error("{}", why);
     return status;
   }
