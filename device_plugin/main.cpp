@@ -126,9 +126,8 @@ int main(int argc, char** argv) {
   CommandLine c;
   add_node_options(app, c);
   add_timing_options(app, c);
-  CLI11_PARSE(app, argc, argv);
-
-  node::start_logging(c.log);
-  if (const int status = finish_options(app, c); status != 0) return status;
+  if (const std::optional<int> status =
+          node::start_agent(app, argc, argv, c.log, [&] { return finish_options(app, c); }))
+    return *status;
   return serve(c.options);
 }

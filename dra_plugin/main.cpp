@@ -221,17 +221,9 @@ int serve(const CommandLine& c, const dra::KubeConfig& kube, std::atomic<bool>& 
   return run(c, preparer, publisher, loop, stop);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"cuslice-dra-plugin: the Kubernetes DRA driver gpu.cuslice.io; each claim prepared on this node "
-               "becomes a cuslice-scheduler tenant with exactly the GPU memory and compute it was allocated"};
-  CommandLine c;
-  add_node_options(app, c);
-  add_service_options(app, c);
-  CLI11_PARSE(app, argc, argv);
-  node::start_logging(c.log);
-  if (const int status = finish_options(app, c); status != 0) return status;
+// Finds the API server (--kubeconfig, else the pod's service account) and serves until
+// SIGTERM or SIGINT. The exit status.
+int serve_cluster(const CommandLine& c) {
   std::string why;
   const std::optional<dra::KubeConfig> kube = c.kubeconfig.empty() ? dra::in_cluster_config(c.service_account_dir, why)
                                                                    : dra::load_kubeconfig(c.kubeconfig, why);
@@ -247,4 +239,16 @@ int main(int argc, char** argv) {
   const int status = serve(c, *kube, stop);
   curl_global_cleanup();
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine c;
+  CLI::App app{"cuslice-dra-plugin: the Kubernetes DRA driver gpu.cuslice.io; each claim prepared on this node "
+               "becomes a cuslice-scheduler tenant with exactly the GPU memory and compute it was allocated"};
+  add_node_options(app, c);
+  add_service_options(app, c);
+  const std::optional<int> status = node::start_agent(app, argc, argv, c.log, [&] { return finish_options(app, c); });
+  return status ? *status : serve_cluster(c);
 }

@@ -58,6 +58,18 @@ void start_logging(const LogOptions& log) {
                     spdlog::level::from_str(log.level));
 }
 
+std::optional<int> start_agent(CLI::App& app, int argc, char** argv, const LogOptions& log,
+                               const std::function<int()>& finish) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  start_logging(log);
+  if (const int status = finish(); status != 0) return status;
+  return std::nullopt;
+}
+
 bool bytes_of_option(const char* option, const std::string& text, uint64_t& bytes, std::string& why) {
   SizeSpec size;
   const char* size_why = "";

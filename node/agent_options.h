@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "common/container_edits.h"
@@ -32,6 +34,12 @@ struct LogOptions {
 void add_log_options(CLI::App& app, LogOptions& log);
 // Sends the program's log where `log` says, from its level up (common/logging.h).
 void start_logging(const LogOptions& log);
+
+// Parses the command line into the options added to `app`, starts the log as `log` (one of
+// them) says, then checks the options with `finish` (0, or an exit status). nullopt to go on,
+// else the exit status: 0 after --help, CLI11's after a parse error, or `finish`'s.
+std::optional<int> start_agent(CLI::App& app, int argc, char** argv, const LogOptions& log,
+                               const std::function<int()>& finish);
 
 // `text` (an option's value, e.g. "2GiB") in bytes; false with `why` naming `option`.
 bool bytes_of_option(const char* option, const std::string& text, uint64_t& bytes, std::string& why);
