@@ -23,7 +23,7 @@ namespace {
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& target, std::string_view content) {
-  if (const int err = node::write_file(target.string(), content); err != 0) fail(target, err);
+  if (const int err = write_file(target.string(), content); err != 0) fail(target, err);
 }
 
 }  // namespace cuslice::cli

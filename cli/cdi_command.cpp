@@ -10,6 +10,7 @@
 #include "cli/cdi_spec.h"
 #include "cli/commands.h"
 #include "cli/error.h"
+#include "cli/flag_wiring.h"
 #include "cli/hook_locator.h"
 #include "protocol/socket_protocol.h"
 
@@ -83,23 +84,14 @@ void add_cdi_command(CLI::App& root, Action& chosen) {
                    "libcuslice.so on the host (default: $CUSLICE_HOOK_PATH, then ../lib and "
                    "../hook beside this program)")
       ->type_name("PATH");
-  generate_cmd
-      ->add_option("--socket-dir", options->socket_dir,
-                   "Directory of the scheduler's socket on the host")
-      ->type_name("DIR")
-      ->check(CLI::Validator(check_absolute, ""))
+  add_checked_flag(*generate_cmd, "--socket-dir", options->socket_dir, "DIR",
+                   "Directory of the scheduler's socket on the host", check_absolute)
       ->capture_default_str();
-  generate_cmd
-      ->add_option("--shm-name", options->shm_name,
-                   "The scheduler's shared-memory segment (its --shm-name)")
-      ->type_name("NAME")
-      ->check(CLI::Validator(check_shm_name, ""))
+  add_checked_flag(*generate_cmd, "--shm-name", options->shm_name, "NAME",
+                   "The scheduler's shared-memory segment (its --shm-name)", check_shm_name)
       ->capture_default_str();
-  generate_cmd
-      ->add_option("--device-name", options->device_name,
-                   "Name of the CDI device: containers request cuslice.io/gpu=NAME")
-      ->type_name("NAME")
-      ->check(CLI::Validator(check_device_name, ""))
+  add_checked_flag(*generate_cmd, "--device-name", options->device_name, "NAME",
+                   "Name of the CDI device: containers request cuslice.io/gpu=NAME", check_device_name)
       ->capture_default_str();
 
   generate_cmd->callback([options, &chosen] { chosen = [options] { return generate(*options); }; });

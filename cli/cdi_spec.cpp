@@ -29,39 +29,24 @@ std::string cdi_device_name_problem(std::string_view name) {
 }
 
 nlohmann::ordered_json make_cdi_spec(const CdiSpecInput& input) {
-  using json = nlohmann::ordered_json;
   // Inside the container the socket is where the hook looks by default, whatever the host
   // calls it; CUSLICE_SOCKET is still set so that the hook need not share that default.
   const std::filesystem::path container_socket = wire::kDefaultSocketPath;
   // glibc's shm_open("/name") opens /dev/shm/name, on the host and in the container alike.
   const std::string shm_path = "/dev/shm" + input.shm_name;
 
-  json edits;
-  edits["env"] = json::array({
-      std::string("LD_PRELOAD=") + kContainerHookPath,
-      std::string(wire::kSocketEnv) + "=" + container_socket.string(),
-  });
-  edits["mounts"] = json::array({
+  ContainerEdits edits;
+  edits.env = {{"LD_PRELOAD", kContainerHookPath}, {wire::kSocketEnv, container_socket.string()}};
+  edits.mounts = {
       // Read-only: a tenant must not be able to replace the code that enforces its quota for
       // the other containers sharing the file.
-      json{{"hostPath", input.hook_host_path.string()},
-           {"containerPath", kContainerHookPath},
-           {"options", json::array({"ro", "nosuid", "nodev", "bind"})}},
+      {input.hook_host_path.string(), kContainerHookPath, true},
       // The directory, not the socket file: the scheduler recreates the socket when it
       // restarts, and a bind mount of the old file would keep pointing at a dead inode.
-      json{{"hostPath", input.socket_host_dir.string()},
-           {"containerPath", container_socket.parent_path().string()},
-           {"options", json::array({"rw", "nosuid", "nodev", "noexec", "bind"})}},
-      json{{"hostPath", shm_path},
-           {"containerPath", shm_path},
-           {"options", json::array({"rw", "nosuid", "nodev", "noexec", "bind"})}},
-  });
-
-  json spec;
-  spec["cdiVersion"] = kCdiVersion;
-  spec["kind"] = kCdiKind;
-  spec["devices"] = json::array({json{{"name", input.device_name}, {"containerEdits", edits}}});
-  return spec;
+      {input.socket_host_dir.string(), container_socket.parent_path().string(), false},
+      {shm_path, shm_path, false},
+  };
+  return cdi_spec(kCdiKind, input.device_name, edits);
 }
 
 }  // namespace cuslice::cli

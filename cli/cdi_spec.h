@@ -22,11 +22,10 @@
 #include <string>
 #include <string_view>
 
+#include "common/cdi_spec.h"
+
 namespace cuslice::cli {
 
-// CDI 0.6.0 is the version the schema in shared/data/cdi-schema describes; env and mounts
-// have been in CDI since 0.3.0, so any CDI-capable runtime reads what this spec uses.
-inline constexpr const char* kCdiVersion = "0.6.0";
 inline constexpr const char* kCdiKind = "cuslice.io/gpu";
 inline constexpr const char* kCdiDefaultDeviceName = "all";
 inline constexpr const char* kContainerHookPath = "/opt/cuslice/lib/libcuslice.so";
@@ -48,7 +47,7 @@ std::string shm_name_problem(std::string_view name);
 // letter or digit), or an empty string if it can.
 std::string cdi_device_name_problem(std::string_view name);
 
-// The spec, keys in the order CDI's documentation uses (readable diffs in /etc/cdi).
+// The spec (common/cdi_spec.h builds it from the device's edits).
 nlohmann::ordered_json make_cdi_spec(const CdiSpecInput& input);
 
 }  // namespace cuslice::cli

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/error.h"
+#include "cli/flag_wiring.h"
 #include "cli/scheduler_socket.h"
 
 namespace cuslice::cli {
@@ -62,16 +63,10 @@ void add_reload_command(CLI::App& root, Action& chosen) {
   auto socket = std::make_shared<std::optional<std::string>>();
   auto control = std::make_shared<std::optional<std::string>>();
   CLI::App* cmd = root.add_subcommand("reload", "Make the scheduler re-read its configuration file");
-  cmd->add_option("--socket", *socket,
-                  "Scheduler socket (default: $CUSLICE_SOCKET, else /run/cuslice/cuslice.sock, else your "
-                  "own scheduler's)")
-      ->type_name("PATH")
-      ->transform(CLI::Validator(normalise_socket_flag, ""));
-  cmd->add_option("--control-socket", *control,
+  add_socket_flag(*cmd, "--socket", *socket, kSocketFlagHelp);
+  add_socket_flag(*cmd, "--control-socket", *control,
                   "The scheduler's control socket, where the request goes (default: $CUSLICE_CONTROL_SOCKET, else "
-                  "the socket's name in <socket's directory>-control, e.g. /run/cuslice-control/cuslice.sock)")
-      ->type_name("PATH")
-      ->transform(CLI::Validator(normalise_socket_flag, ""));
+                  "the socket's name in <socket's directory>-control, e.g. /run/cuslice-control/cuslice.sock)");
   cmd->callback([socket, control, &chosen] { chosen = [socket, control] { return reload(*socket, *control); }; });
 }
 

@@ -20,6 +20,7 @@
 #include "cli/command_exec.h"
 #include "cli/commands.h"
 #include "cli/error.h"
+#include "cli/flag_wiring.h"
 #include "cli/hook_locator.h"
 #include "cli/preload.h"
 #include "cli/run_flags.h"
@@ -61,6 +62,62 @@ int run(RunOptions& options) {
   exec_command(options.command);
 }
 
+// --memory, --tenant, --gpus, --log-level and --hook: what the command's processes get.
+void add_process_flags(CLI::App& cmd, RunOptions& options) {
+  add_checked_flag(cmd, "--memory", options.memory, "SIZE",
+                   "GPU memory quota of each of the command's processes, per GPU: 4GiB, 4Gi, 4096MiB, "
+                   "4G (4*10^9 bytes) or 25% of the card (sets CUSLICE_MEMORY_LIMIT); with an "
+                   "auto-started scheduler also the tenant's quota",
+                   check_memory);
+  add_checked_flag(cmd, "--tenant", options.tenant, "NAME",
+                   "Tenant to run as (sets CUSLICE_TENANT): with an auto-started scheduler, one shared "
+                   "by every run that names it; with a configured scheduler, one of its file's. Default: "
+                   "a new tenant of the command's own, named after it and its pid (python3-4242); with a "
+                   "configured scheduler, the file's match rules and default_tenant",
+                   check_tenant);
+  add_checked_flag(cmd, "--gpus", options.gpus, "LIST",
+                   "GPUs the command may see: indices or GPU-/MIG- UUIDs, comma-separated "
+                   "(sets CUDA_VISIBLE_DEVICES)",
+                   check_gpus);
+  cmd.add_option("--log-level", options.log_level,
+                 "How much the hook logs on stderr: off, error, warn, info or debug (sets "
+                 "CUSLICE_LOG_LEVEL; default: error)")
+      ->type_name("LEVEL")
+      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
+  cmd.add_option("--hook", options.hook,
+                 "libcuslice.so to preload (default: $CUSLICE_HOOK_PATH, then ../lib and ../hook "
+                 "beside this program)")
+      ->type_name("PATH");
+}
+
+// --socket, --control-socket, --share, --limit and --priority: which scheduler, and what the
+// tenant gets there.
+void add_scheduling_flags(CLI::App& cmd, RunOptions& options) {
+  add_socket_flag(cmd, "--socket", options.socket,
+                  "Scheduler socket (sets CUSLICE_SOCKET; default: $CUSLICE_SOCKET, else "
+                  "/run/cuslice/cuslice.sock, else your own scheduler's in $XDG_RUNTIME_DIR/cuslice "
+                  "or /tmp/cuslice-UID)")
+      ->group(kSchedulingGroup);
+  add_socket_flag(cmd, "--control-socket", options.control_socket,
+                  "The scheduler's control socket, where an auto-started scheduler takes the tenant "
+                  "(sets CUSLICE_CONTROL_SOCKET; default: $CUSLICE_CONTROL_SOCKET, else the socket's name in "
+                  "<socket's directory>-control)")
+      ->group(kSchedulingGroup);
+  add_normalised_flag(cmd, "--share", options.share, "PCT",
+                      "Compute share guaranteed when the GPU is contended, e.g. 60%: the new tenant's, "
+                      "or checked against a configured scheduler's --tenant",
+                      normalise_percent)
+      ->group(kSchedulingGroup);
+  add_normalised_flag(cmd, "--limit", options.limit, "PCT",
+                      "Most compute the tenant may use even when the GPU is idle, e.g. 80% (as --share)",
+                      normalise_percent)
+      ->group(kSchedulingGroup);
+  cmd.add_option("--priority", options.priority, "Scheduling priority: high, normal or low (as --share)")
+      ->type_name("P")
+      ->check(CLI::IsMember({"high", "normal", "low"}))
+      ->group(kSchedulingGroup);
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& root, Action& chosen) {
@@ -75,65 +132,8 @@ void add_run_command(CLI::App& root, Action& chosen) {
            "A user other than root needs no set-up: with no scheduler at /run/cuslice, `run`\n"
            "starts one of the user's own in $XDG_RUNTIME_DIR/cuslice (else /tmp/cuslice-UID).\n";
   });
-
-  cmd->add_option("--memory", options->memory,
-                  "GPU memory quota of each of the command's processes, per GPU: 4GiB, 4Gi, 4096MiB, "
-                  "4G (4*10^9 bytes) or 25% of the card (sets CUSLICE_MEMORY_LIMIT); with an "
-                  "auto-started scheduler also the tenant's quota")
-      ->type_name("SIZE")
-      ->check(CLI::Validator(check_memory, ""));
-  cmd->add_option("--tenant", options->tenant,
-                  "Tenant to run as (sets CUSLICE_TENANT): with an auto-started scheduler, one shared "
-                  "by every run that names it; with a configured scheduler, one of its file's. Default: "
-                  "a new tenant of the command's own, named after it and its pid (python3-4242); with a "
-                  "configured scheduler, the file's match rules and default_tenant")
-      ->type_name("NAME")
-      ->check(CLI::Validator(check_tenant, ""));
-  cmd->add_option("--gpus", options->gpus,
-                  "GPUs the command may see: indices or GPU-/MIG- UUIDs, comma-separated "
-                  "(sets CUDA_VISIBLE_DEVICES)")
-      ->type_name("LIST")
-      ->check(CLI::Validator(check_gpus, ""));
-  cmd->add_option("--log-level", options->log_level,
-                  "How much the hook logs on stderr: off, error, warn, info or debug (sets "
-                  "CUSLICE_LOG_LEVEL; default: error)")
-      ->type_name("LEVEL")
-      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
-  cmd->add_option("--hook", options->hook,
-                  "libcuslice.so to preload (default: $CUSLICE_HOOK_PATH, then ../lib and ../hook "
-                  "beside this program)")
-      ->type_name("PATH");
-
-  cmd->add_option("--socket", options->socket,
-                  "Scheduler socket (sets CUSLICE_SOCKET; default: $CUSLICE_SOCKET, else "
-                  "/run/cuslice/cuslice.sock, else your own scheduler's in $XDG_RUNTIME_DIR/cuslice "
-                  "or /tmp/cuslice-UID)")
-      ->type_name("PATH")
-      ->transform(CLI::Validator(normalise_socket_flag, ""))
-      ->group(kSchedulingGroup);
-  cmd->add_option("--control-socket", options->control_socket,
-                  "The scheduler's control socket, where an auto-started scheduler takes the tenant "
-                  "(sets CUSLICE_CONTROL_SOCKET; default: $CUSLICE_CONTROL_SOCKET, else the socket's name in "
-                  "<socket's directory>-control)")
-      ->type_name("PATH")
-      ->transform(CLI::Validator(normalise_socket_flag, ""))
-      ->group(kSchedulingGroup);
-  cmd->add_option("--share", options->share,
-                  "Compute share guaranteed when the GPU is contended, e.g. 60%: the new tenant's, "
-                  "or checked against a configured scheduler's --tenant")
-      ->type_name("PCT")
-      ->transform(CLI::Validator(normalise_percent, ""))
-      ->group(kSchedulingGroup);
-  cmd->add_option("--limit", options->limit,
-                  "Most compute the tenant may use even when the GPU is idle, e.g. 80% (as --share)")
-      ->type_name("PCT")
-      ->transform(CLI::Validator(normalise_percent, ""))
-      ->group(kSchedulingGroup);
-  cmd->add_option("--priority", options->priority, "Scheduling priority: high, normal or low (as --share)")
-      ->type_name("P")
-      ->check(CLI::IsMember({"high", "normal", "low"}))
-      ->group(kSchedulingGroup);
-
+  add_process_flags(*cmd, *options);
+  add_scheduling_flags(*cmd, *options);
   cmd->add_option("CMD", options->command, "The command to run and its arguments")
       ->type_name("")
       ->required();

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -157,6 +158,68 @@ std::string describe_exit(int wait_status) {
   return "it exited";
 }
 
+[[noreturn]] void send_report(int fd, const StartReport& report) {
+  [[maybe_unused]] const ssize_t n = ::write(fd, &report, sizeof report);
+  ::_exit(0);
+}
+
+// Whether the daemon answers yet; a failure to connect for another reason than "nobody there"
+// counts as not yet.
+bool answers_yet(const std::string& socket_path) {
+  try {
+    return answering(socket_path);
+  } catch (...) {
+    return false;
+  }
+}
+
+// In the watcher, the middle process: starts the daemon and writes to `report_fd` whether it
+// answered, exited or did not answer in time. Never returns.
+[[noreturn]] void watch_daemon(const fs::path& program, const std::string& socket_path,
+                               const std::string& control_path, int log_fd, int report_fd) {
+  StartReport report;
+  ::setsid();  // no terminal: ^C in the user's shell does not reach the daemon
+  const pid_t daemon = ::fork();
+  if (daemon < 0) send_report(report_fd, report);
+  if (daemon == 0) exec_daemon(program, socket_path, control_path, log_fd);
+  const auto deadline = Clock::now() + kStartTimeout;
+  while (Clock::now() < deadline) {
+    if (::waitpid(daemon, &report.wait_status, WNOHANG) == daemon) {
+      report.outcome = StartReport::kExited;
+      send_report(report_fd, report);
+    }
+    if (answers_yet(socket_path)) {
+      report.outcome = StartReport::kAnswers;
+      send_report(report_fd, report);
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  report.outcome = StartReport::kTimedOut;
+  send_report(report_fd, report);
+}
+
+// The watcher's report, read from `fd` (then closed) once the watcher has exited; nullopt
+// when it sent none whole.
+std::optional<StartReport> read_report(int fd, pid_t watcher) {
+  StartReport report;
+  ssize_t n;
+  while ((n = ::read(fd, &report, sizeof report)) < 0 && errno == EINTR) {
+  }
+  ::close(fd);
+  while (::waitpid(watcher, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof report)) return std::nullopt;
+  return report;
+}
+
+// Why a start failed, as the report says.
+std::string failure_of(const std::optional<StartReport>& report) {
+  if (report && report->outcome == StartReport::kExited) return describe_exit(report->wait_status);
+  if (report && report->outcome == StartReport::kTimedOut)
+    return fmt::format("it did not answer within {} s", std::chrono::seconds(kStartTimeout).count());
+  return "it could not be started (fork failed)";
+}
+
 // Starts the daemon detached and waits until it answers. A middle process watches it, so
 // that we learn of a daemon that exits at once (a socket it cannot bind) without making it
 // our own child: `run` becomes the user's command next, which must not inherit it.
@@ -168,52 +231,14 @@ void start_daemon(const fs::path& program, const std::string& socket_path, const
   if (watcher < 0) throw Error(ExitCode::kFailure, fmt::format("fork: {}", std::strerror(errno)));
   if (watcher == 0) {
     ::close(report_pipe[0]);
-    StartReport report;
-    const auto send = [&] {
-      [[maybe_unused]] const ssize_t n = ::write(report_pipe[1], &report, sizeof report);
-      ::_exit(0);
-    };
-    ::setsid();  // no terminal: ^C in the user's shell does not reach the daemon
-    const pid_t daemon = ::fork();
-    if (daemon < 0) send();
-    if (daemon == 0) exec_daemon(program, socket_path, control_path, log.fd());
-    const auto deadline = Clock::now() + kStartTimeout;
-    while (Clock::now() < deadline) {
-      if (::waitpid(daemon, &report.wait_status, WNOHANG) == daemon) {
-        report.outcome = StartReport::kExited;
-        send();
-      }
-      try {
-        if (answering(socket_path)) {
-          report.outcome = StartReport::kAnswers;
-          send();
-        }
-      } catch (...) {
-        // Cannot connect for another reason than "nobody there" yet: keep waiting.
-      }
-      std::this_thread::sleep_for(kPoll);
-    }
-    report.outcome = StartReport::kTimedOut;
-    send();
+    watch_daemon(program, socket_path, control_path, log.fd(), report_pipe[1]);
   }
   ::close(report_pipe[1]);
-  StartReport report;
-  ssize_t n;
-  while ((n = ::read(report_pipe[0], &report, sizeof report)) < 0 && errno == EINTR) {
-  }
-  ::close(report_pipe[0]);
-  while (::waitpid(watcher, nullptr, 0) < 0 && errno == EINTR) {
-  }
-  if (n == static_cast<ssize_t>(sizeof report) && report.outcome == StartReport::kAnswers) return;
-
-  std::string what = "it could not be started (fork failed)";
-  if (n == static_cast<ssize_t>(sizeof report) && report.outcome == StartReport::kExited)
-    what = describe_exit(report.wait_status);
-  else if (n == static_cast<ssize_t>(sizeof report) && report.outcome == StartReport::kTimedOut)
-    what = fmt::format("it did not answer within {} s", std::chrono::seconds(kStartTimeout).count());
+  const std::optional<StartReport> report = read_report(report_pipe[0], watcher);
+  if (report && report->outcome == StartReport::kAnswers) return;
   const std::string logged = log.tail();
   throw Error(ExitCode::kFailure,
-              fmt::format("could not start {} on {}: {}{}", program.string(), socket_path, what,
+              fmt::format("could not start {} on {}: {}{}", program.string(), socket_path, failure_of(report),
                           logged.empty() ? std::string(", and logged nothing") : ":" + logged),
               fmt::format("its log is {}; set {}=0 to run without a scheduler", log.path(), kAutoStartEnv));
 }

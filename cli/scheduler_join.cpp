@@ -85,6 +85,36 @@ std::string flag_names(const std::vector<std::string>& flags) {
   return join(names, " and ");
 }
 
+// Where the flags and --tenant's entry in the file disagree, as "share 30% (asked: 40%)".
+std::vector<std::string> differences(const RunOptions& options, const TenantSnapshot& tenant) {
+  std::vector<std::string> out;
+  if (options.share && percent_to_ppm(percent_value(*options.share)) != tenant.share_ppm)
+    out.push_back(fmt::format("share {:g}% (asked: {})", ppm_to_percent(tenant.share_ppm), *options.share));
+  if (options.limit && percent_to_ppm(percent_value(*options.limit)) != tenant.limit_ppm)
+    out.push_back(fmt::format("limit {:g}% (asked: {})", ppm_to_percent(tenant.limit_ppm), *options.limit));
+  if (options.priority && *options.priority != priority_name(tenant.priority))
+    out.push_back(fmt::format("priority {} (asked: {})", priority_name(tenant.priority), *options.priority));
+  return out;
+}
+
+// The configured scheduler's tenants (not the retired), and the one --tenant names, if any.
+struct ConfiguredTenants {
+  std::vector<std::string> names;
+  std::optional<TenantSnapshot> named;
+};
+
+ConfiguredTenants configured_tenants(const RunOptions& options, const wire::ControlReply& reply) {
+  const SegmentMapping segment(reply.shm_name);
+  const SegmentSnapshot snapshot = take_snapshot(*segment);
+  ConfiguredTenants out;
+  for (const TenantSnapshot& t : snapshot.tenants) {
+    if (t.retired) continue;
+    out.names.push_back(t.name);
+    if (options.tenant && t.name == *options.tenant) out.named = t;
+  }
+  return out;
+}
+
 // A scheduler started from a file decides every tenant's share, limit and priority. The
 // flags are accepted when they say what the file says for --tenant (so a script that spells
 // them out keeps working) and refused otherwise, with what to do instead.
@@ -92,40 +122,25 @@ void check_against_configured(const RunOptions& options, const std::string& sock
   const std::vector<std::string> flags = scheduling_flags(options);
   if (flags.empty() && !options.tenant) return;  // its match rules decide
   const std::string file = reply.config_path[0] != '\0' ? reply.config_path : "its configuration file";
-  const SegmentMapping segment(reply.shm_name);
-  const SegmentSnapshot snapshot = take_snapshot(*segment);
-  std::vector<std::string> names;
-  const TenantSnapshot* tenant = nullptr;
-  for (const TenantSnapshot& t : snapshot.tenants) {
-    if (t.retired) continue;
-    names.push_back(t.name);
-    if (options.tenant && t.name == *options.tenant) tenant = &t;
-  }
-  if (options.tenant && tenant == nullptr)
+  const ConfiguredTenants tenants = configured_tenants(options, reply);
+  if (options.tenant && !tenants.named)
     throw Error(ExitCode::kUsage,
                 fmt::format("the scheduler at {} uses {}, which has no tenant `{}` (its tenants: {})", socket, file,
-                            *options.tenant, join(names)),
+                            *options.tenant, join(tenants.names)),
                 fmt::format("use --tenant with one of them, or add `{}` to {} and run `cuslice reload`", *options.tenant,
                             file));
   if (flags.empty()) return;
-  if (tenant == nullptr)
+  if (!tenants.named)
     throw Error(ExitCode::kUsage,
                 fmt::format("the scheduler at {} uses {}; tenants and their shares come from that file, so {} "
                             "cannot be applied",
                             socket, file, join(flags)),
                 fmt::format("drop {}, or use --tenant NAME to join one of its tenants ({})", flag_names(flags),
-                            join(names)));
-  std::vector<std::string> differences;
-  if (options.share && percent_to_ppm(percent_value(*options.share)) != tenant->share_ppm)
-    differences.push_back(fmt::format("share {:g}% (asked: {})", ppm_to_percent(tenant->share_ppm), *options.share));
-  if (options.limit && percent_to_ppm(percent_value(*options.limit)) != tenant->limit_ppm)
-    differences.push_back(fmt::format("limit {:g}% (asked: {})", ppm_to_percent(tenant->limit_ppm), *options.limit));
-  if (options.priority && *options.priority != priority_name(tenant->priority))
-    differences.push_back(fmt::format("priority {} (asked: {})", priority_name(tenant->priority), *options.priority));
-  if (!differences.empty())
+                            join(tenants.names)));
+  if (const std::vector<std::string> found = differences(options, *tenants.named); !found.empty())
     throw Error(ExitCode::kUsage,
-                fmt::format("the scheduler at {} uses {}, where tenant `{}` has {}", socket, file, tenant->name,
-                            join(differences)),
+                fmt::format("the scheduler at {} uses {}, where tenant `{}` has {}", socket, file, tenants.named->name,
+                            join(found)),
                 fmt::format("drop {} (the file decides), or change {} and run `cuslice reload`", flag_names(flags),
                             file));
 }

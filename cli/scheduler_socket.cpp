@@ -121,7 +121,7 @@ SchedulerConnection::~SchedulerConnection() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& request, int timeout_ms) {
+void SchedulerConnection::send_and_wait(const wire::ControlRequest& request, int timeout_ms) {
   if (::send(fd_, &request, sizeof request, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request))
     throw Error(ExitCode::kFailure, fmt::format("cannot send to the scheduler: {}", std::strerror(errno)));
   pollfd p{fd_, POLLIN, 0};
@@ -130,6 +130,10 @@ wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& requ
     ready = ::poll(&p, 1, timeout_ms);
   } while (ready < 0 && errno == EINTR);
   if (ready == 0) throw Error(ExitCode::kFailure, fmt::format("the scheduler did not answer within {} ms", timeout_ms));
+}
+
+wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& request, int timeout_ms) {
+  send_and_wait(request, timeout_ms);
   wire::ControlReply reply;
   const ssize_t n = ::recv(fd_, &reply, sizeof reply, 0);
   if (n == static_cast<ssize_t>(sizeof reply) && reply.magic == wire::kControlMagic) {
@@ -149,14 +153,7 @@ wire::ControlReply SchedulerConnection::request(const wire::ControlRequest& requ
 TenantWorkloads SchedulerConnection::workloads(int timeout_ms) {
   wire::ControlRequest request;
   request.command = wire::ControlCommand::kWorkloads;
-  if (::send(fd_, &request, sizeof request, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request))
-    throw Error(ExitCode::kFailure, fmt::format("cannot send to the scheduler: {}", std::strerror(errno)));
-  pollfd p{fd_, POLLIN, 0};
-  int ready;
-  do {
-    ready = ::poll(&p, 1, timeout_ms);
-  } while (ready < 0 && errno == EINTR);
-  if (ready == 0) throw Error(ExitCode::kFailure, fmt::format("the scheduler did not answer within {} ms", timeout_ms));
+  send_and_wait(request, timeout_ms);
   auto list = std::make_unique<wire::WorkloadList>();
   const ssize_t n = ::recv(fd_, list.get(), sizeof *list, 0);
   TenantWorkloads out;

@@ -76,6 +76,8 @@ class SchedulerConnection {
 
  private:
   explicit SchedulerConnection(int fd) : fd_(fd) {}
+  // Sends `request` and waits up to `timeout_ms` for the reply to arrive; throws Error.
+  void send_and_wait(const wire::ControlRequest& request, int timeout_ms);
   int fd_ = -1;
 };
 

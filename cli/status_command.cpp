@@ -27,6 +27,7 @@
 #include "cli/cdi_spec.h"
 #include "cli/commands.h"
 #include "cli/error.h"
+#include "cli/flag_wiring.h"
 #include "cli/scheduler_autostart.h"
 #include "cli/scheduler_socket.h"
 #include "cli/segment_mapping.h"
@@ -218,15 +219,9 @@ void add_status_command(CLI::App& root, Action& chosen) {
       ->default_str("2")
       ->type_name("[INTERVAL]")
       ->transform(CLI::Validator(normalise_interval, ""));
-  cmd->add_option("--shm-name", options->shm_name,
-                  "Shared segment to read (default: the one the scheduler on the socket names)")
-      ->type_name("NAME")
-      ->check(CLI::Validator(check_shm_name, ""));
-  cmd->add_option("--socket", options->socket,
-                  "Scheduler socket (default: $CUSLICE_SOCKET, else /run/cuslice/cuslice.sock, else your "
-                  "own scheduler's)")
-      ->type_name("PATH")
-      ->transform(CLI::Validator(normalise_socket_flag, ""));
+  add_checked_flag(*cmd, "--shm-name", options->shm_name, "NAME",
+                   "Shared segment to read (default: the one the scheduler on the socket names)", check_shm_name);
+  add_socket_flag(*cmd, "--socket", options->socket, kSocketFlagHelp);
   cmd->callback([options, &chosen] { chosen = [options] { return status(*options); }; });
 }
 

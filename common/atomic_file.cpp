@@ -9,22 +9,37 @@
 #include <fstream>
 #include <iterator>
 
-namespace cuslice::node {
+namespace cuslice {
+
+namespace {
+
+// Writes all of `content` to `fd`; 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view content) {
+  for (size_t done = 0; done < content.size();) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno != EINTR) return errno;
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// Fills the open temporary file `fd` and closes it; 0, or the errno of the step that failed.
+int fill_and_close(int fd, std::string_view content, mode_t mode) {
+  int err = write_all(fd, content);
+  // mkstemp creates 0600; a CDI spec is read by the container runtime, whatever its user.
+  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err;
+}
+
+}  // namespace
 
 int write_file(const std::string& target, std::string_view content, mode_t mode) {
   std::string temp = target + ".tmpXXXXXX";
   const int fd = ::mkstemp(temp.data());
   if (fd < 0) return errno;
-  int err = 0;
-  for (size_t done = 0; err == 0 && done < content.size();) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno != EINTR) err = errno;
-    if (n > 0) done += static_cast<size_t>(n);
-  }
-  // mkstemp creates 0600; a CDI spec is read by the container runtime, whatever its user.
-  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
+  int err = fill_and_close(fd, content, mode);
   if (err == 0 && ::rename(temp.c_str(), target.c_str()) != 0) err = errno;
   if (err != 0) ::unlink(temp.c_str());
   return err;
@@ -47,4 +62,4 @@ bool write_if_changed(const std::string& path, const std::string& text, std::str
   return true;
 }
 
-}  // namespace cuslice::node
+}  // namespace cuslice

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace cuslice::node {
+namespace cuslice {
 
 // Writes `content` to `target` with `mode`. 0, or the errno of the step that failed; on
 // failure `target` is left as it was.
@@ -24,4 +24,4 @@ bool write_if_changed(const std::string& path, const std::string& text, std::str
 // Reads the whole file; false when it cannot be opened.
 bool read_file(const std::string& path, std::string& text);
 
-}  // namespace cuslice::node
+}  // namespace cuslice

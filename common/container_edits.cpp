@@ -8,7 +8,7 @@
 #include "protocol/control_socket.h"
 #include "protocol/socket_protocol.h"
 
-namespace cuslice::node {
+namespace cuslice {
 namespace {
 
 // A device node, when the node has it (a test machine has none).
@@ -33,15 +33,16 @@ ContainerEdits tenant_edits(const std::string& name, const std::string& key, con
                             uint64_t memory_bytes, const MountOptions& o) {
   ContainerEdits e;
   const std::filesystem::path socket(o.socket_host_path);
-  e.env[wire::kTenantEnv] = name + wire::kTenantKeySeparator + key;
-  e.env[wire::kSocketEnv] = o.socket_container_dir + "/" + socket.filename().string();
-  // Inside the container NVML numbers the GPUs it sees from 0; the scheduler numbers GPUs as
+  // The variables go in the order of their names, which is the order a claim's CDI spec
+  // lists them. Inside the container NVML numbers the GPUs it sees from 0; the scheduler numbers GPUs as
   // the node does.
-  e.env["CUSLICE_GPU_INDICES"] = joined(gpus, false);
+  e.env.emplace_back("CUSLICE_GPU_INDICES", joined(gpus, false));
   // The quota also as the process's own limit: it holds even while the scheduler is away.
-  e.env["CUSLICE_MEMORY_LIMIT"] = std::to_string(memory_bytes);
+  e.env.emplace_back("CUSLICE_MEMORY_LIMIT", std::to_string(memory_bytes));
+  e.env.emplace_back(wire::kSocketEnv, o.socket_container_dir + "/" + socket.filename().string());
+  e.env.emplace_back(wire::kTenantEnv, name + wire::kTenantKeySeparator + key);
   // For the NVIDIA container runtime, which then mounts the driver's libraries.
-  e.env["NVIDIA_VISIBLE_DEVICES"] = joined(gpus, true);
+  e.env.emplace_back("NVIDIA_VISIBLE_DEVICES", joined(gpus, true));
 
   e.mounts.push_back({o.hook_host_path, o.hook_container_path, true});
   if (!o.preload_host_path.empty()) e.mounts.push_back({o.preload_host_path, "/etc/ld.so.preload", true});
@@ -88,4 +89,4 @@ int provide_hook(MountOptions& options, const std::string& preload_file, std::st
   return 0;
 }
 
-}  // namespace cuslice::node
+}  // namespace cuslice

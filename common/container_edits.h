@@ -14,12 +14,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace cuslice::node {
+namespace cuslice {
 
 // Where things are on the node, and where containers see them.
 struct MountOptions {
@@ -35,7 +35,7 @@ struct MountOptions {
 struct Mount {
   std::string host_path;
   std::string container_path;
-  bool read_only = true;
+  bool read_only = true;  // else writable, and nothing in it may run (common/cdi_spec.h)
 };
 
 struct DeviceNode {
@@ -44,7 +44,8 @@ struct DeviceNode {
 };
 
 struct ContainerEdits {
-  std::map<std::string, std::string> env;
+  // In the order a CDI spec lists them (name, value).
+  std::vector<std::pair<std::string, std::string>> env;
   std::vector<Mount> mounts;
   std::vector<DeviceNode> devices;  // only those the node has
 };
@@ -74,4 +75,4 @@ std::string settle_scheduler_paths(MountOptions& options, const std::string& sch
 // it in `options`. 0, or an exit status (2: bad option, 1: cannot write) with `why`.
 int provide_hook(MountOptions& options, const std::string& preload_file, std::string& why);
 
-}  // namespace cuslice::node
+}  // namespace cuslice

@@ -47,23 +47,12 @@ class ConfigParser {
     if (!read_.expect_map(node, "`scheduler`")) return;
     read_.check_keys(node, {"quantum", "limit_window", "lower_priority_timeslice", "gpu_memory", "default_tenant",
                             "metrics_port", "metrics_address", "preemption"});
+    parse_scheduler_timing(node);
     SchedulerSettings& s = config_.scheduler;
-    if (node["quantum"]) {
-      if (auto q = read_.bounded_duration(node["quantum"], "quantum", kMinQuantum, kMaxQuantum)) s.quantum = *q;
-    }
-    if (node["limit_window"]) {
-      if (auto w = read_.bounded_duration(node["limit_window"], "limit_window", kMinLimitWindow, kMaxLimitWindow))
-        s.limit_window = *w;
-    }
-    if (const YAML::Node t = node["lower_priority_timeslice"]) parse_lower_priority_timeslice(t);
     if (const YAML::Node m = node["gpu_memory"]) {
-      if (auto spec = read_.size(m, "gpu_memory")) {
-        if (spec->kind == SizeSpec::Kind::kPercent) {
-          errors_.add(m, "`gpu_memory` is the size of the card: write bytes, e.g. 80GiB, not a percentage");
-        } else {
-          s.gpu_memory = spec->bytes;
-        }
-      }
+      if (auto b = read_.bytes(m, "gpu_memory",
+                               "`gpu_memory` is the size of the card: write bytes, e.g. 80GiB, not a percentage"))
+        s.gpu_memory = *b;
     }
     if (const YAML::Node d = node["default_tenant"]) {
       if (read_.expect_scalar(d, "default_tenant")) {
@@ -77,6 +66,19 @@ class ConfigParser {
     }
     if (node["preemption"]) parse_preemption(node["preemption"]);
     if (const YAML::Node a = node["metrics_address"]) parse_metrics_address(a);
+  }
+
+  // quantum, limit_window and lower_priority_timeslice.
+  void parse_scheduler_timing(const YAML::Node& node) {
+    SchedulerSettings& s = config_.scheduler;
+    if (node["quantum"]) {
+      if (auto q = read_.bounded_duration(node["quantum"], "quantum", kMinQuantum, kMaxQuantum)) s.quantum = *q;
+    }
+    if (node["limit_window"]) {
+      if (auto w = read_.bounded_duration(node["limit_window"], "limit_window", kMinLimitWindow, kMaxLimitWindow))
+        s.limit_window = *w;
+    }
+    if (const YAML::Node t = node["lower_priority_timeslice"]) parse_lower_priority_timeslice(t);
   }
 
   void parse_lower_priority_timeslice(const YAML::Node& t) {
@@ -111,13 +113,7 @@ class ConfigParser {
     if (node["fast"]) {
       if (auto b = read_.boolean(node["fast"], "fast")) p.fast = *b;
     }
-    if (const YAML::Node v = node["unsuspendable"]) {
-      if (read_.expect_scalar(v, "unsuspendable")) {
-        if (v.Scalar() == "stop") p.stop_unsuspendable = true;
-        else if (v.Scalar() == "keep") p.stop_unsuspendable = false;
-        else errors_.add(v, "bad `unsuspendable` " + quoted(v) + ": expected stop or keep");
-      }
-    }
+    if (const YAML::Node v = node["unsuspendable"]) parse_unsuspendable(v);
     if (node["allocation_wait"]) {
       if (auto d = read_.duration(node["allocation_wait"], "allocation_wait")) p.allocation_wait = *d;
     }
@@ -127,14 +123,17 @@ class ConfigParser {
     for (const char* key : {"host_reserve", "resume_margin"}) {
       const YAML::Node n = node[key];
       if (!n) continue;
-      auto spec = read_.size(n, key);
-      if (!spec) continue;
-      if (spec->kind == SizeSpec::Kind::kPercent) {
-        errors_.add(n, std::string("`") + key + "` is a size in bytes, e.g. 4GiB, not a percentage");
-        continue;
-      }
-      (std::string(key) == "host_reserve" ? p.host_reserve : p.resume_margin) = spec->bytes;
+      if (auto b = read_.bytes(n, key, std::string("`") + key + "` is a size in bytes, e.g. 4GiB, not a percentage"))
+        (std::string(key) == "host_reserve" ? p.host_reserve : p.resume_margin) = *b;
     }
+  }
+
+  void parse_unsuspendable(const YAML::Node& v) {
+    if (!read_.expect_scalar(v, "unsuspendable")) return;
+    PreemptionSettings& p = config_.scheduler.preemption;
+    if (v.Scalar() == "stop") p.stop_unsuspendable = true;
+    else if (v.Scalar() == "keep") p.stop_unsuspendable = false;
+    else errors_.add(v, "bad `unsuspendable` " + quoted(v) + ": expected stop or keep");
   }
 
   // --- tenants: -------------------------------------------------------------------------------
@@ -142,17 +141,13 @@ class ConfigParser {
   // Pinned host memory each process of a preemptible tenant prepares for the fast suspension:
   // bytes, at most what the segment holds in MiB.
   void parse_host_pool(const YAML::Node& n, TenantConfig& t) {
-    auto spec = read_.size(n, "host_pool");
-    if (!spec) return;
-    if (spec->kind == SizeSpec::Kind::kPercent) {
-      errors_.add(n, "`host_pool` is a size in bytes, e.g. 24GiB, not a percentage");
-      return;
-    }
-    if (spec->bytes > kMaxHostPool) {
+    const auto bytes = read_.bytes(n, "host_pool", "`host_pool` is a size in bytes, e.g. 24GiB, not a percentage");
+    if (!bytes) return;
+    if (*bytes > kMaxHostPool) {
       errors_.add(n, "`host_pool` " + quoted(n) + " is more than 1 PiB");
       return;
     }
-    t.host_pool = spec->bytes;
+    t.host_pool = *bytes;
   }
 
   void parse_tenants(const YAML::Node& node) {

@@ -112,21 +112,61 @@ void check_implicit_shares(const Config& c, const SourcePositions& positions, Co
   }
 }
 
-// With a preemptible tenant, the others' quotas are guarantees: each non-preemptible tenant
-// needs one, and together they must fit the card (only preemptible tenants may over-commit).
-// Reports the first tenant whose quota takes the sum over, then stops.
-void check_guarantees(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+// A host pool is where a preemptible tenant's memory goes when it is suspended; another
+// tenant's would never be used.
+void check_host_pools(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
   for (const TenantConfig& t : c.tenants)
     if (t.host_pool != 0 && !t.preemptible)
       errors.add(position_of(positions.tenant_names, t.name),
                  "tenant `" + t.name + "` has a `host_pool` but is not preemptible: the pool is where a "
                  "preemptible tenant's memory goes when it is suspended");
-  const bool any = std::any_of(c.tenants.begin(), c.tenants.end(), [](const auto& t) { return t.preemptible; });
-  if (!any) return;
-  const std::optional<uint64_t> card = c.scheduler.gpu_memory;
+}
+
+// The quotas that are guarantees, added up tenant by tenant.
+struct GuaranteedTotal {
+  std::optional<uint64_t> card;  // gpu_memory, when the file gives it
   uint64_t bytes = 0;
   double percent = 0;
   bool in_bytes = false;
+
+  void add(const SizeSpec& memory) {
+    if (memory.kind == SizeSpec::Kind::kPercent) {
+      percent += memory.percent;
+      if (card) bytes += memory.resolve(*card);
+    } else {
+      bytes += memory.bytes;
+      in_bytes = true;
+    }
+  }
+
+  // Why the total so far cannot be guaranteed, or "" while it can.
+  std::string problem() const {
+    if (card && bytes > *card)
+      return "the quotas of the tenants that are not preemptible add up to " + std::to_string(bytes) +
+             " bytes, more than the card (`gpu_memory` is " + std::to_string(*card) +
+             " bytes): they are guarantees; mark tenants that may be suspended `preemptible: true`";
+    if (!card && in_bytes)
+      return "with preemptible tenants, give `gpu_memory` so that quotas in bytes can be checked "
+             "against the card, or write the quotas of the tenants that are not preemptible as "
+             "percentages";
+    if (!card && percent > 100.0 + 1e-9) {
+      std::ostringstream msg;
+      msg << "the quotas of the tenants that are not preemptible add up to " << percent
+          << "% of the card, more than 100%: they are guarantees; mark tenants that may be suspended "
+             "`preemptible: true`";
+      return msg.str();
+    }
+    return "";
+  }
+};
+
+// With a preemptible tenant, the others' quotas are guarantees: each non-preemptible tenant
+// needs one, and together they must fit the card (only preemptible tenants may over-commit).
+// Reports the first tenant whose quota takes the sum over, then stops.
+void check_guarantees(const Config& c, const SourcePositions& positions, ConfigErrors& errors) {
+  const bool any = std::any_of(c.tenants.begin(), c.tenants.end(), [](const auto& t) { return t.preemptible; });
+  if (!any) return;
+  GuaranteedTotal total{c.scheduler.gpu_memory};
   for (const TenantConfig& t : c.tenants) {
     if (t.preemptible) continue;
     if (!t.memory) {
@@ -135,32 +175,9 @@ void check_guarantees(const Config& c, const SourcePositions& positions, ConfigE
                  "the file, the quotas of the others are guarantees (or mark it `preemptible: true`)");
       continue;
     }
-    if (t.memory->kind == SizeSpec::Kind::kPercent) {
-      percent += t.memory->percent;
-      if (card) bytes += t.memory->resolve(*card);
-    } else {
-      bytes += t.memory->bytes;
-      in_bytes = true;
-    }
-    const YAML::Mark& mark = position_of(positions.memories, t.name);
-    if (card && bytes > *card) {
-      errors.add(mark, "the quotas of the tenants that are not preemptible add up to " + std::to_string(bytes) +
-                           " bytes, more than the card (`gpu_memory` is " + std::to_string(*card) +
-                           " bytes): they are guarantees; mark tenants that may be suspended `preemptible: true`");
-      return;
-    }
-    if (!card && in_bytes) {
-      errors.add(mark, "with preemptible tenants, give `gpu_memory` so that quotas in bytes can be checked "
-                       "against the card, or write the quotas of the tenants that are not preemptible as "
-                       "percentages");
-      return;
-    }
-    if (!card && percent > 100.0 + 1e-9) {
-      std::ostringstream msg;
-      msg << "the quotas of the tenants that are not preemptible add up to " << percent
-          << "% of the card, more than 100%: they are guarantees; mark tenants that may be suspended "
-             "`preemptible: true`";
-      errors.add(mark, msg.str());
+    total.add(*t.memory);
+    if (const std::string why = total.problem(); !why.empty()) {
+      errors.add(position_of(positions.memories, t.name), why);
       return;
     }
   }
@@ -178,6 +195,7 @@ void check_default_tenant(const Config& c, const SourcePositions& positions, Con
 void check_across_tenants(const Config& config, const SourcePositions& positions, ConfigErrors& errors) {
   check_share_total(config, positions, errors);
   check_implicit_shares(config, positions, errors);
+  check_host_pools(config, positions, errors);
   check_guarantees(config, positions, errors);
   check_default_tenant(config, positions, errors);
 }

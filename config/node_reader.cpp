@@ -20,6 +20,18 @@ std::string format_duration(std::chrono::nanoseconds d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count()) + "us";
 }
 
+// `node`'s text as `parse` reads it (parse(text, value, &why)), or absent when `parse` refuses
+// it, with what it says of it: "bad <kind> '<text>' for `<key>`: <why>".
+template <typename T, typename Parse>
+std::optional<T> parsed(ConfigErrors& errors, const YAML::Node& node, const std::string& key, const char* kind,
+                        Parse parse) {
+  T value{};
+  const char* why = nullptr;
+  if (parse(node.Scalar(), value, &why)) return value;
+  errors.add(node, std::string("bad ") + kind + " " + quoted(node) + " for `" + key + "`: " + why);
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool NodeReader::expect_map(const YAML::Node& node, const std::string& what) {
@@ -81,44 +93,43 @@ bool NodeReader::representable_percent(const YAML::Node& node, const std::string
 
 std::optional<std::chrono::nanoseconds> NodeReader::duration(const YAML::Node& node, const std::string& key) {
   if (!expect_scalar(node, key)) return std::nullopt;
-  uint64_t ns = 0;
-  const char* why = nullptr;
-  if (!parse_duration(node.Scalar(), ns, &why)) {
-    errors_.add(node, "bad duration " + quoted(node) + " for `" + key + "`: " + why);
-    return std::nullopt;
-  }
-  if (ns == 0) {
+  const std::optional<uint64_t> ns = parsed<uint64_t>(errors_, node, key, "duration", parse_duration);
+  if (!ns) return std::nullopt;
+  if (*ns == 0) {
     errors_.add(node, "`" + key + "` must be above zero");
     return std::nullopt;
   }
-  return std::chrono::nanoseconds(ns);  // at most kMaxDurationNs: fits
+  return std::chrono::nanoseconds(*ns);  // at most kMaxDurationNs: fits
 }
 
 std::optional<SizeSpec> NodeReader::size(const YAML::Node& node, const std::string& key) {
   if (!expect_scalar(node, key)) return std::nullopt;
-  SizeSpec spec;
-  const char* why = nullptr;
   // A bare number is a byte count, as in a Kubernetes resource quantity.
-  if (!parse_size(node.Scalar(), spec, &why, SizeForms{.bare_bytes = true, .percent = true})) {
-    errors_.add(node, "bad size " + quoted(node) + " for `" + key + "`: " + why);
-    return std::nullopt;
-  }
-  if (spec.kind == SizeSpec::Kind::kBytes && spec.bytes == 0) {
+  const std::optional<SizeSpec> spec =
+      parsed<SizeSpec>(errors_, node, key, "size", [](std::string_view text, SizeSpec& out, const char** why) {
+        return parse_size(text, out, why, SizeForms{.bare_bytes = true, .percent = true});
+      });
+  if (spec && spec->kind == SizeSpec::Kind::kBytes && spec->bytes == 0) {
     errors_.add(node, "`" + key + "` must be above zero");
     return std::nullopt;
   }
   return spec;
 }
 
-std::optional<double> NodeReader::percent(const YAML::Node& node, const std::string& key) {
-  if (!expect_scalar(node, key)) return std::nullopt;
-  double value = 0;
-  const char* why = nullptr;
-  if (!parse_percent(node.Scalar(), value, &why)) {
-    errors_.add(node, "bad percentage " + quoted(node) + " for `" + key + "`: " + why);
+std::optional<uint64_t> NodeReader::bytes(const YAML::Node& node, const std::string& key,
+                                          const std::string& not_percent) {
+  const std::optional<SizeSpec> spec = size(node, key);
+  if (!spec) return std::nullopt;
+  if (spec->kind == SizeSpec::Kind::kPercent) {
+    errors_.add(node, not_percent);
     return std::nullopt;
   }
-  return value;
+  return spec->bytes;
+}
+
+std::optional<double> NodeReader::percent(const YAML::Node& node, const std::string& key) {
+  if (!expect_scalar(node, key)) return std::nullopt;
+  return parsed<double>(errors_, node, key, "percentage", parse_percent);
 }
 
 std::optional<uint64_t> NodeReader::whole_number(const YAML::Node& node, const std::string& key, uint64_t min,

@@ -38,6 +38,8 @@ class NodeReader {
                                                             std::chrono::nanoseconds min, std::chrono::nanoseconds max);
   // Bytes (a bare number too) or a percentage of the card; bytes above zero.
   std::optional<SizeSpec> size(const YAML::Node& node, const std::string& key);
+  // A size in bytes only; a percentage is refused with `not_percent`.
+  std::optional<uint64_t> bytes(const YAML::Node& node, const std::string& key, const std::string& not_percent);
   // In (0, 100], written with its '%'.
   std::optional<double> percent(const YAML::Node& node, const std::string& key);
   // Whether the segment can hold `percent` (see kMinPercent); says so when it cannot.

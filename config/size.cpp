@@ -45,25 +45,37 @@ struct Decimal {
 
 enum class NumberProblem { kNone, kNoNumber, kSign, kTooLarge, kBadPoint, kTooPrecise };
 
-NumberProblem read_decimal(std::string_view text, Decimal& d) {
-  size_t i = 0;
-  if (!text.empty() && (text[0] == '-' || text[0] == '+')) return NumberProblem::kSign;
-  if (text.empty() || !is_digit(text[0])) return NumberProblem::kNoNumber;
+// The digits from text[i] on; kTooLarge when they do not fit in 64 bits (all of them are read
+// all the same, so that the message reports the number whole).
+NumberProblem read_integer(std::string_view text, size_t& i, uint64_t& integer) {
   bool too_large = false;
   for (; i < text.size() && is_digit(text[i]); ++i) {
     const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
-    if (d.integer > (UINT64_MAX - digit) / 10) too_large = true;  // keep scanning: report it whole
-    else d.integer = d.integer * 10 + digit;
+    if (integer > (UINT64_MAX - digit) / 10) too_large = true;
+    else integer = integer * 10 + digit;
   }
-  if (too_large) return NumberProblem::kTooLarge;
+  return too_large ? NumberProblem::kTooLarge : NumberProblem::kNone;
+}
+
+// The digits after the point at text[i - 1].
+NumberProblem read_fraction(std::string_view text, size_t& i, Decimal& d) {
+  if (i == text.size() || !is_digit(text[i])) return NumberProblem::kBadPoint;
+  for (; i < text.size() && is_digit(text[i]); ++i) {
+    if (d.digits == kMaxFractionDigits) return NumberProblem::kTooPrecise;
+    d.fraction = d.fraction * 10 + static_cast<uint64_t>(text[i] - '0');
+    ++d.digits;
+  }
+  return NumberProblem::kNone;
+}
+
+NumberProblem read_decimal(std::string_view text, Decimal& d) {
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) return NumberProblem::kSign;
+  if (text.empty() || !is_digit(text[0])) return NumberProblem::kNoNumber;
+  size_t i = 0;
+  if (const NumberProblem p = read_integer(text, i, d.integer); p != NumberProblem::kNone) return p;
   if (i < text.size() && text[i] == '.') {
     ++i;
-    if (i == text.size() || !is_digit(text[i])) return NumberProblem::kBadPoint;
-    for (; i < text.size() && is_digit(text[i]); ++i) {
-      if (d.digits == kMaxFractionDigits) return NumberProblem::kTooPrecise;
-      d.fraction = d.fraction * 10 + static_cast<uint64_t>(text[i] - '0');
-      ++d.digits;
-    }
+    if (const NumberProblem p = read_fraction(text, i, d); p != NumberProblem::kNone) return p;
   }
   d.unit = text.substr(i);
   return NumberProblem::kNone;

@@ -4,17 +4,17 @@ namespace cuslice::device_plugin {
 
 v1beta1::ContainerAllocateResponse memory_response(const Allocation& a, std::optional<uint32_t> minor,
                                                    const ResponseOptions& o) {
-  const node::ContainerEdits edits =
-      node::tenant_edits(a.tenant, a.key, {{a.gpu, a.gpu_uuid, minor}}, a.memory_bytes(), o);
+  const ContainerEdits edits =
+      tenant_edits(a.tenant, a.key, {{a.gpu, a.gpu_uuid, minor}}, a.memory_bytes(), o);
   v1beta1::ContainerAllocateResponse r;
   r.mutable_envs()->insert(edits.env.begin(), edits.env.end());
-  for (const node::Mount& m : edits.mounts) {
+  for (const Mount& m : edits.mounts) {
     v1beta1::Mount* out = r.add_mounts();
     out->set_host_path(m.host_path);
     out->set_container_path(m.container_path);
     out->set_read_only(m.read_only);
   }
-  for (const node::DeviceNode& d : edits.devices) {
+  for (const DeviceNode& d : edits.devices) {
     v1beta1::DeviceSpec* out = r.add_devices();
     out->set_host_path(d.host_path);
     out->set_container_path(d.container_path);

@@ -13,7 +13,7 @@
 
 namespace cuslice::device_plugin {
 
-struct ResponseOptions : node::MountOptions {
+struct ResponseOptions : MountOptions {
   std::string cdi_kind;  // e.g. nvidia.com/gpu: also name the GPU as a CDI device; empty: no
 };
 

@@ -2,33 +2,27 @@
 // cuslice.io/gpu-memory (GiB) and cuslice.io/gpu-compute (percent of a GPU); each container
 // becomes a tenant of the node's cuslice-scheduler with exactly that quota and share.
 // docs/kubernetes.md says how to deploy it and what it enforces.
-#include <signal.h>
-
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <filesystem>
 
-#include "common/logging.h"
 #include "device_plugin/device_plugin.h"
 #include "node/agent_options.h"
+#include "node/stop_signal.h"
 
 namespace {
 
 namespace dp = cuslice::device_plugin;
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop.store(true); }
+namespace node = cuslice::node;
 
 // The command line: the plugin's options, and what is given in other units or read before
 // the plugin starts (logging, the file naming the hook).
 struct CommandLine {
   dp::PluginOptions options;
   std::string reserve = "0B";
-  std::string level = "info";
-  std::string target = "stderr";
+  node::LogOptions log;
   double poll_seconds = 1.0;
   double unseen_grace = 60.0;
   double removal_delay = 2.0;
@@ -43,7 +37,7 @@ void add_node_options(CLI::App& app, CommandLine& c) {
   app.add_option("--plugin-dir", options.plugin_dir, "the kubelet's device plugin directory")->capture_default_str();
   app.add_option("--pod-resources-socket", options.pod_resources_socket, "the kubelet's PodResources API socket")
       ->capture_default_str();
-  cuslice::node::add_scheduler_options(app, options.response, options.scheduler_socket,
+  node::add_scheduler_options(app, options.response, options.scheduler_socket,
                                        options.scheduler_control_socket, c.preload_file);
   app.add_option("--reserve-memory", c.reserve,
                  "memory per GPU never handed out (e.g. 2GiB): for tenants the plugin cannot count and for work "
@@ -63,40 +57,30 @@ void add_node_options(CLI::App& app, CommandLine& c) {
 
 // How often the plugin looks, how long it waits before it removes a tenant, and its log.
 void add_timing_options(CLI::App& app, CommandLine& c) {
-  app.add_option("--poll-interval", c.poll_seconds, "seconds between looks at NVML, the scheduler and PodResources")
-      ->check(CLI::Range(0.05, 60.0))
-      ->capture_default_str();
-  app.add_option("--unseen-grace", c.unseen_grace,
-                 "seconds a tenant no pod was ever seen holding is kept (a pod that failed admission)")
-      ->check(CLI::Range(1.0, 3600.0))
-      ->capture_default_str();
-  app.add_option("--removal-delay", c.removal_delay,
-                 "seconds a pod must be gone from PodResources before its tenant goes")
-      ->check(CLI::Range(0.0, 600.0))
-      ->capture_default_str();
-  app.add_option("--kubelet-settle", c.kubelet_settle,
-                 "seconds after a kubelet restart during which no tenant is removed")
-      ->check(CLI::Range(0.0, 600.0))
-      ->capture_default_str();
-  cuslice::node::add_log_options(app, c.level, c.target);
-}
-
-std::chrono::milliseconds milliseconds(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  node::add_seconds_option(app, "--poll-interval", c.poll_seconds,
+                           "seconds between looks at NVML, the scheduler and PodResources", 0.05, 60.0);
+  node::add_seconds_option(app, "--unseen-grace", c.unseen_grace,
+                           "seconds a tenant no pod was ever seen holding is kept (a pod that failed admission)", 1.0,
+                           3600.0);
+  node::add_seconds_option(app, "--removal-delay", c.removal_delay,
+                           "seconds a pod must be gone from PodResources before its tenant goes", 0.0, 600.0);
+  node::add_seconds_option(app, "--kubelet-settle", c.kubelet_settle,
+                           "seconds after a kubelet restart during which no tenant is removed", 0.0, 600.0);
+  node::add_log_options(app, c.log);
 }
 
 // --reserve-memory in bytes, and the durations given in seconds, into the plugin's options.
 bool take_amounts(CommandLine& c) {
   std::string why;
-  if (!cuslice::node::bytes_of_option("--reserve-memory", c.reserve, c.options.reserve_memory, why)) {
+  if (!node::bytes_of_option("--reserve-memory", c.reserve, c.options.reserve_memory, why)) {
     spdlog::error("{}", why);
     return false;
   }
   c.options.ledger.placement = *dp::parse_placement(c.placement);  // checked by the option
-  c.options.poll = milliseconds(c.poll_seconds);
-  c.options.ledger.unseen_grace = milliseconds(c.unseen_grace);
-  c.options.ledger.removal_delay = milliseconds(c.removal_delay);
-  c.options.kubelet_settle = milliseconds(c.kubelet_settle);
+  c.options.poll = node::milliseconds_of(c.poll_seconds);
+  c.options.ledger.unseen_grace = node::milliseconds_of(c.unseen_grace);
+  c.options.ledger.removal_delay = node::milliseconds_of(c.removal_delay);
+  c.options.kubelet_settle = node::milliseconds_of(c.kubelet_settle);
   return true;
 }
 
@@ -105,19 +89,10 @@ bool take_amounts(CommandLine& c) {
 int finish_options(const CLI::App& app, CommandLine& c) {
   if (!take_amounts(c)) return 2;
   dp::PluginOptions& options = c.options;
-  if (const std::string why = cuslice::node::settle_scheduler_paths(
-          options.response, options.scheduler_socket, app.count("--scheduler-control-socket") > 0,
-          options.scheduler_control_socket);
-      !why.empty()) {
-    spdlog::error("{}", why);
-    return 2;
-  }
-  // The hook containers are given must exist; the preload file naming it is written now.
-  std::string why;
-  if (const int status = cuslice::node::provide_hook(options.response, c.preload_file, why); status != 0) {
-    spdlog::error("{}", why);
+  if (const int status = node::finish_scheduler_options(app, options.response, options.scheduler_socket,
+                                                        options.scheduler_control_socket, c.preload_file);
+      status != 0)
     return status;
-  }
   if (!std::filesystem::is_directory(c.options.plugin_dir)) {
     spdlog::error("--plugin-dir {}: no such directory (is this a Kubernetes node?)", c.options.plugin_dir);
     return 2;
@@ -128,19 +103,15 @@ int finish_options(const CLI::App& app, CommandLine& c) {
 // Serves until SIGTERM or SIGINT. The exit status.
 int serve(const dp::PluginOptions& options) {
   std::string why;
-  std::unique_ptr<cuslice::node::GpuInventory> inventory = cuslice::node::GpuInventory::open(why);
+  std::unique_ptr<node::GpuInventory> inventory = node::GpuInventory::open(why);
   if (!inventory) {
     spdlog::error("{}", why);
     return 1;
   }
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const std::atomic<bool>& stop = node::stop_on_signals();
   try {
     dp::DevicePlugin plugin(options, std::move(inventory));
-    return plugin.run(g_stop);
+    return plugin.run(stop);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;
@@ -155,10 +126,8 @@ int main(int argc, char** argv) {
   CommandLine c;
   add_node_options(app, c);
   add_timing_options(app, c);
-  CLI11_PARSE(app, argc, argv);
-
-  cuslice::configure_logging(c.target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
-                             spdlog::level::from_str(c.level));
-  if (const int status = finish_options(app, c); status != 0) return status;
+  if (const std::optional<int> status =
+          node::start_agent(app, argc, argv, c.log, [&] { return finish_options(app, c); }))
+    return *status;
   return serve(c.options);
 }

@@ -41,6 +41,49 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 using Easy = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
 using Headers = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
 
+// The bearer token, from the config or its file (read on each call: the kubelet rotates a
+// service account's), without the file's line end; false when the file cannot be read.
+bool bearer_token(const KubeConfig& config, std::string& token) {
+  token = config.token;
+  if (token.empty() && !config.token_file.empty() && !read_file(config.token_file, token)) return false;
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  return true;
+}
+
+Headers json_headers(const std::string& token) {
+  curl_slist* list = curl_slist_append(nullptr, "Accept: application/json");
+  list = curl_slist_append(list, "Content-Type: application/json");
+  if (!token.empty()) list = curl_slist_append(list, ("Authorization: Bearer " + token).c_str());
+  return Headers(list, curl_slist_free_all);
+}
+
+// The server's CA, and the client's certificate and key, as the config names them.
+void set_tls(CURL* c, const KubeConfig& config) {
+  if (!config.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, config.ca_file.c_str());
+  if (config.insecure) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!config.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, config.client_cert_file.c_str());
+  if (!config.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, config.client_key_file.c_str());
+}
+
+// The method, the body, and where the answer goes (Transfer); the transfer outlives the call.
+void set_request(CURL* c, const std::string& method, const std::string& body, Transfer& transfer) {
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  if (!body.empty() || method == "POST" || method == "PUT") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  if (transfer.keep_going) {
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &transfer);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  }
+}
+
 }  // namespace
 
 std::string ApiResponse::describe() const {
@@ -74,46 +117,24 @@ ApiResponse ApiClient::watch_or_call(const std::string& method, const std::strin
     out.error = "cannot start a request (curl_easy_init)";
     return out;
   }
-  std::string token = config_.token;
-  if (token.empty() && !config_.token_file.empty() && !node::read_file(config_.token_file, token)) {
+  std::string token;
+  if (!bearer_token(config_, token)) {
     out.error = "cannot read the token " + config_.token_file;
     return out;
   }
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  curl_slist* list = curl_slist_append(nullptr, "Accept: application/json");
-  list = curl_slist_append(list, "Content-Type: application/json");
-  const std::string authorization = "Authorization: Bearer " + token;
-  if (!token.empty()) list = curl_slist_append(list, authorization.c_str());
-  Headers headers(list, curl_slist_free_all);
+  const Headers headers = json_headers(token);
   Transfer transfer;
   transfer.on_line = on_line;
   transfer.keep_going = keep_going;
   const std::string url = config_.server + path;
   CURL* c = curl.get();
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for timeouts
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
-  if (!body.empty() || method == "POST" || method == "PUT") {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  if (keep_going) {
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &transfer);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  }
-  if (!config_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, config_.ca_file.c_str());
-  if (config_.insecure) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!config_.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
-  if (!config_.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, config_.client_key_file.c_str());
+  set_request(c, method, body, transfer);
+  set_tls(c, config_);
   const CURLcode rc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out.status);
   out.body = std::move(transfer.body);

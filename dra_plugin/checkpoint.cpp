@@ -52,7 +52,7 @@ PreparedClaim from_json(const std::string& uid, const json& j) {
 bool Checkpoint::load(std::string& why) {
   claims.clear();
   std::string text;
-  if (!node::read_file(path_, text)) return true;  // none yet
+  if (!read_file(path_, text)) return true;  // none yet
   try {
     const json j = json::parse(text);
     if (j.at("version").get<int>() != kVersion) {
@@ -72,7 +72,7 @@ bool Checkpoint::save(std::string& why) const {
   json all = json::object();
   for (const auto& [uid, claim] : claims) all[uid] = to_json(claim);
   const json j = {{"version", kVersion}, {"claims", all}};
-  if (const int err = node::write_file(path_, j.dump(2) + "\n", 0600); err != 0) {
+  if (const int err = write_file(path_, j.dump(2) + "\n", 0600); err != 0) {
     why = "cannot write " + path_ + ": " + std::strerror(err);
     return false;
   }

@@ -26,24 +26,69 @@ bool consumed(const json& capacities, const char* name, std::optional<uint64_t>&
   return out.has_value();
 }
 
+// `object[key]` when `object` is an object whose `key` is of `type`, else null.
+const json* member(const json& object, const char* key, json::value_t type) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it != object.end() && it->type() == type ? &*it : nullptr;
+}
+
+// status.allocation.devices.results, when the claim is allocated.
+const json* allocation_results(const json& claim) {
+  const json* at = &claim;
+  for (const char* key : {"status", "allocation", "devices"})
+    if (at = member(*at, key, json::value_t::object); at == nullptr) return nullptr;
+  return member(*at, "results", json::value_t::array);
+}
+
+// Whether `claim` is a ResourceClaim, the one of `uid`; false with `why`.
+bool is_the_claim(const json& claim, const std::string& uid, std::string& why) {
+  const json* metadata = member(claim, "metadata", json::value_t::object);
+  if (metadata == nullptr) {
+    why = "the API server's answer is not a ResourceClaim";
+    return false;
+  }
+  if (string_at(*metadata, "uid") != uid) {
+    why = fmt::format("the ResourceClaim of that name has UID {}, not {}: it was deleted and made again",
+                      string_at(*metadata, "uid"), uid);
+    return false;
+  }
+  return true;
+}
+
+// One result of this driver and pool as a device; nullopt with `why` when it is malformed.
+std::optional<AllocatedDevice> allocated_device(const json& r, const std::string& pool, std::string& why) {
+  AllocatedDevice d{string_at(r, "request"), pool, string_at(r, "device"), std::nullopt, std::nullopt, std::nullopt};
+  if (auto id = r.find("shareID"); id != r.end() && id->is_string()) d.share_id = id->get<std::string>();
+  const auto c = r.find("consumedCapacity");
+  if (c == r.end()) return d;
+  if (!c->is_object()) {
+    why = "consumedCapacity is not an object";
+    return std::nullopt;
+  }
+  if (!consumed(*c, kMemoryCapacity, d.memory, why) || !consumed(*c, kComputeCapacity, d.compute, why))
+    return std::nullopt;
+  return d;
+}
+
+// The first pod with a name that the claim is reserved for (status.reservedFor), or "".
+std::string reserved_pod(const json& claim) {
+  const json* status = member(claim, "status", json::value_t::object);
+  const json* reserved = status ? member(*status, "reservedFor", json::value_t::array) : nullptr;
+  if (reserved == nullptr) return "";
+  for (const json& c : *reserved) {
+    if (!c.is_object() || string_at(c, "resource") != "pods") continue;
+    if (std::string name = string_at(c, "name"); !name.empty()) return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::optional<ClaimAllocation> allocation_of(const json& claim, const std::string& uid, const std::string& pool,
                                              std::string& why) {
-  if (!claim.is_object() || !claim.contains("metadata") || !claim["metadata"].is_object()) {
-    why = "the API server's answer is not a ResourceClaim";
-    return std::nullopt;
-  }
-  if (string_at(claim["metadata"], "uid") != uid) {
-    why = fmt::format("the ResourceClaim of that name has UID {}, not {}: it was deleted and made again",
-                      string_at(claim["metadata"], "uid"), uid);
-    return std::nullopt;
-  }
-  const json* results = nullptr;
-  if (auto s = claim.find("status"); s != claim.end() && s->is_object())
-    if (auto a = s->find("allocation"); a != s->end() && a->is_object())
-      if (auto d = a->find("devices"); d != a->end() && d->is_object())
-        if (auto r = d->find("results"); r != d->end() && r->is_array()) results = &*r;
+  if (!is_the_claim(claim, uid, why)) return std::nullopt;
+  const json* results = allocation_results(claim);
   if (!results) {
     why = "the ResourceClaim is not allocated";
     return std::nullopt;
@@ -51,23 +96,11 @@ std::optional<ClaimAllocation> allocation_of(const json& claim, const std::strin
   ClaimAllocation out;
   for (const json& r : *results) {
     if (!r.is_object() || string_at(r, "driver") != kDriverName || string_at(r, "pool") != pool) continue;
-    AllocatedDevice d{string_at(r, "request"), pool, string_at(r, "device"), std::nullopt, std::nullopt,
-                      std::nullopt};
-    if (auto id = r.find("shareID"); id != r.end() && id->is_string()) d.share_id = id->get<std::string>();
-    if (auto c = r.find("consumedCapacity"); c != r.end()) {
-      if (!c->is_object()) {
-        why = "consumedCapacity is not an object";
-        return std::nullopt;
-      }
-      if (!consumed(*c, kMemoryCapacity, d.memory, why) || !consumed(*c, kComputeCapacity, d.compute, why))
-        return std::nullopt;
-    }
-    out.devices.push_back(std::move(d));
+    std::optional<AllocatedDevice> d = allocated_device(r, pool, why);
+    if (!d) return std::nullopt;
+    out.devices.push_back(std::move(*d));
   }
-  if (auto s = claim.find("status"); s != claim.end() && s->is_object())
-    if (auto rf = s->find("reservedFor"); rf != s->end() && rf->is_array())
-      for (const json& c : *rf)
-        if (c.is_object() && string_at(c, "resource") == "pods" && out.pod.empty()) out.pod = string_at(c, "name");
+  out.pod = reserved_pod(claim);
   return out;
 }
 

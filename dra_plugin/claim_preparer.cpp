@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <set>
 
-#include "dra_plugin/cdi_spec.h"
 #include "common/atomic_file.h"
+#include "common/cdi_spec.h"
+#include "dra_plugin/claim_cdi.h"
 #include "node/random_hex.h"
 #include "protocol/ppm.h"
 
@@ -81,17 +82,17 @@ std::string ClaimPreparer::make_tenant(const PreparedClaim& c) const {
 }
 
 std::string ClaimPreparer::write_cdi(const PreparedClaim& c) const {
-  std::vector<node::TenantGpu> gpus;
+  std::vector<TenantGpu> gpus;
   for (size_t k = 0; k < c.plan.gpus.size(); ++k) {
-    node::TenantGpu g{c.plan.gpus[k], c.gpu_uuids[k], std::nullopt};
+    TenantGpu g{c.plan.gpus[k], c.gpu_uuids[k], std::nullopt};
     for (const node::GpuInfo& info : gpus_)
       if (info.index == g.index) g.minor = info.minor;
     gpus.push_back(std::move(g));
   }
-  const node::ContainerEdits edits = node::tenant_edits(c.tenant, c.key, gpus, c.plan.memory_bytes, options_.mounts);
+  const ContainerEdits edits = tenant_edits(c.tenant, c.key, gpus, c.plan.memory_bytes, options_.mounts);
   const std::string path = cdi_spec_path(options_.cdi_dir, c.uid);
   std::string why;
-  return node::write_if_changed(path, cdi_spec(c.uid, edits).dump(2) + "\n", why) ? "" : why;
+  return write_if_changed(path, cdi_spec(kCdiKind, c.uid, edits).dump(2) + "\n", why) ? "" : why;
 }
 
 PrepareOutcome ClaimPreparer::answer(const PreparedClaim& c) const {
@@ -101,20 +102,17 @@ PrepareOutcome ClaimPreparer::answer(const PreparedClaim& c) const {
   return out;
 }
 
-PrepareOutcome ClaimPreparer::prepare(const ClaimRef& ref) {
-  std::lock_guard lock(mutex_);
-  PrepareOutcome out;
-  if (auto it = checkpoint_.claims.find(ref.uid); it != checkpoint_.claims.end()) {
-    // Prepared before (a repeated call, or the plugin restarted): the same answer.
-    if (std::string why = make_tenant(it->second); !why.empty()) out.error = "cannot make the claim's tenant: " + why;
-    else if (why = write_cdi(it->second); !why.empty()) out.error = why;
-    return out.error.empty() ? answer(it->second) : out;
-  }
+std::string ClaimPreparer::establish(const PreparedClaim& c) const {
+  if (const std::string why = make_tenant(c); !why.empty()) return "cannot make the claim's tenant: " + why;
+  return write_cdi(c);
+}
+
+std::optional<PreparedClaim> ClaimPreparer::read_claim(const ClaimRef& ref, std::string& error) const {
   const ApiResponse got = api_.get(fmt::format("{}/namespaces/{}/resourceclaims/{}", kResourceApi, ref.name_space,
                                                ref.name));
   if (!got.ok()) {
-    out.error = "cannot read ResourceClaim " + claim_text(ref) + " from the API server: " + got.describe();
-    return out;
+    error = "cannot read ResourceClaim " + claim_text(ref) + " from the API server: " + got.describe();
+    return std::nullopt;
   }
   std::string why;
   const nlohmann::json object = nlohmann::json::parse(got.body, nullptr, false);
@@ -122,39 +120,47 @@ PrepareOutcome ClaimPreparer::prepare(const ClaimRef& ref) {
   std::optional<TenantPlan> plan;
   if (allocation) plan = plan_tenant(allocation->devices, gpus_, options_.slice, why);
   if (!plan) {
-    out.error = "ResourceClaim " + claim_text(ref) + ": " + why;
-    return out;
+    error = "ResourceClaim " + claim_text(ref) + ": " + why;
+    return std::nullopt;
   }
   const std::string tenant = kTenantPrefix + ref.uid;
   if (key_digits(tenant) < kKeyDigitsMin) {
-    out.error = "ResourceClaim " + claim_text(ref) + ": its UID is too long to name a tenant a process can join";
-    return out;
+    error = "ResourceClaim " + claim_text(ref) + ": its UID is too long to name a tenant a process can join";
+    return std::nullopt;
   }
   PreparedClaim c{ref.uid, ref.name_space, ref.name, allocation->pod, tenant, node::random_hex(key_digits(tenant)),
                   *plan, {}, allocation->devices};
   for (uint32_t g : plan->gpus)
     for (const node::GpuInfo& info : gpus_)
       if (info.index == g) c.gpu_uuids.push_back(info.uuid);
+  return c;
+}
+
+PrepareOutcome ClaimPreparer::prepare(const ClaimRef& ref) {
+  std::lock_guard lock(mutex_);
+  PrepareOutcome out;
+  if (auto it = checkpoint_.claims.find(ref.uid); it != checkpoint_.claims.end()) {
+    // Prepared before (a repeated call, or the plugin restarted): the same answer.
+    out.error = establish(it->second);
+    return out.error.empty() ? answer(it->second) : out;
+  }
+  const std::optional<PreparedClaim> c = read_claim(ref, out.error);
+  if (!c) return out;
   // The checkpoint first: a plugin that dies after making the tenant still knows it.
-  checkpoint_.claims[ref.uid] = c;
-  if (!checkpoint_.save(why)) {
+  checkpoint_.claims[ref.uid] = *c;
+  if (std::string why; !checkpoint_.save(why)) {
     checkpoint_.claims.erase(ref.uid);
     out.error = why;
     return out;
   }
-  if (why = make_tenant(c); !why.empty()) {
-    out.error = "cannot make the claim's tenant: " + why;
-  } else if (why = write_cdi(c); !why.empty()) {
-    out.error = why;
-  }
-  if (!out.error.empty()) {
+  if (out.error = establish(*c); !out.error.empty()) {
     forget(ref.uid);
     return out;
   }
-  spdlog::info("prepared ResourceClaim {}: tenant {}, {} bytes and {}% on GPU {}", claim_text(ref), c.tenant,
-               plan->memory_bytes, plan->compute_percent, fmt::join(plan->gpus, ","));
-  log_holders_of(c, checkpoint_.claims);
-  return answer(c);
+  spdlog::info("prepared ResourceClaim {}: tenant {}, {} bytes and {}% on GPU {}", claim_text(ref), c->tenant,
+               c->plan.memory_bytes, c->plan.compute_percent, fmt::join(c->plan.gpus, ","));
+  log_holders_of(*c, checkpoint_.claims);
+  return answer(*c);
 }
 
 // Removes the tenant, the CDI spec and the checkpoint entry; "" or why not.

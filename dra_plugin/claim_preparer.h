@@ -49,7 +49,7 @@ struct PrepareOutcome {
 
 struct PreparerOptions {
   SliceOptions slice;
-  node::MountOptions mounts;
+  MountOptions mounts;
   std::string cdi_dir = "/var/run/cdi";
   std::string checkpoint_path = "/var/lib/kubelet/plugins/gpu.cuslice.io/checkpoint.json";
   bool cap_compute = false;  // a claim's compute is also its cap
@@ -74,6 +74,10 @@ class ClaimPreparer {
  private:
   std::string make_tenant(const PreparedClaim& claim) const;
   std::string write_cdi(const PreparedClaim& claim) const;
+  // Makes the tenant, then writes the CDI spec; "" or why not.
+  std::string establish(const PreparedClaim& claim) const;
+  // The claim as the API server has it, planned; nullopt with `error`.
+  std::optional<PreparedClaim> read_claim(const ClaimRef& ref, std::string& error) const;
   PrepareOutcome answer(const PreparedClaim& claim) const;
   std::string forget(const std::string& uid);
 

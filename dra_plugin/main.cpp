@@ -4,19 +4,12 @@
 // kubelet DRA plugin, makes each claim prepared on the node one cuslice-scheduler tenant with
 // exactly the amounts allocated to it. docs/kubernetes.md says how to deploy it.
 //
-// This file wires the parts and runs the control loop: every poll period it reads the GPUs
-// (NVML) and the scheduler's tenants, makes lost tenants again (ClaimPreparer::reconcile),
-// and hands the publisher the slice to keep on the API server: the present GPUs while the
-// scheduler answers, none once it has not answered for --scheduler-grace (nothing placed
-// here could be enforced).
+// This file reads the options, wires the parts and runs them: the publisher's thread, the
+// kubelet's sockets, and, every poll period, the control loop's look at the node
+// (control_loop.h), until SIGTERM or SIGINT.
 #include <curl/curl.h>
-#include <grpcpp/grpcpp.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,16 +17,18 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/logging.h"
 #include "dra_plugin/api_client.h"
 #include "dra_plugin/claim_preparer.h"
+#include "dra_plugin/control_loop.h"
 #include "dra_plugin/kube_config.h"
 #include "dra_plugin/kubelet_services.h"
 #include "dra_plugin/resource_slice.h"
 #include "dra_plugin/slice_publisher.h"
+#include "dra_plugin/socket_server.h"
 #include "node/agent_options.h"
 #include "node/gpu_inventory.h"
 #include "node/scheduler_client.h"
+#include "node/stop_signal.h"
 #include "protocol/control_socket.h"
 
 namespace {
@@ -41,10 +36,6 @@ namespace {
 namespace dra = cuslice::dra;
 namespace node = cuslice::node;
 using Clock = std::chrono::steady_clock;
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop.store(true); }
 
 struct CommandLine {
   dra::PreparerOptions preparer;
@@ -61,11 +52,11 @@ struct CommandLine {
   double scheduler_grace = 10.0;
   double backoff_max = 30.0;
   double resync = 300.0;
-  std::string level = "info";
-  std::string target = "stderr";
+  node::LogOptions log;
 };
 
-void add_options(CLI::App& app, CommandLine& c) {
+// Where the API server, the kubelet, the scheduler and the hook are.
+void add_node_options(CLI::App& app, CommandLine& c) {
   dra::PreparerOptions& p = c.preparer;
   const char* node_env = std::getenv("NODE_NAME");
   p.slice.node = node_env ? node_env : "";
@@ -80,54 +71,55 @@ void add_options(CLI::App& app, CommandLine& c) {
       ->capture_default_str();
   app.add_option("--cdi-dir", p.cdi_dir, "where the claims' CDI specs are written")->capture_default_str();
   node::add_scheduler_options(app, p.mounts, c.scheduler_socket, c.scheduler_control_socket, c.preload_file);
+}
+
+// What claims are given, how often the driver looks and tries again, and its log.
+void add_service_options(CLI::App& app, CommandLine& c) {
+  dra::PreparerOptions& p = c.preparer;
   app.add_option("--reserve-memory", c.reserve, "memory per GPU never handed out (e.g. 2GiB)")->capture_default_str();
   app.add_option("--memory-step", c.step, "claims take memory in multiples of this (at least 1MiB)")
       ->capture_default_str();
   app.add_flag("--cap-compute", p.cap_compute,
                "a claim's compute is also its cap (default: a share it is guaranteed, more when the GPU is free)");
-  app.add_option("--poll-interval", c.poll_seconds, "seconds between looks at NVML and the scheduler")
-      ->check(CLI::Range(0.05, 60.0))
-      ->capture_default_str();
-  app.add_option("--scheduler-grace", c.scheduler_grace,
-                 "seconds the scheduler may not answer before the slice lists no GPU")
-      ->check(CLI::Range(0.0, 600.0))
-      ->capture_default_str();
-  app.add_option("--backoff-max", c.backoff_max, "the longest wait, in seconds, between tries at the API server")
-      ->check(CLI::Range(0.1, 600.0))
-      ->capture_default_str();
-  app.add_option("--resync", c.resync, "seconds a watch of the slice runs before it is read again")
-      ->check(CLI::Range(1.0, 3600.0))
-      ->capture_default_str();
-  node::add_log_options(app, c.level, c.target);
+  node::add_seconds_option(app, "--poll-interval", c.poll_seconds, "seconds between looks at NVML and the scheduler",
+                           0.05, 60.0);
+  node::add_seconds_option(app, "--scheduler-grace", c.scheduler_grace,
+                           "seconds the scheduler may not answer before the slice lists no GPU", 0.0, 600.0);
+  node::add_seconds_option(app, "--backoff-max", c.backoff_max,
+                           "the longest wait, in seconds, between tries at the API server", 0.1, 600.0);
+  node::add_seconds_option(app, "--resync", c.resync, "seconds a watch of the slice runs before it is read again",
+                           1.0, 3600.0);
+  node::add_log_options(app, c.log);
+}
+
+// --node-name, --reserve-memory and --memory-step; 0, or the exit status.
+int finish_slice_options(CommandLine& c) {
+  dra::SliceOptions& slice = c.preparer.slice;
+  if (slice.node.empty()) {
+    spdlog::error("--node-name is empty and NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)");
+    return 2;
+  }
+  std::string why;
+  if (!node::bytes_of_option("--reserve-memory", c.reserve, slice.reserve_memory, why) ||
+      !node::bytes_of_option("--memory-step", c.step, slice.memory_step, why)) {
+    spdlog::error("{}", why);
+    return 2;
+  }
+  if (slice.memory_step < (uint64_t{1} << 20)) {
+    spdlog::error("--memory-step {}: at least 1MiB", c.step);
+    return 2;
+  }
+  return 0;
 }
 
 // Checks and completes the options; 0, or the exit status.
 int finish_options(const CLI::App& app, CommandLine& c) {
   dra::PreparerOptions& p = c.preparer;
-  if (p.slice.node.empty()) {
-    spdlog::error("--node-name is empty and NODE_NAME is not set (the DaemonSet sets it from spec.nodeName)");
-    return 2;
-  }
-  std::string why;
-  if (!node::bytes_of_option("--reserve-memory", c.reserve, p.slice.reserve_memory, why) ||
-      !node::bytes_of_option("--memory-step", c.step, p.slice.memory_step, why)) {
-    spdlog::error("{}", why);
-    return 2;
-  }
-  if (p.slice.memory_step < (uint64_t{1} << 20)) {
-    spdlog::error("--memory-step {}: at least 1MiB", c.step);
-    return 2;
-  }
-  if (const std::string why = node::settle_scheduler_paths(
-          p.mounts, c.scheduler_socket, app.count("--scheduler-control-socket") > 0, c.scheduler_control_socket);
-      !why.empty()) {
-    spdlog::error("{}", why);
-    return 2;
-  }
-  if (const int status = node::provide_hook(p.mounts, c.preload_file, why); status != 0) {
-    spdlog::error("{}", why);
+  if (const int status = finish_slice_options(c); status != 0) return status;
+  if (const int status = node::finish_scheduler_options(app, p.mounts, c.scheduler_socket,
+                                                        c.scheduler_control_socket, c.preload_file);
+      status != 0)
     return status;
-  }
   for (const std::string& dir : {c.plugin_dir, c.registry_dir, p.cdi_dir}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -140,56 +132,74 @@ int finish_options(const CLI::App& app, CommandLine& c) {
   return 0;
 }
 
-// A gRPC server on a Unix socket; the socket file goes with it.
-class SocketServer {
+dra::PublisherTiming publisher_timing(const CommandLine& c) {
+  dra::PublisherTiming timing;
+  timing.backoff_max = std::max(timing.backoff_min, node::milliseconds_of(c.backoff_max));
+  timing.backoff_min = std::min(timing.backoff_min, timing.backoff_max);
+  timing.resync = std::chrono::seconds(static_cast<int64_t>(c.resync));
+  return timing;
+}
+
+// The kubelet's two sockets, served until `stop`, while the control loop looks every poll
+// period. The registration socket is served again when the kubelet's cleanup removed it.
+class KubeletSockets {
  public:
-  SocketServer(const std::string& path, std::vector<grpc::Service*> services) : path_(path) {
-    unlink(path_.c_str());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + path_, grpc::InsecureServerCredentials());
-    for (grpc::Service* s : services) builder.RegisterService(s);
-    server_ = builder.BuildAndStart();
-    if (!server_) throw std::runtime_error("cannot serve on " + path_);
-    struct stat st {};
-    if (stat(path_.c_str(), &st) == 0) inode_ = st.st_ino;
-  }
-  ~SocketServer() {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    server_->Wait();
-    if (present()) unlink(path_.c_str());
-  }
-  // The socket file is still the one this server made (the kubelet's cleanup removes sockets).
-  bool present() const {
-    struct stat st {};
-    return stat(path_.c_str(), &st) == 0 && st.st_ino == inode_;
+  KubeletSockets(const CommandLine& c, dra::ClaimPreparer& preparer)
+      : endpoint_(c.plugin_dir + "/dra.sock"),
+        registration_(c.registry_dir + "/" + dra::kDriverName + "-reg.sock"),
+        v1_(preparer),
+        v1beta1_(preparer),
+        registrar_(endpoint_) {}
+
+  void serve(dra::ControlLoop& loop, std::chrono::milliseconds poll, const std::atomic<bool>& stop) {
+    // The plugin socket serves before the kubelet can find the registration socket.
+    dra::SocketServer plugin_server(endpoint_, {&v1_, &v1beta1_});
+    auto registration_server = serve_registration();
+    spdlog::info("serving {} on {}, registered through {}", dra::kDriverName, endpoint_, registration_);
+    while (!stop) {
+      const Clock::time_point looked = loop.look();
+      if (!registration_server->present()) {
+        spdlog::info("the registration socket is gone (the kubelet cleaned its directory): serving it again");
+        registration_server.reset();
+        registration_server = serve_registration();
+      }
+      for (auto until = looked + poll; !stop && Clock::now() < until;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    registration_server.reset();  // the kubelet stops calling once this socket is gone
   }
 
  private:
-  std::string path_;
-  ino_t inode_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<dra::SocketServer> serve_registration() {
+    return std::make_unique<dra::SocketServer>(registration_, std::vector<grpc::Service*>{&registrar_});
+  }
+
+  const std::string endpoint_;
+  const std::string registration_;
+  dra::DraServiceV1 v1_;
+  dra::DraServiceV1beta1 v1beta1_;
+  dra::RegistrationService registrar_;
 };
 
-// Says which GPUs left NVML's list since the last look (they leave the slice) and which came
-// back (they are listed again), with what NVML said of those that went.
-void log_gpu_changes(const std::vector<node::GpuInfo>& before, const std::vector<node::GpuInfo>& now,
-                     const std::vector<std::string>& problems) {
-  const auto listed = [](const std::vector<node::GpuInfo>& list, const node::GpuInfo& g) {
-    return std::any_of(list.begin(), list.end(), [&](const node::GpuInfo& x) { return x.uuid == g.uuid; });
-  };
-  for (const node::GpuInfo& g : before)
-    if (!listed(now, g))
-      spdlog::warn("GPU {} ({}) does not answer NVML ({}): it leaves the slice until it does", g.index, g.uuid,
-                   problems.empty() ? std::string("no longer listed") : fmt::format("{}", fmt::join(problems, "; ")));
-  for (const node::GpuInfo& g : now)
-    if (!listed(before, g)) spdlog::info("GPU {} ({}) is back: the slice lists it again", g.index, g.uuid);
+// The publisher's thread and the kubelet's sockets, until `stop`; the exit status.
+int run(const CommandLine& c, dra::ClaimPreparer& preparer, dra::SlicePublisher& publisher, dra::ControlLoop& loop,
+        std::atomic<bool>& stop) {
+  KubeletSockets sockets(c, preparer);
+  std::thread publishing;
+  int status = 0;
+  try {
+    publishing = std::thread([&] { publisher.run(stop); });
+    sockets.serve(loop, node::milliseconds_of(c.poll_seconds), stop);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    stop = true;
+    status = 1;
+  }
+  if (publishing.joinable()) publishing.join();
+  return status;
 }
 
-std::chrono::milliseconds milliseconds(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-int serve(const CommandLine& c, const dra::KubeConfig& kube) {
+int serve(const CommandLine& c, const dra::KubeConfig& kube, std::atomic<bool>& stop) {
   std::string why;
   std::unique_ptr<node::GpuInventory> inventory = node::GpuInventory::open(why);
   if (!inventory) {
@@ -205,85 +215,15 @@ int serve(const CommandLine& c, const dra::KubeConfig& kube) {
     spdlog::error("{}", why);
     return 1;
   }
-  dra::PublisherTiming timing;
-  timing.backoff_max = std::max(timing.backoff_min, milliseconds(c.backoff_max));
-  timing.backoff_min = std::min(timing.backoff_min, timing.backoff_max);
-  timing.resync = std::chrono::seconds(static_cast<int64_t>(c.resync));
-  dra::SlicePublisher publisher(api, dra::slice_name(options.slice.node), options.slice.node, timing);
-  // The GPUs before the kubelet can call: a claim is prepared on the GPUs NVML reports.
-  std::vector<std::string> problems;
-  std::vector<node::GpuInfo> listed = inventory->list(problems).value_or(std::vector<node::GpuInfo>{});
-  for (const std::string& p : problems) spdlog::warn("NVML: {}", p);
-  preparer.set_gpus(listed);
-
-  const std::string endpoint = c.plugin_dir + "/dra.sock";
-  const std::string registration = c.registry_dir + "/" + dra::kDriverName + "-reg.sock";
-  dra::DraServiceV1 v1(preparer);
-  dra::DraServiceV1beta1 v1beta1(preparer);
-  dra::RegistrationService registrar(endpoint);
-  std::thread publishing;
-  try {
-    // The plugin socket serves before the kubelet can find the registration socket.
-    SocketServer plugin_server(endpoint, {&v1, &v1beta1});
-    auto registration_server = std::make_unique<SocketServer>(registration, std::vector<grpc::Service*>{&registrar});
-    publishing = std::thread([&] { publisher.run(g_stop); });
-    spdlog::info("serving {} on {}, registered through {}", dra::kDriverName, endpoint, registration);
-
-    bool scheduler_silent = false;
-    Clock::time_point silent_since;
-    uint64_t generation = 0;
-    while (!g_stop) {
-      problems.clear();
-      std::vector<node::GpuInfo> gpus = inventory->list(problems).value_or(std::vector<node::GpuInfo>{});
-      for (const std::string& p : problems) spdlog::debug("NVML: {}", p);
-      log_gpu_changes(listed, gpus, problems);
-      listed = gpus;
-      preparer.set_gpus(gpus);
-      const std::optional<node::SchedulerState> state = scheduler.state(why);
-      const Clock::time_point now = Clock::now();
-      if (state) {
-        if (scheduler_silent) spdlog::info("the scheduler answers again");
-        scheduler_silent = false;
-        if (state->generation != generation) spdlog::info("scheduler (pid {}) found", state->pid);
-        generation = state->generation;
-        preparer.reconcile(*state);
-      } else if (!scheduler_silent) {
-        spdlog::warn("{}; the slice lists no GPU after {} s of this", why, c.scheduler_grace);
-        scheduler_silent = true;
-        silent_since = now;
-      }
-      const bool enforceable = !scheduler_silent || now - silent_since < milliseconds(c.scheduler_grace);
-      publisher.set(dra::slice_spec(options.slice, enforceable ? gpus : std::vector<node::GpuInfo>{}, 0));
-      if (!registration_server->present()) {
-        spdlog::info("the registration socket is gone (the kubelet cleaned its directory): serving it again");
-        registration_server.reset();
-        registration_server = std::make_unique<SocketServer>(registration, std::vector<grpc::Service*>{&registrar});
-      }
-      for (auto until = now + milliseconds(c.poll_seconds); !g_stop && Clock::now() < until;)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    registration_server.reset();  // the kubelet stops calling once this socket is gone
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    g_stop = true;
-    if (publishing.joinable()) publishing.join();
-    return 1;
-  }
-  if (publishing.joinable()) publishing.join();
-  return 0;
+  dra::SlicePublisher publisher(api, dra::slice_name(options.slice.node), options.slice.node, publisher_timing(c));
+  dra::ControlLoop loop(*inventory, scheduler, preparer, publisher, options.slice, c.scheduler_grace);
+  loop.first_look();
+  return run(c, preparer, publisher, loop, stop);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"cuslice-dra-plugin: the Kubernetes DRA driver gpu.cuslice.io; each claim prepared on this node "
-               "becomes a cuslice-scheduler tenant with exactly the GPU memory and compute it was allocated"};
-  CommandLine c;
-  add_options(app, c);
-  CLI11_PARSE(app, argc, argv);
-  cuslice::configure_logging(c.target == "journald" ? cuslice::LogTarget::kJournald : cuslice::LogTarget::kStderr,
-                             spdlog::level::from_str(c.level));
-  if (const int status = finish_options(app, c); status != 0) return status;
+// Finds the API server (--kubeconfig, else the pod's service account) and serves until
+// SIGTERM or SIGINT. The exit status.
+int serve_cluster(const CommandLine& c) {
   std::string why;
   const std::optional<dra::KubeConfig> kube = c.kubeconfig.empty() ? dra::in_cluster_config(c.service_account_dir, why)
                                                                    : dra::load_kubeconfig(c.kubeconfig, why);
@@ -295,12 +235,20 @@ int main(int argc, char** argv) {
     spdlog::error("cannot initialise libcurl");
     return 1;
   }
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  const int status = serve(c, *kube);
+  std::atomic<bool>& stop = node::stop_on_signals();
+  const int status = serve(c, *kube, stop);
   curl_global_cleanup();
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine c;
+  CLI::App app{"cuslice-dra-plugin: the Kubernetes DRA driver gpu.cuslice.io; each claim prepared on this node "
+               "becomes a cuslice-scheduler tenant with exactly the GPU memory and compute it was allocated"};
+  add_node_options(app, c);
+  add_service_options(app, c);
+  const std::optional<int> status = node::start_agent(app, argc, argv, c.log, [&] { return finish_options(app, c); });
+  return status ? *status : serve_cluster(c);
 }

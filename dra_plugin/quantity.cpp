@@ -28,14 +28,17 @@ constexpr std::array<Suffix, 13> kSuffixes{{{"Ki", 2, 10},
 
 constexpr unsigned __int128 kMax = (unsigned __int128)1 << 63;
 
-}  // namespace
-
-std::optional<uint64_t> parse_quantity(std::string_view text) {
-  size_t i = 0;
-  if (i < text.size() && text[i] == '+') ++i;
-  // Digits, then an optional fraction: the number as mantissa * 10^-fraction_digits.
+// A number: digits, then an optional fraction, as mantissa * 10^-fraction_digits.
+struct Number {
   unsigned __int128 mantissa = 0;
   int fraction_digits = 0;
+};
+
+// The number at the start of `text` (after an optional '+'); `rest` is what follows it.
+std::optional<Number> read_number(std::string_view text, std::string_view& rest) {
+  size_t i = 0;
+  if (i < text.size() && text[i] == '+') ++i;
+  Number n;
   bool digits = false, point = false;
   for (; i < text.size(); ++i) {
     const char c = text[i];
@@ -45,52 +48,68 @@ std::optional<uint64_t> parse_quantity(std::string_view text) {
     }
     if (!std::isdigit(static_cast<unsigned char>(c))) break;
     digits = true;
-    if (mantissa > kMax * 10) return std::nullopt;
-    mantissa = mantissa * 10 + static_cast<unsigned>(c - '0');
-    if (point) ++fraction_digits;
+    if (n.mantissa > kMax * 10) return std::nullopt;
+    n.mantissa = n.mantissa * 10 + static_cast<unsigned>(c - '0');
+    if (point) ++n.fraction_digits;
   }
-  if (!digits || fraction_digits > 9) return std::nullopt;
-  const std::string_view rest = text.substr(i);
-  int base = 10, exponent = 0;
-  if (!rest.empty()) {
-    bool known = false;
-    for (const Suffix& s : kSuffixes)
-      if (rest == s.text) {
-        base = s.base;
-        exponent = s.exponent;
-        known = true;
-      }
-    if (rest == "P" || rest == "E") {  // after the table: "Pi" and "Ei" are binary
-      exponent = rest == "P" ? 15 : 18;
-      known = true;
-    }
-    if (!known && (rest[0] == 'e' || rest[0] == 'E') && rest.size() > 1) {
-      int e = 0;
-      for (size_t k = 1; k < rest.size(); ++k) {
-        if (!std::isdigit(static_cast<unsigned char>(rest[k])) || e > 18) return std::nullopt;
-        e = e * 10 + (rest[k] - '0');
-      }
-      exponent = e;
-      known = true;
-    }
-    if (!known) return std::nullopt;
+  if (!digits || n.fraction_digits > 9) return std::nullopt;
+  rest = text.substr(i);
+  return n;
+}
+
+struct Scale {
+  int base = 10;
+  int exponent = 0;
+};
+
+// "e<digits>": a decimal exponent of at most 18 or so.
+std::optional<Scale> decimal_exponent(std::string_view rest) {
+  if (rest.size() < 2 || (rest[0] != 'e' && rest[0] != 'E')) return std::nullopt;
+  int e = 0;
+  for (size_t k = 1; k < rest.size(); ++k) {
+    if (!std::isdigit(static_cast<unsigned char>(rest[k])) || e > 18) return std::nullopt;
+    e = e * 10 + (rest[k] - '0');
   }
-  // value = mantissa * base^exponent / 10^fraction_digits, rounded up.
-  unsigned __int128 numerator = mantissa, denominator = 1;
-  for (int k = 0; k < fraction_digits; ++k) denominator *= 10;
-  if (base == 2) {
-    numerator <<= exponent;
-  } else if (exponent >= 0) {
-    for (int k = 0; k < exponent; ++k) {
+  return Scale{10, e};
+}
+
+// What the suffix `rest` multiplies by: none, one of the table's, P, E, or an exponent.
+std::optional<Scale> scale_of(std::string_view rest) {
+  if (rest.empty()) return Scale{};
+  for (const Suffix& s : kSuffixes)
+    if (rest == s.text) return Scale{s.base, s.exponent};
+  if (rest == "P" || rest == "E") return Scale{10, rest == "P" ? 15 : 18};  // "Pi" and "Ei" are binary
+  return decimal_exponent(rest);
+}
+
+// n * base^exponent, rounded up; nullopt when it does not fit 63 bits.
+std::optional<uint64_t> scaled(const Number& n, const Scale& scale) {
+  unsigned __int128 numerator = n.mantissa, denominator = 1;
+  for (int k = 0; k < n.fraction_digits; ++k) denominator *= 10;
+  if (scale.base == 2) {
+    numerator <<= scale.exponent;
+  } else if (scale.exponent >= 0) {
+    for (int k = 0; k < scale.exponent; ++k) {
       numerator *= 10;
       if (numerator > kMax * denominator) return std::nullopt;
     }
   } else {
-    for (int k = 0; k < -exponent; ++k) denominator *= 10;
+    for (int k = 0; k < -scale.exponent; ++k) denominator *= 10;
   }
   const unsigned __int128 value = (numerator + denominator - 1) / denominator;
   if (value >= kMax) return std::nullopt;
   return static_cast<uint64_t>(value);
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_quantity(std::string_view text) {
+  std::string_view rest;
+  const std::optional<Number> number = read_number(text, rest);
+  if (!number) return std::nullopt;
+  const std::optional<Scale> scale = scale_of(rest);
+  if (!scale) return std::nullopt;
+  return scaled(*number, *scale);
 }
 
 std::string binary_quantity(uint64_t value) {

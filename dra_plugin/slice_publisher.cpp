@@ -66,59 +66,61 @@ json SlicePublisher::owner() {
   return owner_;
 }
 
-bool SlicePublisher::publish_once(const json& wanted, uint64_t version, const std::atomic<bool>& stop) {
-  const std::string collection = std::string(kResourceApi) + "/resourceslices";
-  const std::string path = collection + "/" + name_;
-  const ApiResponse got = api_.get(path);
-  std::string resource_version;
-  if (got.status == 404 && got.error.empty()) {
-    json slice = {{"apiVersion", "resource.k8s.io/v1"},
-                  {"kind", "ResourceSlice"},
-                  {"metadata", {{"name", name_}}},
-                  {"spec", wanted}};
-    if (const json owners = owner(); !owners.is_null()) slice["metadata"]["ownerReferences"] = owners;
-    slice["spec"]["pool"]["generation"] = 1;
-    const ApiResponse made = api_.post(collection, slice.dump());
-    if (!made.ok()) {
-      last_problem_ = "cannot create ResourceSlice " + name_ + ": " + made.describe();
-      return false;
-    }
-    resource_version = resource_version_of(json::parse(made.body, nullptr, false));
-    spdlog::info("published ResourceSlice {} ({} devices)", name_, wanted["devices"].size());
-  } else if (got.ok()) {
-    const json have = json::parse(got.body, nullptr, false);
-    if (!have.is_object() || !have.contains("spec")) {
-      last_problem_ = "the API server's ResourceSlice " + name_ + " is not JSON";
-      return false;
-    }
-    resource_version = resource_version_of(have);
-    const bool owned = have.contains(json::json_pointer("/metadata/ownerReferences"));
-    const json owners = owned ? json() : owner();
-    if (without_generation(have["spec"]) != without_generation(wanted) || (!owned && !owners.is_null())) {
-      json slice = have;
-      slice["spec"] = wanted;
-      if (!owned && !owners.is_null()) slice["metadata"]["ownerReferences"] = owners;
-      slice["spec"]["pool"]["generation"] = generation_of(have) + 1;
-      const ApiResponse replaced = api_.put(path, slice.dump());
-      if (!replaced.ok()) {  // 409: someone wrote it since; read it again
-        last_problem_ = "cannot update ResourceSlice " + name_ + ": " + replaced.describe();
-        return false;
-      }
-      resource_version = resource_version_of(json::parse(replaced.body, nullptr, false));
-      spdlog::info("updated ResourceSlice {} ({} devices, pool generation {})", name_, wanted["devices"].size(),
-                   generation_of(slice));
-    }
-  } else {
-    last_problem_ = "cannot read ResourceSlice " + name_ + ": " + got.describe();
-    return false;
-  }
-  if (!last_problem_.empty()) spdlog::info("the API server answers again; ResourceSlice {} is current", name_);
-  last_problem_.clear();
-  current_ = true;
+std::string SlicePublisher::collection() const { return std::string(kResourceApi) + "/resourceslices"; }
 
-  // Step 2: until the slice changes on the server, the wanted spec changes, or the resync.
+std::optional<std::string> SlicePublisher::create(const json& wanted) {
+  json slice = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceSlice"},
+                {"metadata", {{"name", name_}}},
+                {"spec", wanted}};
+  if (const json owners = owner(); !owners.is_null()) slice["metadata"]["ownerReferences"] = owners;
+  slice["spec"]["pool"]["generation"] = 1;
+  const ApiResponse made = api_.post(collection(), slice.dump());
+  if (!made.ok()) {
+    last_problem_ = "cannot create ResourceSlice " + name_ + ": " + made.describe();
+    return std::nullopt;
+  }
+  spdlog::info("published ResourceSlice {} ({} devices)", name_, wanted["devices"].size());
+  return resource_version_of(json::parse(made.body, nullptr, false));
+}
+
+std::optional<std::string> SlicePublisher::update(const json& have, const json& wanted) {
+  const bool owned = have.contains(json::json_pointer("/metadata/ownerReferences"));
+  const json owners = owned ? json() : owner();
+  const bool adopt = !owned && !owners.is_null();
+  if (without_generation(have["spec"]) == without_generation(wanted) && !adopt) return resource_version_of(have);
+  json slice = have;
+  slice["spec"] = wanted;
+  if (adopt) slice["metadata"]["ownerReferences"] = owners;
+  slice["spec"]["pool"]["generation"] = generation_of(have) + 1;
+  const ApiResponse replaced = api_.put(collection() + "/" + name_, slice.dump());
+  if (!replaced.ok()) {  // 409: someone wrote it since; read it again
+    last_problem_ = "cannot update ResourceSlice " + name_ + ": " + replaced.describe();
+    return std::nullopt;
+  }
+  spdlog::info("updated ResourceSlice {} ({} devices, pool generation {})", name_, wanted["devices"].size(),
+               generation_of(slice));
+  return resource_version_of(json::parse(replaced.body, nullptr, false));
+}
+
+std::optional<std::string> SlicePublisher::make_current(const json& wanted) {
+  const ApiResponse got = api_.get(collection() + "/" + name_);
+  if (got.status == 404 && got.error.empty()) return create(wanted);
+  if (!got.ok()) {
+    last_problem_ = "cannot read ResourceSlice " + name_ + ": " + got.describe();
+    return std::nullopt;
+  }
+  const json have = json::parse(got.body, nullptr, false);
+  if (!have.is_object() || !have.contains("spec")) {
+    last_problem_ = "the API server's ResourceSlice " + name_ + " is not JSON";
+    return std::nullopt;
+  }
+  return update(have, wanted);
+}
+
+bool SlicePublisher::watch(const std::string& resource_version, uint64_t version, const std::atomic<bool>& stop) {
   bool changed = false;
-  const std::string watch = collection + "?watch=true&fieldSelector=metadata.name%3D" + name_ +
+  const std::string watch = collection() + "?watch=true&fieldSelector=metadata.name%3D" + name_ +
                             "&resourceVersion=" + resource_version +
                             "&timeoutSeconds=" + std::to_string(timing_.resync.count());
   const ApiResponse watched = api_.watch(
@@ -139,6 +141,15 @@ bool SlicePublisher::publish_once(const json& wanted, uint64_t version, const st
   }
   if (changed) current_ = false;
   return true;
+}
+
+bool SlicePublisher::publish_once(const json& wanted, uint64_t version, const std::atomic<bool>& stop) {
+  const std::optional<std::string> resource_version = make_current(wanted);
+  if (!resource_version) return false;
+  if (!last_problem_.empty()) spdlog::info("the API server answers again; ResourceSlice {} is current", name_);
+  last_problem_.clear();
+  current_ = true;
+  return watch(*resource_version, version, stop);
 }
 
 void SlicePublisher::run(const std::atomic<bool>& stop) {

@@ -46,6 +46,15 @@ class SlicePublisher {
  private:
   // One pass of steps 1 and 2; false when the API server failed (back off).
   bool publish_once(const nlohmann::json& wanted, uint64_t version, const std::atomic<bool>& stop);
+  // Step 1: the slice's resourceVersion once it is `wanted`; nullopt with last_problem_.
+  std::optional<std::string> make_current(const nlohmann::json& wanted);
+  std::optional<std::string> create(const nlohmann::json& wanted);
+  // `have` as it is when its spec is `wanted` and it has an owner (or none can be read), else
+  // replaced.
+  std::optional<std::string> update(const nlohmann::json& have, const nlohmann::json& wanted);
+  // Step 2, from `resource_version`; false with last_problem_ when the watch failed.
+  bool watch(const std::string& resource_version, uint64_t version, const std::atomic<bool>& stop);
+  std::string collection() const;
   bool changed_since(uint64_t version);
   // metadata.ownerReferences naming the Node, read once; null while the node cannot be read.
   nlohmann::json owner();

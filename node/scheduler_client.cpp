@@ -1,10 +1,7 @@
 #include "node/scheduler_client.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/segment_mapping.h"
 #include "common/segment_snapshot.h"
 
 namespace cuslice::node {
@@ -72,32 +70,6 @@ class Connection {
 
 std::string text(const char* field, size_t size) { return std::string(field, strnlen(field, size)); }
 
-// The segment, mapped read-only for one look.
-class SegmentView {
- public:
-  explicit SegmentView(const std::string& name) {
-    const int fd = shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return;
-    struct stat st {};
-    if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(shm::Segment)))
-      p_ = mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-  }
-  ~SegmentView() {
-    if (p_ != MAP_FAILED) munmap(p_, sizeof(shm::Segment));
-  }
-  SegmentView(const SegmentView&) = delete;
-  SegmentView& operator=(const SegmentView&) = delete;
-  const shm::Segment* get() const {
-    if (p_ == MAP_FAILED) return nullptr;
-    const auto* s = static_cast<const shm::Segment*>(p_);
-    return s->magic == shm::kMagic && s->abi_major == shm::kAbiMajor ? s : nullptr;
-  }
-
- private:
-  void* p_ = MAP_FAILED;
-};
-
 }  // namespace
 
 SchedulerAnswer SchedulerClient::control(wire::PluginCommand command, const wire::PluginTenant& tenant) const {
@@ -129,54 +101,53 @@ SchedulerAnswer SchedulerClient::remove(const std::string& name) const {
   return control(wire::PluginCommand::kRemove, tenant);
 }
 
-std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
-  SchedulerState state;
-  std::string shm_name;
-  {
-    // Who the scheduler is, and where its segment is.
-    Connection c(socket_path_, why);
-    if (!c.ok()) return std::nullopt;
-    wire::ControlRequest describe;
-    auto reply = std::make_unique<wire::ControlReply>();
-    const ssize_t n = c.exchange(&describe, sizeof describe, reply.get(), sizeof *reply, timeout_ms_, why);
-    if (n != static_cast<ssize_t>(sizeof *reply) || reply->magic != wire::kControlMagic) {
-      if (n >= 0) why = "the scheduler's answer is not one this plugin understands";
-      return std::nullopt;
-    }
-    state.pid = reply->daemon_pid;
-    shm_name = text(reply->shm_name, sizeof reply->shm_name);
+std::optional<std::string> SchedulerClient::describe(SchedulerState& state, std::string& why) const {
+  Connection c(socket_path_, why);
+  if (!c.ok()) return std::nullopt;
+  wire::ControlRequest describe;
+  auto reply = std::make_unique<wire::ControlReply>();
+  const ssize_t n = c.exchange(&describe, sizeof describe, reply.get(), sizeof *reply, timeout_ms_, why);
+  if (n != static_cast<ssize_t>(sizeof *reply) || reply->magic != wire::kControlMagic) {
+    if (n >= 0) why = "the scheduler's answer is not one this plugin understands";
+    return std::nullopt;
   }
-  {
-    Connection c(socket_path_, why);
-    if (!c.ok()) return std::nullopt;
-    wire::PluginRequest request;
-    request.command = wire::PluginCommand::kList;
-    auto list = std::make_unique<wire::PluginList>();
-    const ssize_t n = c.exchange(&request, sizeof request, list.get(), sizeof *list, timeout_ms_, why);
-    if (n < 0) return std::nullopt;
-    if (n != static_cast<ssize_t>(sizeof *list) || list->magic != wire::kPluginMagic) {
-      // A ControlReply: a scheduler that refuses (or does not know) plugin requests.
-      why = "the scheduler does not list plugin tenants (is it older than this plugin, is this not its control "
-            "socket, or does this plugin run as another user than root or the scheduler's?)";
-      if (n == static_cast<ssize_t>(sizeof(wire::ControlReply))) {
-        const auto* reply = reinterpret_cast<const wire::ControlReply*>(list.get());
-        if (reply->magic == wire::kControlMagic) why = text(reply->message, sizeof reply->message);
-      }
-      return std::nullopt;
+  state.pid = reply->daemon_pid;
+  return text(reply->shm_name, sizeof reply->shm_name);
+}
+
+bool SchedulerClient::list_plugin_tenants(SchedulerState& state, std::string& why) const {
+  Connection c(socket_path_, why);
+  if (!c.ok()) return false;
+  wire::PluginRequest request;
+  request.command = wire::PluginCommand::kList;
+  auto list = std::make_unique<wire::PluginList>();
+  const ssize_t n = c.exchange(&request, sizeof request, list.get(), sizeof *list, timeout_ms_, why);
+  if (n < 0) return false;
+  if (n != static_cast<ssize_t>(sizeof *list) || list->magic != wire::kPluginMagic) {
+    // A ControlReply: a scheduler that refuses (or does not know) plugin requests.
+    why = "the scheduler does not list plugin tenants (is it older than this plugin, is this not its control "
+          "socket, or does this plugin run as another user than root or the scheduler's?)";
+    if (n == static_cast<ssize_t>(sizeof(wire::ControlReply))) {
+      const auto* reply = reinterpret_cast<const wire::ControlReply*>(list.get());
+      if (reply->magic == wire::kControlMagic) why = text(reply->message, sizeof reply->message);
     }
-    if (list->status != wire::ControlStatus::kOk) {
-      why = text(list->message, sizeof list->message);
-      return std::nullopt;
-    }
-    state.plugin_tenants.assign(list->tenants, list->tenants + std::min<uint32_t>(list->count, shm::kMaxTenants));
+    return false;
   }
+  if (list->status != wire::ControlStatus::kOk) {
+    why = text(list->message, sizeof list->message);
+    return false;
+  }
+  state.plugin_tenants.assign(list->tenants, list->tenants + std::min<uint32_t>(list->count, shm::kMaxTenants));
+  return true;
+}
+
+bool SchedulerClient::read_other_tenants(SchedulerState& state, const std::string& shm_name, std::string& why) {
   std::set<std::string> ours;
   for (const wire::PluginTenant& t : state.plugin_tenants) ours.insert(text(t.name, sizeof t.name));
-  SegmentView view(shm_name);
-  const shm::Segment* segment = view.get();
+  const MappedSegment segment = map_segment(shm_name).segment;
   if (!segment) {
     why = "cannot read the scheduler's shared segment " + shm_name;
-    return std::nullopt;
+    return false;
   }
   const SegmentSnapshot snapshot = take_snapshot(*segment);
   state.generation = snapshot.generation;
@@ -190,6 +161,14 @@ std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
     if (t.preemptible) continue;
     state.other_tenants.push_back({t.name, t.memory_quota_bytes, t.memory_quota_ppm});
   }
+  return true;
+}
+
+std::optional<SchedulerState> SchedulerClient::state(std::string& why) const {
+  SchedulerState state;
+  const std::optional<std::string> shm_name = describe(state, why);
+  if (!shm_name || !list_plugin_tenants(state, why) || !read_other_tenants(state, *shm_name, why))
+    return std::nullopt;
   return state;
 }
 

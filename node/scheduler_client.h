@@ -59,6 +59,12 @@ class SchedulerClient {
 
  private:
   SchedulerAnswer control(wire::PluginCommand command, const wire::PluginTenant& tenant) const;
+  // The parts of state(), in order; each false (nullopt) with `why`.
+  // Who the scheduler is (its pid), and the name of its segment.
+  std::optional<std::string> describe(SchedulerState& state, std::string& why) const;
+  bool list_plugin_tenants(SchedulerState& state, std::string& why) const;
+  // The generation and, from the segment, the tenants not the plugin's.
+  static bool read_other_tenants(SchedulerState& state, const std::string& shm_name, std::string& why);
 
   std::string socket_path_;
   int timeout_ms_;
