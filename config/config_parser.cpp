@@ -108,7 +108,8 @@ class ConfigParser {
 
   void parse_preemption(const YAML::Node& node) {
     if (!read_.expect_map(node, "`preemption`")) return;
-    read_.check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin", "unsuspendable", "fast"});
+    read_.check_keys(node, {"allocation_wait", "resume_holdoff", "host_reserve", "resume_margin", "room_margin", "unsuspendable",
+                                "fast"});
     PreemptionSettings& p = config_.scheduler.preemption;
     if (node["fast"]) {
       if (auto b = read_.boolean(node["fast"], "fast")) p.fast = *b;
@@ -120,11 +121,13 @@ class ConfigParser {
     if (node["resume_holdoff"]) {
       if (auto d = read_.duration(node["resume_holdoff"], "resume_holdoff")) p.resume_holdoff = *d;
     }
-    for (const char* key : {"host_reserve", "resume_margin"}) {
+    const std::pair<const char*, uint64_t*> sizes[] = {
+        {"host_reserve", &p.host_reserve}, {"resume_margin", &p.resume_margin}, {"room_margin", &p.room_margin}};
+    for (const auto& [key, field] : sizes) {
       const YAML::Node n = node[key];
       if (!n) continue;
       if (auto b = read_.bytes(n, key, std::string("`") + key + "` is a size in bytes, e.g. 4GiB, not a percentage"))
-        (std::string(key) == "host_reserve" ? p.host_reserve : p.resume_margin) = *b;
+        *field = *b;
     }
   }
 

@@ -28,6 +28,7 @@
 //       resume_holdoff: 1s     #   how long a suspended tenant's memory must stay free first
 //       host_reserve: 4GiB     #   host memory left available after a suspension
 //       resume_margin: 512MiB  #   card memory left free after a resume
+//       room_margin: 1GiB      #   card memory made beyond a request that suspends
 //       unsuspendable: stop    #   stop | keep: a preemptible tenant's process that cannot be
 //                              #   suspended (it says it uses what the checkpoint cannot move,
 //                              #   or the driver refuses it) is stopped, or the tenant kept
@@ -107,6 +108,10 @@ struct PreemptionSettings {
   std::chrono::nanoseconds resume_holdoff = std::chrono::seconds(1);
   uint64_t host_reserve = uint64_t{4} << 30;
   uint64_t resume_margin = uint64_t{512} << 20;
+  // Card memory made beyond a request that suspends a tenant: what the requester's context
+  // takes next (lazily loaded modules, cuBLAS and cuDNN workspaces, the caching allocator's
+  // next block). A PyTorch process takes up to about 1 GiB on an H200 beyond its tensors.
+  uint64_t room_margin = uint64_t{1} << 30;
   // What becomes of a preemptible tenant's process that cannot be suspended when the tenant's
   // memory is needed: true (`stop`), it is killed and the others suspended; false (`keep`), the
   // tenant keeps its memory. What a process says of itself never spares its tenant by default.

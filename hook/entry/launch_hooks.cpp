@@ -8,6 +8,7 @@
 #include "hook/link/client.h"
 #include "hook/link/scheduler_link.h"
 #include "hook/memory/pool_accounting.h"
+#include "hook/memory/preemption.h"
 #include "hook/memory/quota.h"
 #include "hook/monitor/activity.h"
 #include "hook/movable/work_hold.h"
@@ -55,11 +56,18 @@ uintptr_t key(const CUlaunchConfig* c, CUfunction f) {
 }
 
 // The driver's launch call, through the process's work hold (work_hold.h): once the token is
-// had, a launch still waits while the fast suspension moves the process's memory.
+// had, a launch still waits while the fast suspension moves the process's memory. A launch
+// the driver refuses for memory (the module it loads lazily, the kernel's local memory) asks
+// for room as an allocation does, and is tried again while room is made.
 template <typename Call>
 [[gnu::always_inline]] inline CUresult held(Call call) {
-  const work_hold::Guard guard;
-  return call();
+  const auto once = [&] {
+    const work_hold::Guard guard;
+    return call();
+  };
+  const CUresult r = once();
+  if (r != CUDA_ERROR_OUT_OF_MEMORY) [[likely]] return r;
+  return preemption::after_launch_out_of_memory(quota::single_device() ? 0 : quota::current_device(), r, once);
 }
 
 // Forwards a launch between gate() and activity::launched().

@@ -39,6 +39,7 @@ bool room_made(int device, uint64_t bytes, int64_t deadline, int round) {
   size_t free = 0, total = 0;
   auto info = real<Sym::cuMemGetInfo_v2>();
   if (info == nullptr || info(&free, &total) != CUDA_SUCCESS) free = 0;
+  if (bytes == 0) bytes = free + 1;
   const int gpu = scheduler_link::gpu(device);
   CUSLICE_LOG(kInfo, "device %d: %llu bytes do not fit the card (%zu free): asking the scheduler for room", device,
               static_cast<unsigned long long>(bytes), free);

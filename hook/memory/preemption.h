@@ -18,7 +18,8 @@ namespace cuslice::preemption {
 // CLOCK_MONOTONIC ns until which an allocation on `device` that did not fit may wait for the
 // scheduler; 0 when it may not (no scheduler, or nobody the scheduler could suspend).
 int64_t deadline(int device);
-// Asks the scheduler once for `bytes` on `device`; true: memory was freed, allocate again.
+// Asks the scheduler once for `bytes` on `device` (0: one byte more than is free); true:
+// memory was freed, allocate again.
 // `round` counts the requests already made for this allocation: from the second on, it first
 // waits a little longer each time (the memory the scheduler freed was not enough, or was
 // taken meanwhile), so that an allocation that keeps failing does not keep the scheduler busy.
@@ -34,6 +35,15 @@ CUresult after_out_of_memory(int device, uint64_t bytes, CUresult first, Allocat
   for (int round = 0; until != 0 && r == CUDA_ERROR_OUT_OF_MEMORY && room_made(device, bytes, until, round); ++round)
     r = allocate();
   return r;
+}
+
+// A launch the driver refused for memory (a module loaded lazily at the first launch, a
+// kernel's local memory): nothing says how much it needs, so it asks for room as an
+// allocation of one byte more than the card has free would, which the scheduler makes with
+// its room margin beyond, and calls `retry` again as long as room is made.
+template <class Retry>
+CUresult after_launch_out_of_memory(int device, CUresult first, Retry retry) {
+  return device < 0 ? first : after_out_of_memory(device, 0, first, retry);
 }
 
 // This process uses memory the checkpoint cannot move (shm::ProcessSlot::kUses*). In a

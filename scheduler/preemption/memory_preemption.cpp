@@ -234,7 +234,8 @@ Verdict MemoryPreemption::make_room(const AllocationRequest& request, const std:
   bool resuming_candidate = false;  // a tenant being resumed may be suspended again once it runs
   const std::vector<uint32_t> ordered = candidates(request, skipped, resuming_candidate);
   uint64_t freed = 0;
-  std::vector<uint32_t> chosen = choose(ordered, gpu, missing, freed);
+  const Shortfall shortfall{missing, missing + params_.room_margin};
+  std::vector<uint32_t> chosen = choose(ordered, gpu, shortfall, freed);
   if (freed < missing) {
     if (resuming_candidate) {
       verdict.kind = Verdict::Kind::kWait;
@@ -247,7 +248,7 @@ Verdict MemoryPreemption::make_room(const AllocationRequest& request, const std:
                                   skipped);
     return verdict;
   }
-  std::vector<uint64_t> move = fast_moves(chosen, gpu, missing);
+  std::vector<uint64_t> move = fast_moves(chosen, gpu, shortfall);
   uint64_t moving = 0;
   for (size_t i = 0; i < chosen.size(); ++i) moving += host_bytes(chosen[i], move[i]);
   if (flight.moving + moving + params_.host_reserve > host_available) {
@@ -269,19 +270,21 @@ Verdict MemoryPreemption::make_room(const AllocationRequest& request, const std:
 }
 
 std::vector<uint64_t> MemoryPreemption::fast_moves(const std::vector<uint32_t>& chosen, uint32_t gpu,
-                                                   uint64_t missing) const {
+                                                   Shortfall missing) const {
   // Rule 6: who moves only its part, the fast way.
   std::vector<uint64_t> move(chosen.size(), 0);
-  uint64_t left = missing;
+  Shortfall left = missing;
   for (size_t i = 0; i < chosen.size(); ++i) {
-    const uint64_t part = std::min(available_on(chosen[i], gpu), left);
-    left -= part;
+    const uint64_t has = available_on(chosen[i], gpu);
+    const Shortfall part{std::min(has, left.need), std::min(has, left.want)};
+    left.need -= part.need;
+    left.want -= part.want;
     move[i] = fast_part(chosen[i], gpu, part);
   }
   return move;
 }
 
-uint64_t MemoryPreemption::fast_part(uint32_t t, uint32_t gpu, uint64_t part) const {
+uint64_t MemoryPreemption::fast_part(uint32_t t, uint32_t gpu, Shortfall part) const {
   const Book& book = books_[t];
   // Once more the fast way for a tenant suspended so already, on the same GPU: its hooks may
   // have moved a little less than was missing. Only once: a second time, the checkpoint.
@@ -289,9 +292,11 @@ uint64_t MemoryPreemption::fast_part(uint32_t t, uint32_t gpu, uint64_t part) co
   if (!params_.fast || !(book.state == SuspendState::kRunning || again)) return 0;
   // A little more than the part: memory the driver takes beside an allocation is not in
   // anybody's count (and the hooks move whole chunks anyway).
-  const uint64_t slack = std::max<uint64_t>(part / 100, uint64_t{64} << 20);
+  const uint64_t slack = std::max<uint64_t>(part.want / 100, uint64_t{64} << 20);
   const uint64_t can = movable_on(t, gpu);
-  return can >= part ? std::min(can, part + slack) : 0;
+  if (can >= part.want) return std::min(can, part.want + slack);
+  // Less than its part with the margin: all it can move, if that covers its part without.
+  return can >= part.need && can > 0 ? can : 0;
 }
 
 MemoryPreemption::Candidacy MemoryPreemption::candidacy(uint32_t t, const AllocationRequest& request,
@@ -343,20 +348,22 @@ std::vector<uint32_t> MemoryPreemption::candidates(const AllocationRequest& requ
   return out;
 }
 
-std::vector<uint32_t> MemoryPreemption::choose(const std::vector<uint32_t>& candidates, uint32_t gpu, uint64_t missing,
-                                               uint64_t& freed) const {
+std::vector<uint32_t> MemoryPreemption::choose(const std::vector<uint32_t>& candidates, uint32_t gpu,
+                                               Shortfall missing, uint64_t& freed) const {
   std::vector<uint32_t> chosen;
   freed = 0;
   for (uint32_t t : candidates) {
-    if (freed >= missing) break;
+    if (freed >= missing.want) break;
     chosen.push_back(t);
     freed += available_on(t, gpu);
   }
-  if (freed < missing) return chosen;
-  // Those taken early that the later ones made unnecessary give way no more.
+  if (freed < missing.need) return chosen;
+  // Those taken early that the later ones made unnecessary give way no more: the margin as
+  // far as they cover it.
+  const uint64_t target = std::min(freed, missing.want);
   for (size_t i = chosen.size(); i-- > 0;) {
     const uint64_t own = available_on(chosen[i], gpu);
-    if (freed - own >= missing) {
+    if (freed - own >= target) {
       freed -= own;
       chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
     }

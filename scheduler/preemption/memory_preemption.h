@@ -15,7 +15,8 @@
 //      be suspended for it, whatever its priority.
 //   2. Order: lowest priority first, then the most recently started tenant (the latest start of
 //      its earliest process), then the lowest index. Tenants are taken in that order until
-//      their memory covers what is missing; then any chosen tenant that is not needed after
+//      their memory covers what is missing plus `room_margin` (or all are taken, if they cover
+//      what is missing but not the margin); then any chosen tenant that is not needed after
 //      all is spared again, the last chosen first.
 //   3. Never suspended, with the reason kept for the log and `cuslice status`: a tenant whose
 //      earlier suspension was refused by the driver (while the processes concerned live) or
@@ -34,8 +35,8 @@
 //      suspended longest; each resume's memory counts against the next.
 //   6. Two ways to suspend (docs/preemption.md). The fast way, where the tenant's processes'
 //      hooks can move their memory (every process says so, and together they can move the
-//      tenant's part of what is missing on the GPU): only that part moves, plus a little
-//      slack, and only its return decides the resumption. Otherwise the driver's checkpoint
+//      tenant's part of what is missing on the GPU, or at least its part without the margin):
+//      only that part moves, plus a little slack, and only its return decides the resumption. Otherwise the driver's checkpoint
 //      moves everything. A tenant suspended the fast way still holds the rest on the card:
 //      when a later request needs it, the tenant may be chosen again (after the running ones
 //      of its rank): once more the fast way, then the checkpoint moves the rest. That is also
@@ -59,6 +60,11 @@ struct PreemptionParams {
   // process stuck on current drivers, so the policy keeps a margin for what it cannot see
   // (memory not yet reported by the hooks, other processes on the card).
   uint64_t resume_margin = uint64_t{512} << 20;
+  // Card memory made beyond what a request lacks, when a tenant is suspended for it: what the
+  // requester does next (its first kernels load modules, its libraries take workspaces) must
+  // find memory too, or it fails later with an error no framework recovers from. Made where
+  // the tenants that may give way have it; a request they can cover without it goes ahead.
+  uint64_t room_margin = uint64_t{1} << 30;
   // `scheduler.preemption.unsuspendable: stop`: what a process says of itself never spares
   // its tenant (rule 3).
   bool stop_unsuspendable = true;
@@ -173,6 +179,8 @@ class MemoryPreemption {
   // joined it after it was suspended, and a resumption must include them.
   void hold(uint32_t tenant, bool held);
 
+  // How often a suspended tenant that does not fit back is looked at again, at the least.
+  static constexpr Nanos kRecheck{200'000'000};
   struct Resumption {
     std::vector<uint32_t> resume;  // now kResuming
     Nanos wake_at = kNever;        // call step() again no later than this
@@ -261,12 +269,18 @@ class MemoryPreemption {
                                    bool& resuming) const;
   // The fewest of `candidates`, from the first, that free `missing` bytes on `gpu`; `freed`
   // is what they hold there.
-  std::vector<uint32_t> choose(const std::vector<uint32_t>& candidates, uint32_t gpu, uint64_t missing,
+  // What a request lacks on its GPU: `need` without which it cannot fit, `want` with the room
+  // margin.
+  struct Shortfall {
+    uint64_t need = 0;
+    uint64_t want = 0;
+  };
+  std::vector<uint32_t> choose(const std::vector<uint32_t>& candidates, uint32_t gpu, Shortfall missing,
                                uint64_t& freed) const;
   // For each of `chosen`, the bytes its hooks move off `gpu` the fast way (rule 6), or 0.
-  std::vector<uint64_t> fast_moves(const std::vector<uint32_t>& chosen, uint32_t gpu, uint64_t missing) const;
+  std::vector<uint64_t> fast_moves(const std::vector<uint32_t>& chosen, uint32_t gpu, Shortfall missing) const;
   // What tenant t moves the fast way to give `part` bytes of `gpu`, or 0: the checkpoint.
-  uint64_t fast_part(uint32_t t, uint32_t gpu, uint64_t part) const;
+  uint64_t fast_part(uint32_t t, uint32_t gpu, Shortfall part) const;
   // Marks `chosen` as being suspended for `what`; returns their names with what they free,
   // and fills the processes to stop in `verdict`.
   std::string commit(const std::vector<uint32_t>& chosen, const std::vector<uint64_t>& move, uint32_t gpu,

@@ -23,6 +23,7 @@ void Preemptor::configure() {
   params.resume_holdoff = config.scheduler.preemption.resume_holdoff;
   params.host_reserve = config.scheduler.preemption.host_reserve;
   params.resume_margin = config.scheduler.preemption.resume_margin;
+  params.room_margin = config.scheduler.preemption.room_margin;
   params.stop_unsuspendable = config.scheduler.preemption.stop_unsuspendable;
   params.fast = config.scheduler.preemption.fast;
   policy_.reconfigure(params);

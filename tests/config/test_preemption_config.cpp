@@ -34,6 +34,7 @@ TEST(PreemptionConfig, SettingsAndPreemptibleTenantsAreRead) {
     resume_holdoff: 2500ms
     host_reserve: 8GiB
     resume_margin: 1GiB
+    room_margin: 3GiB
     unsuspendable: keep
 tenants:
   - name: serve
@@ -50,6 +51,7 @@ tenants:
   EXPECT_EQ(p.resume_holdoff, 2500ms);
   EXPECT_EQ(p.host_reserve, 8 * kGiB);
   EXPECT_EQ(p.resume_margin, kGiB);
+  EXPECT_EQ(p.room_margin, 3 * kGiB);
   EXPECT_FALSE(p.stop_unsuspendable);
   EXPECT_FALSE(r.config.tenants[0].preemptible);
   EXPECT_TRUE(r.config.tenants[1].preemptible);
@@ -63,6 +65,7 @@ TEST(PreemptionConfig, EverySettingHasADefault) {
   EXPECT_EQ(p.resume_holdoff, 1s);
   EXPECT_EQ(p.host_reserve, 4 * kGiB);
   EXPECT_EQ(p.resume_margin, kGiB / 2);
+  EXPECT_EQ(p.room_margin, kGiB) << "what a PyTorch process takes beyond its tensors on an H200";
   EXPECT_TRUE(p.stop_unsuspendable) << "what a tenant says of itself never spares it";
   EXPECT_FALSE(r.config.tenants[0].preemptible);
 }
@@ -92,7 +95,7 @@ tenants:
                            "4:21: bad duration `soon` for `resume_holdoff`: " + bad_duration,
                            "5:19: `host_reserve` is a size in bytes, e.g. 4GiB, not a percentage",
                            "6:20: bad size `-1` for `resume_margin`: " + bad_size,
-                           "7:5: unknown key `patience` (expected one of: allocation_wait, resume_holdoff, host_reserve, resume_margin, unsuspendable, fast)",
+                           "7:5: unknown key `patience` (expected one of: allocation_wait, resume_holdoff, host_reserve, resume_margin, room_margin, unsuspendable, fast)",
                            "8:20: bad `unsuspendable` `spare`: expected stop or keep",
                            "11:18: bad `preemptible` `maybe`: expected true or false",
                        }));

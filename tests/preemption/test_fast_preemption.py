@@ -35,6 +35,9 @@ tenants:
     preemptible: true
 """
 
+# The room made beyond what a request lacks, by default.
+ROOM_MARGIN = 1 * GiB
+
 POOL = CONFIG.replace("    preemptible: true\n", "    preemptible: true\n    host_pool: 1GiB\n")
 
 # A kernel that touches memory that is off the GPU fails (as a real one would fault), and so
@@ -63,9 +66,10 @@ def test_the_fast_way_moves_only_what_is_missing_and_brings_it_back():
         wait_for(lambda: s.tenant_status("train")["movable_bytes"] >= 3 * GiB, 10, "the trainer's hook to report")
         serve = s.worker("serve")
         free = int(serve.ok("info")[2])
-        # 2 GiB do not fit beside the trainer: about 1.3 GiB of it must move, not 3.
+        # 2 GiB do not fit beside the trainer: about 1.3 GiB of it must move, plus the room
+        # margin (1 GiB by default), not 3.
         serve.ok(f"alloc {2 * GiB}", timeout_s=30)
-        missing = 2 * GiB - free
+        missing = 2 * GiB - free + ROOM_MARGIN
         st = suspension(s)
         assert st["path"] == "fast", st
         moved = st["moved_out_bytes"]
@@ -92,6 +96,45 @@ def test_the_fast_way_moves_only_what_is_missing_and_brings_it_back():
         assert "its processes moved" in s.daemon.log_text()
 
 
+# The service's first kernel loads its module, which takes card memory of its own (as a
+# PyTorch process's first kernels, cuBLAS and cuDNN do).
+SERVE_MODULE = {"FAKE_CUDA_MODULE_BYTES": str(768 * MiB)}
+
+
+def test_the_service_computes_once_it_has_its_memory():
+    """The room made keeps the margin: the service's first kernel finds the memory its module
+    takes, without asking again."""
+    with Scenario(CONFIG) as s:
+        train = trainer(s)
+        wait_for(lambda: s.tenant_status("train")["movable_bytes"] >= 3 * GiB, 10, "the trainer's hook to report")
+        serve = s.worker("serve", SERVE_MODULE)
+        serve.ok(f"alloc {2 * GiB}", timeout_s=30)
+        serve.ok("fill 3")
+        serve.ok("launch", timeout_s=30)
+        st = suspension(s)
+        assert st["path"] == "fast" and st["suspensions"] == 1, st
+        serve.exit()
+        wait_for(lambda: suspension(s)["state"] == "running", 20, "the trainer to run again")
+        train.ok("check 7")
+        train.ok("launch")
+
+
+def test_a_launch_refused_for_memory_asks_for_room_again():
+    """Without a margin, the service's first kernel does not fit beside what was moved: the
+    hook asks for room as for an allocation, and the kernel runs once the trainer moved more."""
+    with Scenario(CONFIG.replace("    resume_margin: 128MiB\n", "    resume_margin: 128MiB\n    room_margin: 1MiB\n")) as s:
+        train = trainer(s)
+        wait_for(lambda: s.tenant_status("train")["movable_bytes"] >= 3 * GiB, 10, "the trainer's hook to report")
+        serve = s.worker("serve", SERVE_MODULE)
+        serve.ok(f"alloc {2 * GiB}", timeout_s=30)
+        first = suspension(s)["moved_out_bytes"]
+        serve.ok("launch", timeout_s=30)
+        assert suspension(s)["moved_out_bytes"] > first, suspension(s)
+        serve.exit()
+        wait_for(lambda: suspension(s)["state"] == "running", 20, "the trainer to run again")
+        train.ok("check 7")
+
+
 def test_a_tenant_whose_hooks_say_they_moved_what_they_did_not_is_checkpointed():
     with Scenario(CONFIG) as s:
         # Speaks to the scheduler itself: holds 3 GiB of the card, charged to its tenant, and
@@ -105,8 +148,9 @@ def test_a_tenant_whose_hooks_say_they_moved_what_they_did_not_is_checkpointed()
         liar.ok("lie")
         serve = s.worker("serve")
         # The card's own free memory shows the lie: asked again, the scheduler takes the rest
-        # with the driver's checkpoint, and the service gets its memory after all.
-        serve.ok(f"alloc {2 * GiB}", timeout_s=30)
+        # (what the liar did not say it moved: more than the service lacks) with the driver's
+        # checkpoint, and the service gets its memory after all.
+        serve.ok(f"alloc {3 * GiB // 2}", timeout_s=30)
         assert s.fake.state(liar.pid) == CHECKPOINTED
         assert "the driver's checkpoint" in s.daemon.log_text() or "checkpointed" in s.daemon.log_text()
         assert suspension(s)["path"] == "checkpoint"
@@ -158,6 +202,8 @@ def test_a_host_pool_smaller_than_what_moves_takes_what_it_can():
         held = s.fake.used(train.pid)
         # The pool is made in the background: 1 GiB pinned before anything must move.
         wait_for(lambda: s.tenant_status("train")["host_pool_bytes"] >= GiB, 20, "the host pool")
+        # `cuslice status` shows what is pinned of what is to be: here all of it.
+        assert s.tenant_status("train")["host_pool_target_bytes"] == GiB
         serve = s.worker("serve")
         serve.ok(f"alloc {2 * GiB}", timeout_s=30)
         st = suspension(s)
