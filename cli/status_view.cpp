@@ -100,6 +100,13 @@ const DaemonView::PreemptionFacts& facts(const DaemonView& d, const std::string&
   return it != d.preemption_facts.end() ? it->second : kNone;
 }
 
+// The host pool as it is made: "1.5G/4.0G" (pinned of what its processes are to pin), or what
+// is pinned where nothing more is to come.
+std::string pool_progress(uint64_t pinned, uint64_t target) {
+  if (target == 0 || pinned >= target) return format_bytes(pinned);
+  return format_bytes(pinned) + "/" + format_bytes(target);
+}
+
 // Memory preemption: the preemptible tenants, and any tenant the daemon has something to say
 // about (a request of its refused, a failure).
 void preemption_rows(std::string& out, const SegmentSnapshot& s, const DaemonView& d) {
@@ -118,7 +125,7 @@ void preemption_rows(std::string& out, const SegmentSnapshot& s, const DaemonVie
     add_line(out, fmt::format("  {:<16} {:<10} {:>11} {:>9} {:>10} {:<10} {:>10}  {}", t->name,
                               suspension_name(t->suspension), t->suspensions,
                               format_seconds(static_cast<double>(t->suspended_ns) / kNanosPerSecond),
-                              format_bytes(moved), f.path.empty() ? "-" : f.path, format_bytes(f.host_pool),
+                              format_bytes(moved), f.path.empty() ? "-" : f.path, pool_progress(f.host_pool, t->host_pool_target),
                               why != d.preemption_reasons.end() ? why->second : "-"));
   }
 }
@@ -266,6 +273,7 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
           {"moved_out_bytes", facts(d, t.name).moved_out},
           {"time_to_room_seconds", facts(d, t.name).time_to_room}}},
         {"host_pool_bytes", facts(d, t.name).host_pool},
+        {"host_pool_target_bytes", t.host_pool_target},
         {"movable_bytes", facts(d, t.name).movable},
     });
   }

@@ -174,8 +174,12 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
     if (slot.state.load(std::memory_order_acquire) != shm::ProcessSlot::kActive) continue;
     const uint32_t tenant = slot.tenant.load(kRelaxed);
     const pid_t pid = slot.pid.load(kRelaxed);
-    for (TenantSnapshot& t : s.tenants)
-      if (t.index == tenant && pid > 0) t.pids.push_back(pid);
+    const uint64_t pool = uint64_t{slot.host_pool_mib.load(kRelaxed)} << 20;
+    for (TenantSnapshot& t : s.tenants) {
+      if (t.index != tenant || pid <= 0) continue;
+      t.pids.push_back(pid);
+      t.host_pool_target += pool;
+    }
   }
   for (TenantSnapshot& t : s.tenants) std::sort(t.pids.begin(), t.pids.end());
   return s;

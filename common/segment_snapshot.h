@@ -74,6 +74,9 @@ struct TenantSnapshot {
   uint64_t suspended_ns = 0;
   uint64_t suspend_ns = 0;
   uint64_t resume_ns = 0;
+  // The pinned host memory its processes are to prepare for the fast way (the tenant's
+  // `host_pool` for each registered process that may move its memory), bytes.
+  uint64_t host_pool_target = 0;
 };
 
 // "running", "suspending", "suspended", "resuming", "failed".

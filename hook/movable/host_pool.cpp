@@ -1,4 +1,5 @@
-// The fast suspension's host memory (host_pool.h). Pinned blocks are handed out front to back
+// The fast suspension's host memory (host_pool.h). Pinned blocks (memory of the hook's own,
+// faulted in, then registered with the driver) are handed out front to back
 // within a suspension (a bump pointer per block) and all come back together with the
 // resumption, so no free list is needed.
 #include "hook/movable/host_pool.h"
@@ -16,7 +17,7 @@
 namespace cuslice::host_pool {
 namespace {
 
-constexpr int kMaxBlocks = 4096;  // 4 TiB of pinned memory
+constexpr int kMaxBlocks = 16384;  // 4 TiB of pinned memory
 
 struct Pool {
   void* block[kMaxBlocks] = {};
@@ -28,8 +29,28 @@ struct Pool {
 };
 Pool g_pool;
 
-using HostAlloc = CUresult(CUDAAPI*)(void**, size_t, unsigned int);
+using HostRegister = CUresult(CUDAAPI*)(void*, size_t, unsigned int);
 using CtxSet = CUresult(CUDAAPI*)(CUcontext);
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Every page of `block` present: the kernel's populate where it has one, else a write to
+// each page (the block is fresh, so writing zeros changes nothing).
+void fault_in(void* block, uint64_t bytes) noexcept {
+  if (madvise(block, bytes, MADV_POPULATE_WRITE) == 0) return;
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* p = static_cast<volatile char*>(block);
+  for (uint64_t off = 0; off < bytes; off += static_cast<uint64_t>(page > 0 ? page : 4096)) p[off] = 0;
+}
+
+// The pool's blocks unmapped (their registration went with the context, or, in a forked
+// child, was never the child's) and the pool forgotten.
+void unmap_all() noexcept {
+  for (int i = 0; i < g_pool.blocks; ++i) munmap(g_pool.block[i], kBlockBytes);
+  renew_in_child(g_pool);
+}
 
 }  // namespace
 
@@ -51,18 +72,24 @@ bool grow(uint64_t target, uint64_t reserve, int device, CUcontext context) noex
   if (context == nullptr) return false;
   if (g_pool.blocks >= kMaxBlocks || pinned_bytes() + kBlockBytes > target) return false;
   if (host_available() < reserve + kBlockBytes) return false;
-  static const auto alloc = cuda_function<HostAlloc>("cuMemHostAlloc");
+  static const auto reg = cuda_function<HostRegister>("cuMemHostRegister_v2");
   static const auto set = cuda_function<CtxSet>("cuCtxSetCurrent");
-  if (alloc == nullptr || set == nullptr || set(context) != CUDA_SUCCESS) return false;
-  void* p = nullptr;
-  if (alloc(&p, kBlockBytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS || p == nullptr) return false;
+  if (reg == nullptr || set == nullptr) return false;
+  void* p = mmap(nullptr, kBlockBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  madvise(p, kBlockBytes, MADV_HUGEPAGE);  // fewer pages for the driver to pin
+  fault_in(p, kBlockBytes);
+  if (set(context) != CUDA_SUCCESS || reg(p, kBlockBytes, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
+    munmap(p, kBlockBytes);
+    return false;
+  }
   g_pool.block[g_pool.blocks++] = p;
   g_pool.device = device;
   return true;
 }
 
 void forget_device(int device) noexcept {
-  if (device == g_pool.device) renew_in_child(g_pool);  // the reset freed them: nothing to free
+  if (device == g_pool.device) unmap_all();  // the reset unregistered them
 }
 
 uint64_t pinned_bytes() noexcept { return static_cast<uint64_t>(g_pool.blocks) * kBlockBytes; }
@@ -102,8 +129,9 @@ void give_back(void* memory, uint64_t bytes, bool pinned) noexcept {
 }
 
 void after_fork_child() noexcept {
-  // Pinned memory is not the child's (its CUDA state does not survive fork).
-  renew_in_child(g_pool);
+  // Pinned memory is not the child's (its CUDA state does not survive fork): its copy of the
+  // blocks is plain memory it never uses.
+  unmap_all();
 }
 
 }  // namespace cuslice::host_pool

@@ -3,7 +3,10 @@
 // process (its tenant's `host_pool`) while the host keeps `host_reserve` available, and, past
 // it, pageable memory mapped for one copy. Pinning is the slow part (tens of seconds for tens of
 // GiB), which is why the pool is made before it is needed; a copy into pinned memory runs at
-// the link's speed.
+// the link's speed. The application must not notice it being made: the driver's own pinned
+// allocation holds the driver's lock while it faults the pages in (seconds per GiB, during
+// which every CUDA call of the process waits), so a block is mapped and faulted in here, with
+// no lock held, and only then registered with the driver, one block per step of the mover.
 //
 // Called by the mover's thread, and give_back() also by a cuMemFree of memory that is off the
 // GPU, always under movable_memory's lock, except grow(), which only the mover calls and which
@@ -18,8 +21,9 @@
 
 namespace cuslice::host_pool {
 
-// Pinned memory is allocated in blocks of this size; a chunk of moved memory is never larger.
-inline constexpr uint64_t kBlockBytes = uint64_t{1} << 30;
+// Pinned memory is made in blocks of this size, each registered with the driver in one call
+// that holds the driver's lock about 10 ms; a chunk of moved memory is never larger.
+inline constexpr uint64_t kBlockBytes = uint64_t{256} << 20;
 
 // Adds one block when the pool holds less than `target` bytes and the host keeps `reserve`
 // bytes available after it (MemAvailable in /proc/meminfo). `context`: made current for the
