@@ -97,6 +97,9 @@ std::vector<GpuMemory> MemoryFacts::gpus(const MemoryPreemption& policy) const {
       const uint64_t tenant_used = region->gpu[g].memory_used.load(std::memory_order_relaxed);
       used = saturating_add(used, tenant_used - policy.off_card(t, g, tenant_used));
     }
+    // What processes without the hook hold, as the driver says (the usage watchdog's last
+    // look): a card they filled has no room for a resumption, whatever the tenants' counters.
+    used = saturating_add(used, segment_->gpus[g].unhooked_bytes.load(std::memory_order_relaxed));
     gpus[g] = {total, total > used ? total - used : 0};
   }
   return gpus;

@@ -113,6 +113,9 @@ MemoryPreemption::Resumption MemoryPreemption::step(const std::vector<GpuMemory>
     Book& book = books_[t];
     if (!fits_back(t, room)) {
       book.fits_since.reset();
+      // Room may come without an event of the daemon's (a process without the hook ends):
+      // looked at again a hold-off later.
+      out.wake_at = std::min(out.wake_at, now + std::max(params_.resume_holdoff, kRecheck));
       continue;
     }
     if (!book.fits_since) book.fits_since = now;

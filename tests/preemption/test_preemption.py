@@ -181,6 +181,32 @@ def test_a_process_joining_a_suspended_tenant_waits_for_its_resumption():
         assert "waited for the tenant to be resumed" in late.log_text()
 
 
+def test_a_card_filled_by_a_process_without_the_hook_keeps_the_tenant_suspended():
+    """A restore that runs out of memory leaves the tenant's GPU state lost: a suspended tenant
+    resumes only when the driver's free memory, not only the tenants' counters, has room."""
+    with Scenario(CONFIG, daemon_env={"FAKE_NVML_DEVICE_PROCESSES": "1"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        held = s.fake.used(train.pid)
+        serve = s.worker("serve")
+        serve.ok(f"alloc {8 * GiB}", timeout_s=30)
+        assert s.fake.state(train.pid) == CHECKPOINTED
+        # In no tenant, without the hook: the usage watchdog sees it in the driver's list.
+        other = s.process("serve", hooked=False)
+        other.ok("init")
+        other.ok(f"alloc {6 * GiB}")
+        wait_for(lambda: "runs without the hook" in s.daemon.log_text(), 20, "the usage watchdog to see it")
+        serve.exit()
+        # Many hold-offs later the tenant is still suspended, whole.
+        time.sleep(2)
+        assert s.fake.state(train.pid) == CHECKPOINTED, s.daemon.log_text()
+        assert s.tenant_status("train")["suspension"]["state"] == "suspended"
+        other.exit()
+        wait_for(lambda: s.fake.state(train.pid) == RUNNING, 30, "the tenant to be resumed")
+        assert s.fake.used(train.pid) == held
+        train.ok("sync")
+
+
 def test_a_joining_process_that_does_not_wait_is_suspended_by_the_scheduler():
     # It registers itself and uses the driver without the hook: nothing makes it wait, so the
     # scheduler suspends it with its tenant through the driver.
