@@ -189,6 +189,9 @@ def measure_after_go(r, a, sched, trainer, service, fast, wait_s, t_spawn):
         r["driver_moved_bytes"] = r["trainer_bytes"] - r["trainer_bytes_while_held"]
         filled = service.wait_event(lambda e: e.get("event") == "filled", 120, "the service's fill")
         r["service_fill_s"] = filled["seconds"]
+        computed = service.wait_event(lambda e: e.get("event") == "computed", 120, "the service's first kernels")
+        r.update(service_computed=computed["ok"], service_compute_error=computed.get("error"),
+                 service_compute_s=computed["seconds"])
         freed = service.wait_event(lambda e: e.get("event") == "freed", a.service_seconds + 60,
                                    "the service's free")
         r["service_free_s"] = freed["seconds"]
@@ -317,8 +320,10 @@ def checks(a, fast, ckpt):
     out.append(("fast: the suspension took the fast path", fast.get("path") == "fast"))
     out.append((f"fast: time to room at most {a.room_s:g} s", le(fast.get("time_to_room_s"), a.room_s)))
     moved, needed = fast.get("moved_out_bytes"), fast.get("needed_bytes")
-    out.append(("fast: moved at most what had to move + 10%",
-                moved is not None and needed is not None and moved <= 1.10 * needed))
+    out.append(("fast: the service computes once it has its memory (matmul, convolution, sort)",
+                fast.get("service_computed") is True))
+    out.append(("fast: moved at most what had to move + 10% + the room margin (1 GiB)",
+                moved is not None and needed is not None and moved <= 1.10 * needed + (1 << 30)))
     out.append((f"fast: the trainer steps again within {a.resume_s:g} s of the service's free",
                 le(fast.get("resume_s"), a.resume_s)))
     out.append((f"fast: the trainer back to 0.95 of its rate within {a.recovery_s:g} s",
@@ -356,6 +361,10 @@ def markdown(crd, a, fast, ckpt, native, results):
         ("trainer's memory by the driver, before / held", lambda r: f"{g(r.get('trainer_bytes'))} / "
                                                                      f"{g(r.get('trainer_bytes_while_held'))}"),
         ("time to room: the service's torch.empty, s", lambda r: f(r.get("time_to_room_s"), 3)),
+        ("moved ÷ suspension time, GiB/s", lambda r: f(r["moved_out_bytes"] / GiB / r["suspend_s"], 1)
+         if r.get("moved_out_bytes") and r.get("suspend_s") else "-"),
+        ("the service computes next (matmul, conv, sort), s", lambda r: ("ok " + f(r.get("service_compute_s"), 3))
+         if r.get("service_computed") else f"FAILED: {r.get('service_compute_error')}"),
         ("suspension by cuslice status, s", lambda r: f(r.get("suspend_s"), 3)),
         ("the service's free → the trainer's first step, s", lambda r: f(r.get("resume_s"), 3)),
         ("resumption by cuslice status, s", lambda r: f(r.get("resume_status_s"), 3)),
@@ -365,6 +374,7 @@ def markdown(crd, a, fast, ckpt, native, results):
         ("ballast intact (tensors checked, bad)", lambda r: f"{r.get('ballast_ok_after')} "
                                                              f"({r.get('ballast_tensors_checked')}, "
                                                              f"{r.get('ballast_bad_tensors')})"),
+        ("the trainer's start: its ballast made and filled, s", lambda r: f(r.get("ballast_fill_s"), 2)),
         ("pinned pool ready (cuslice status) / waited, s", lambda r: f"{g(r.get('host_pool_bytes'))} / "
                                                                       f"{f(r.get('host_pool_wait_s'), 1)}"
          if r.get("host_pool_bytes_configured") else "none"),

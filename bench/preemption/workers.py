@@ -40,6 +40,7 @@ They run under LD_PRELOAD=libcuslice.so in a cuslice tenant, or natively (the ho
 raw checkpoint API's baseline; the trainer and the service, for what happens without cuslice)."""
 import argparse
 import json
+import math
 import sys
 import time
 
@@ -245,6 +246,22 @@ def alloc_service(a):
     block.fill_(7)
     torch.cuda.synchronize()
     emit(event="filled", seconds=time.monotonic() - t0)
+    # What a service does next with its memory: its first kernels load their modules, cuBLAS
+    # and cuDNN take their workspaces, the caching allocator its next blocks. A card left with
+    # only what the allocation lacked fails here with an error no framework recovers from.
+    t0 = time.monotonic()
+    try:
+        x = torch.randn(4096, 4096, device="cuda")
+        y = (x @ x).float()
+        conv = torch.nn.functional.conv2d(torch.randn(8, 64, 56, 56, device="cuda"), torch.randn(64, 64, 3, 3, device="cuda"))
+        ordered = torch.sort(torch.randn(1 << 24, device="cuda")).values
+        checksum = float(y.sum() + conv.sum() + ordered[:1].sum())
+        torch.cuda.synchronize()
+        emit(event="computed", ok=math.isfinite(checksum), seconds=time.monotonic() - t0)
+        del x, y, conv, ordered
+    except RuntimeError as e:
+        emit(event="computed", ok=False, error=str(e).splitlines()[0], seconds=time.monotonic() - t0)
+        return 1
     time.sleep(a.seconds)
     t0 = time.monotonic()
     del block
