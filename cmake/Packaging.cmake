@@ -16,7 +16,7 @@
 # sets RUNPATH ($ORIGIN/../lib on the programs, $ORIGIN on the copies) with patchelf.
 
 # The documentation, where the unit's Documentation= line points.
-file(GLOB cuslice_docs CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/docs/*.md")
+file(GLOB cuslice_docs CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/docs/*/*.md")
 install(FILES "${PROJECT_SOURCE_DIR}/README.md" ${cuslice_docs} DESTINATION share/doc/cuslice)
 
 # What deploy/ ships to a node with the tools: the container entrypoint wrapper (the

@@ -469,7 +469,7 @@ def test_links_lead_to_files_and_headings(doc):
 
 
 def test_configuration_md_documents_every_key_and_variable(known_variables):
-    doc = (SOURCE / "docs/configuration.md").read_text()
+    doc = (SOURCE / "docs/reference/configuration.md").read_text()
     parser = (SOURCE / "config/config_parser.cpp").read_text()
     keys = set()
     for group in re.findall(r"check_keys\(\w+, \{([^}]*)\}\)", parser):
