@@ -101,7 +101,7 @@ struct TenantConfig {
 
 // Memory preemption's settings (docs/design/preemption.md).
 struct PreemptionSettings {
-  // A checkpoint moves about 1.6 GiB/s on an H100 (docs/design/preemption.md): 60 s covers most of a
+  // A checkpoint moves about 1.6 GiB/s on an H100 (docs/evidence/benchmarks.md): 60 s covers most of a
   // card's memory.
   std::chrono::nanoseconds allocation_wait = std::chrono::seconds(60);
   std::chrono::nanoseconds resume_holdoff = std::chrono::seconds(1);
