@@ -510,14 +510,31 @@ def named_paths(text):
         token = token.rstrip(".,;:")
         if any(c in token for c in "*<>$"):
             continue  # a pattern or a placeholder, not one path
-        m = re.match(r"^(.*)\{([^{}]*)\}(.*)$", token)
-        out |= {m.group(1) + alt + m.group(3) for alt in m.group(2).split(",")} if m else {token}
+        out |= expand(token)
     return out
 
 
+# A source file named without its folder (`quota.cpp`, `symbols.{h,cpp}`) must still be one.
+SOURCE_FILE = re.compile(r"(?<![\w./-])([\w-]+\.(?:\{[\w,]+\}|h|cpp|c|cu|S|def|map))(?![\w.])")
+
+
+@pytest.fixture(scope="session")
+def source_file_names():
+    r = subprocess.run(["git", "-C", SOURCE, "ls-files"], capture_output=True, text=True)
+    files = r.stdout.split() if r.returncode == 0 else [str(p) for p in SOURCE.rglob("*") if p.is_file()]
+    return {os.path.basename(f) for f in files}
+
+
+def expand(token):
+    m = re.match(r"^(.*)\{([^{}]*)\}(.*)$", token)
+    return {m.group(1) + alt + m.group(3) for alt in m.group(2).split(",")} if m else {token}
+
+
 @pytest.mark.parametrize("doc", documents(), ids=lambda p: str(p.relative_to(SOURCE)))
-def test_paths_named_exist(doc):
-    missing = sorted(p for p in named_paths(doc.read_text()) if not (SOURCE / p).exists())
+def test_paths_named_exist(doc, source_file_names):
+    text = doc.read_text()
+    missing = sorted(p for p in named_paths(text) if not (SOURCE / p).exists())
+    missing += sorted({n for token in SOURCE_FILE.findall(text) for n in expand(token)} - source_file_names)
     assert not missing, f"{doc.relative_to(SOURCE)} names paths the repository does not have: {missing}"
 
 
