@@ -1,4 +1,4 @@
-"""The commands, files, settings and links that README.md and docs/*.md show are real.
+"""The commands, files, settings and links that README.md and docs/**/*.md show are real.
 
 Conventions for the documents (what this test reads):
 
