@@ -1,6 +1,6 @@
 // How long does a GPU stream blocked at a gate (cuStreamWaitValue32, GEQ, on a word in
 // registered host memory: what libcuslice.so parks launches behind) take to go on once the
-// host raises the word? This measures the wake-up without the hook (results: docs/benchmarks.md,
+// host raises the word? This measures the wake-up without the hook (results: docs/evidence/benchmarks.md,
 // "The gate").
 //
 //   nvcc -O2 -o gate_wake bench/gate_wake.cu -lcuda

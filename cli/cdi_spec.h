@@ -11,7 +11,7 @@
 //     /dev/shm. Only that file is shared, never the host's whole /dev/shm;
 //   - LD_PRELOAD=kContainerHookPath and CUSLICE_SOCKET=<container socket dir>/cuslice.sock.
 // The scheduler recreates its segment when it starts, so containers started before a
-// scheduler restart keep the old one: restart them too (docs/operations.md).
+// scheduler restart keep the old one: restart them too (docs/reference/operations.md).
 // CDI can only set a variable, not append to it, so LD_PRELOAD replaces whatever the image
 // set. Images that preload something of their own should use the entrypoint wrapper in
 // deploy/container/ instead, which appends (see deploy/container/README.md).

@@ -18,7 +18,7 @@ namespace {
 using cuslice::ExitCode;
 using cuslice::to_int;
 
-// The footer of --help: protocol/exit_codes.h's table, as docs/cli.md shows it.
+// The footer of --help: protocol/exit_codes.h's table, as docs/reference/cli.md shows it.
 std::string exit_status_help() {
   std::string text = "Exit status:\n";
   for (const cuslice::ExitCodeDoc& doc : cuslice::kExitCodeDocs)

@@ -165,7 +165,7 @@ Found find_scheduler(const StatusOptions& options) {
               options.shm_name ? fmt::format("no scheduler answers on {}, and there is no segment {}", choice.describe(),
                                              *options.shm_name)
                                : fmt::format("no scheduler answers on {}", choice.describe()),
-              "`cuslice run` starts one; a node-wide one is `systemctl start cuslice-scheduler` (docs/cli.md)");
+              "`cuslice run` starts one; a node-wide one is `systemctl start cuslice-scheduler` (docs/reference/cli.md)");
 }
 
 // One look at the daemon and its segment, rendered. Throws Error.
@@ -212,7 +212,7 @@ int status(const StatusOptions& options) {
 void add_status_command(CLI::App& root, Action& chosen) {
   auto options = std::make_shared<StatusOptions>();
   CLI::App* cmd = root.add_subcommand("status", "Show every tenant's memory, share and waiting time on every GPU");
-  cmd->add_flag("--json", options->json, "Print JSON (schema in docs/operations.md) instead of a table");
+  cmd->add_flag("--json", options->json, "Print JSON (schema in docs/reference/operations.md) instead of a table");
   cmd->add_option("--watch", options->watch_seconds,
                   "Refresh every INTERVAL until interrupted: seconds (default 2) or a duration such as 500ms")
       ->expected(0, 1)

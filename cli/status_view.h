@@ -1,7 +1,7 @@
 // What `cuslice status` prints, from a snapshot of the segment: a table for people and a
 // JSON document for programs. Pure functions, so tests check the exact output.
 //
-// The JSON schema is versioned (`schema_version`) and documented in docs/operations.md;
+// The JSON schema is versioned (`schema_version`) and documented in docs/reference/operations.md;
 // fields are only ever added within a version. Quantities are in base units (bytes,
 // seconds) and shares are ratios in [0, 1], as in the metrics; null means "unknown" or
 // "none" (a quota the card's size cannot resolve yet, a token nobody holds).

@@ -58,7 +58,7 @@ endforeach()
 file(WRITE "${root}/share/cuslice/bundled-libraries.txt" "${listing}")
 
 # The unit names the folder the tree was staged in: point it at /opt/cuslice, where
-# docs/getting-started.md unpacks the tarball.
+# docs/reference/getting-started.md unpacks the tarball.
 set(unit "${root}/lib/systemd/system/cuslice-scheduler.service")
 file(READ "${unit}" text)
 string(REPLACE "${root}/" "/opt/cuslice/" text "${text}")

@@ -6,7 +6,8 @@
 # Both hold the same install tree: bin/cuslice and bin/cuslice-scheduler, lib/libcuslice.so
 # (lib/, not the multiarch libdir: `cuslice` looks for the hook at ../lib beside itself), the
 # systemd unit under lib/systemd/system, share/cuslice/ (the container entrypoint wrapper and
-# an example configuration) and share/doc/cuslice/ (README.md and docs/).
+# an example configuration) and share/doc/cuslice/ (README.md and the pages of docs/reference,
+# docs/design and docs/evidence, side by side).
 #
 # The .deb installs under /usr and depends on Debian's packages of the libraries the programs
 # link (dpkg-shlibdeps computes them). The tarball is relocatable and self-contained for any
@@ -16,7 +17,7 @@
 # sets RUNPATH ($ORIGIN/../lib on the programs, $ORIGIN on the copies) with patchelf.
 
 # The documentation, where the unit's Documentation= line points.
-file(GLOB cuslice_docs CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/docs/*.md")
+file(GLOB cuslice_docs CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/docs/*/*.md")
 install(FILES "${PROJECT_SOURCE_DIR}/README.md" ${cuslice_docs} DESTINATION share/doc/cuslice)
 
 # What deploy/ ships to a node with the tools: the container entrypoint wrapper (the

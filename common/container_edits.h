@@ -8,7 +8,7 @@
 // read-only, as /opt/cuslice/lib/libcuslice.so with a file naming it as /etc/ld.so.preload (the
 // dynamic loader preloads it into every program, whatever the image's entrypoint, and the
 // container cannot remove it), the scheduler's socket directory as /run/cuslice, and the
-// segment at /dev/shm/<name>. docs/kubernetes.md explains each.
+// segment at /dev/shm/<name>. docs/reference/kubernetes.md explains each.
 //
 // Pure but for stat() on device nodes; knows nothing of the kubelet or of allocations.
 #pragma once

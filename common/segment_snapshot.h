@@ -67,7 +67,7 @@ struct TenantSnapshot {
   std::optional<uint32_t> memory_quota_ppm;    // as configured, as millionths of the card
   std::vector<pid_t> pids;                     // registered processes, ascending
   std::vector<TenantGpuSnapshot> gpus;         // one per SegmentSnapshot::gpus entry
-  // Memory preemption (docs/preemption.md).
+  // Memory preemption (docs/design/preemption.md).
   bool preemptible = false;
   shm::Tenant::Preemption suspension = shm::Tenant::kRunning;
   uint64_t suspensions = 0;

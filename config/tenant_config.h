@@ -23,7 +23,7 @@
 //                              # check and lets the daemon resolve "25%" into bytes
 //     default_tenant: batch    # where processes of no tenant go; absent: they are refused
 //     metrics_port: 9400       # serve Prometheus metrics over HTTP; absent: no metrics
-//     preemption:              # memory preemption (docs/preemption.md); every key optional
+//     preemption:              # memory preemption (docs/design/preemption.md); every key optional
 //       allocation_wait: 60s   #   how long an allocation waits for tenants to be suspended
 //       resume_holdoff: 1s     #   how long a suspended tenant's memory must stay free first
 //       host_reserve: 4GiB     #   host memory left available after a suspension
@@ -91,18 +91,18 @@ struct TenantConfig {
   bool preemptible = false;
   // The GPUs (NVML indices, as nvidia-smi numbers them) the tenant may use: bit g for GPU g.
   // 0: every GPU of the node. Its share, limit and priority hold on each of them
-  // independently, and its memory quota on each (docs/configuration.md).
+  // independently, and its memory quota on each (docs/reference/configuration.md).
   uint32_t gpu_mask = 0;
   // Preemptible tenants: pinned host memory each process prepares, in the background, for the
-  // fast suspension to copy into (docs/preemption.md). 0: it copies into pageable memory.
+  // fast suspension to copy into (docs/design/preemption.md). 0: it copies into pageable memory.
   uint64_t host_pool = 0;
 
   bool on_gpu(uint32_t gpu) const { return gpu_mask == 0 || (gpu < 32 && ((gpu_mask >> gpu) & 1u)); }
 };
 
-// Memory preemption's settings (docs/preemption.md).
+// Memory preemption's settings (docs/design/preemption.md).
 struct PreemptionSettings {
-  // A checkpoint moves about 1.6 GiB/s on an H100 (docs/preemption.md): 60 s covers most of a
+  // A checkpoint moves about 1.6 GiB/s on an H100 (docs/evidence/benchmarks.md): 60 s covers most of a
   // card's memory.
   std::chrono::nanoseconds allocation_wait = std::chrono::seconds(60);
   std::chrono::nanoseconds resume_holdoff = std::chrono::seconds(1);
@@ -117,18 +117,18 @@ struct PreemptionSettings {
   // tenant keeps its memory. What a process says of itself never spares its tenant by default.
   bool stop_unsuspendable = true;
   // Suspend a tenant by moving only what is needed from inside its processes' hooks where
-  // they can (docs/preemption.md, "Two ways to suspend"); false: always the driver's checkpoint.
+  // they can (docs/design/preemption.md, "Two ways to suspend"); false: always the driver's checkpoint.
   bool fast = true;
 };
 
 struct SchedulerSettings {
-  // 100 ms: each handoff costs about 0.25 ms of GPU time on an H100 (docs/benchmarks.md), so
+  // 100 ms: each handoff costs about 0.25 ms of GPU time on an H100 (docs/evidence/benchmarks.md), so
   // 20 ms slices lost 1.6-2.4% of the GPU under contention, 100 ms slices 0.3-0.5%.
   std::chrono::nanoseconds quantum = std::chrono::milliseconds(100);
   std::chrono::nanoseconds limit_window = std::chrono::seconds(1);
   // 0: off. 200 us: a higher-priority request waited 0.4-0.5 ms more than alone at p99 on an
   // H100 beside long kernels, where 100 us cost the low tenant more preemptions
-  // (docs/benchmarks.md, "Time slices").
+  // (docs/evidence/benchmarks.md, "Time slices").
   std::chrono::microseconds lower_priority_timeslice{200};
   std::optional<uint64_t> gpu_memory;         // bytes of each card
   std::optional<std::string> default_tenant;  // absent: processes of no tenant are refused

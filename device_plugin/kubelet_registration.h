@@ -4,7 +4,7 @@
 // The kubelet answers Register only after it has dialled the plugin's endpoint and asked for
 // its options, so the endpoint must be serving first. A restarting kubelet removes every
 // socket in the plugin directory (the plugin's too) and creates kubelet.sock anew; the plugin
-// must then serve again and register again (docs/kubernetes.md, troubleshooting).
+// must then serve again and register again (docs/reference/kubernetes.md, troubleshooting).
 #pragma once
 
 #include <sys/types.h>

@@ -6,7 +6,7 @@
 // clock, fresh random credentials) and carries its answers out to the kubelet and the
 // scheduler; the unit tests feed it the same facts by hand.
 //
-// How a container's two requests become one tenant (docs/kubernetes.md, "How it fits the
+// How a container's two requests become one tenant (docs/reference/kubernetes.md, "How it fits the
 // kubelet"):
 //   1. The kubelet calls GetPreferredAllocation then Allocate once per resource and
 //      container, with device IDs only, one container after the other, its two resources in

@@ -1,7 +1,7 @@
 // cuslice-device-plugin: the kubelet device plugin of cuslice. Pods ask for
 // cuslice.io/gpu-memory (GiB) and cuslice.io/gpu-compute (percent of a GPU); each container
 // becomes a tenant of the node's cuslice-scheduler with exactly that quota and share.
-// docs/kubernetes.md says how to deploy it and what it enforces.
+// docs/reference/kubernetes.md says how to deploy it and what it enforces.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 

@@ -2,7 +2,7 @@
 // node's GPUs as one ResourceSlice whose devices several claims share by capacity (memory,
 // compute), so that kube-scheduler places each claim on a GPU where its amounts fit; and, as a
 // kubelet DRA plugin, makes each claim prepared on the node one cuslice-scheduler tenant with
-// exactly the amounts allocated to it. docs/kubernetes.md says how to deploy it.
+// exactly the amounts allocated to it. docs/reference/kubernetes.md says how to deploy it.
 //
 // This file reads the options, wires the parts and runs them: the publisher's thread, the
 // kubelet's sockets, and, every poll period, the control loop's look at the node

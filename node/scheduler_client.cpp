@@ -157,7 +157,7 @@ bool SchedulerClient::read_other_tenants(SchedulerState& state, const std::strin
     // from the file, its processes still running) is not among them.
     if (!t.retired) ++state.other_tenant_count;
     // A preemptible tenant's memory is given back when a tenant with a quota needs it
-    // (docs/preemption.md): it guarantees nothing, so it keeps nothing back from the pods.
+    // (docs/design/preemption.md): it guarantees nothing, so it keeps nothing back from the pods.
     if (t.preemptible) continue;
     state.other_tenants.push_back({t.name, t.memory_quota_bytes, t.memory_quota_ppm});
   }

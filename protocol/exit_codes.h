@@ -1,5 +1,5 @@
 // The exit statuses of cuslice's programs: one table for `cuslice`, `cuslice-scheduler` and
-// the documentation (docs/cli.md), so that scripts, systemd units and people read the same
+// the documentation (docs/reference/cli.md), so that scripts, systemd units and people read the same
 // numbers everywhere.
 //
 // The hook never exits: it runs inside the user's application. Its fatal outcome (a
@@ -32,7 +32,7 @@ struct ExitCodeDoc {
   const char* meaning;
 };
 
-// What each status means, in the words --help and docs/cli.md use.
+// What each status means, in the words --help and docs/reference/cli.md use.
 inline constexpr ExitCodeDoc kExitCodeDocs[] = {
     {ExitCode::kOk, "success"},
     {ExitCode::kFailure, "failure: the request was valid but could not be carried out"},

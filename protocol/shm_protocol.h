@@ -292,7 +292,7 @@ struct alignas(64) ProcessSlot {
   // at registration. The process waits on it (FUTEX_WAIT, on its read-only mapping) until its
   // sequence shows.
   std::atomic<uint32_t> memory_decision;
-  // The fast suspension (minor 4; docs/preemption.md, "Two ways to suspend"): the daemon's
+  // The fast suspension (minor 4; docs/design/preemption.md, "Two ways to suspend"): the daemon's
   // order to the process's hook, which moves the process's memory itself. The daemon writes
   // move_bytes and move_order, then increments move_seq (release) and FUTEX_WAKEs it; the
   // hook's mover thread waits on move_seq and answers in its ProcessUse record (move_done).

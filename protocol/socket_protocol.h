@@ -66,7 +66,7 @@
 // A plugin tenant lives in the daemon's memory, beside the file's tenants, until removed or
 // the daemon exits; it is joined only with CUSLICE_TENANT=<name>:<key>, the key being the
 // credential given at creation, and only from the pod (cgroup) of the first process that
-// joined it (docs/kubernetes.md).
+// joined it (docs/reference/kubernetes.md).
 //
 // The daemon trusts nothing in a message (scheduler/clients/message_decoder.h): sizes and versions
 // must match exactly, names must be NUL-terminated in their field and of their kind's
@@ -128,7 +128,7 @@ struct WorkloadMessage {
 
 // Sent by a registered hook when the driver refused an allocation its tenant's quota allowed
 // (the card is full) and the segment's allocation_wait_ns is non-zero: memory preemption
-// (docs/preemption.md). The daemon may suspend preemptible tenants of lower priority to make
+// (docs/design/preemption.md). The daemon may suspend preemptible tenants of lower priority to make
 // room; it answers in the process's slot (shm::ProcessSlot::memory_decision, with `sequence`),
 // once memory was freed or when nothing will be. The hook waits at most allocation_wait_ns
 // from its first request for one allocation. A daemon that does not know the message reads it

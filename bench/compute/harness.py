@@ -2,7 +2,7 @@
 """cuslice compute benchmarks: shares, limit, efficiency, priority, handoff,
 scheduler CPU and many clients, each run natively and under cuslice, alternately.
 
-Run through bench/run_compute.sh on the GPU machine; see docs/benchmarks.md ("GPU time
+Run through bench/run_compute.sh on the GPU machine; see docs/evidence/benchmarks.md ("GPU time
 sharing"). Standard library only. Writes OUT/compute.md (the table), OUT/compute.json (every
 run's raw results) and OUT/compute.log (every process's output).
 """

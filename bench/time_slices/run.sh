@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Preemption inside kernels by the GPU's time slices (docs/benchmarks.md, "Time slices"):
+# Preemption inside kernels by the GPU's time slices (docs/evidence/benchmarks.md, "Time slices"):
 #   1. the probe: a `high` tenant's tiny kernel every 10 ms beside a `low` tenant's
 #      back-to-back 5 ms spin kernels; its launch-to-completion p50/p90/p99/max, and the
 #      spinner's share of the GPU;

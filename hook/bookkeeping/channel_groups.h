@@ -7,7 +7,7 @@
 // of higher priority is registered, the monitor shortens this process's slices to the
 // scheduler's `lower_priority_timeslice` (apply()): the higher tenant's work then waits at
 // most that long for the GPU, where it would otherwise wait for the kernel in flight to end
-// (docs/hook.md, "Time slices"). apply(0) puts back the values the driver had set. While
+// (docs/design/hook.md, "Time slices"). apply(0) puts back the values the driver had set. While
 // they are short the monitor reads them back (verify()): only slices the kernel confirms let
 // the process launch without the token.
 //

@@ -1,6 +1,6 @@
 // ioctl: the kernel driver's own door, under both CUDA and NVML. Every process list NVML
 // builds, through its public functions or through the internal export table nvidia-smi uses
-// (docs/hook.md), comes from the resource manager's NV2080_CTRL_CMD_GPU_GET_PIDS control on
+// (docs/design/hook.md), comes from the resource manager's NV2080_CTRL_CMD_GPU_GET_PIDS control on
 // /dev/nvidiactl (nvidia_rm_abi.h). Its answer is filtered here, in place, to the processes
 // this one may see (process_visibility.h), so that inside a tenant nvidia-smi lists neither
 // another tenant's pids nor, since NVML asks each listed pid's memory next, their usage.

@@ -161,7 +161,7 @@ void report_gpu_time(int gpu, uint64_t ns) noexcept;
 // keeping it through a pause only makes the other wait).
 bool lower_priority_waiting(int gpu) noexcept;
 
-// Memory preemption (docs/preemption.md), slow paths only. How long an allocation that did
+// Memory preemption (docs/design/preemption.md), slow paths only. How long an allocation that did
 // not fit the card may wait for the scheduler to free memory: 0 when it may not (detached, or
 // the scheduler suspends nobody).
 int64_t allocation_wait_ns() noexcept;
@@ -175,7 +175,7 @@ enum class MemoryAnswer {
 // and waits (a futex on the process's slot) for its answer until deadline_ns (CLOCK_MONOTONIC).
 MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_t deadline_ns) noexcept;
 // This process uses something the driver's checkpoint cannot move (shm::ProcessSlot::kUses*):
-// the scheduler never tries to checkpoint it (docs/preemption.md). Kept across re-attaches.
+// the scheduler never tries to checkpoint it (docs/design/preemption.md). Kept across re-attaches.
 void note_checkpoint_blocker(uint32_t flag) noexcept;
 // Whether the configuration lets the scheduler suspend this process's tenant (false when
 // detached).
@@ -188,7 +188,7 @@ bool tenant_preemptible() noexcept;
 // given back. True when it waited.
 bool wait_while_suspended() noexcept;
 
-// The fast suspension (docs/preemption.md, "Two ways to suspend"), for the hook's mover thread.
+// The fast suspension (docs/design/preemption.md, "Two ways to suspend"), for the hook's mover thread.
 // Whether the daemon lets this process back its memory so that it can move it
 // (shm::ProcessSlot::kFastAllowed); the pinned host memory it may prepare for that and what the
 // host must keep available, in bytes. False and 0 when detached.

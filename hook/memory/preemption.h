@@ -1,4 +1,4 @@
-// Memory preemption, the hook's part (docs/preemption.md): when the driver refuses an
+// Memory preemption, the hook's part (docs/design/preemption.md): when the driver refuses an
 // allocation that the tenant's quota allowed (the card is full), ask the scheduler to suspend
 // preemptible tenants of lower priority, wait for its answer a bounded time (the scheduler's
 // `preemption.allocation_wait`), and allocate again each time it says memory was freed.

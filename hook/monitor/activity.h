@@ -57,7 +57,7 @@ bool bounded();
 // only, with every one of its channel groups running at the short time slice (read back from
 // the kernel), and its tenant not capped. The GPU then switches to a higher tenant's work
 // within that slice by itself, so holding this process's work back for the token would only
-// idle the GPU in the higher tenant's pauses (docs/hook.md, "Time slices"). Neither bounded
+// idle the GPU in the higher tenant's pauses (docs/design/hook.md, "Time slices"). Neither bounded
 // nor below a higher tenant then: the launch path is the lone one, without the token.
 bool sliced();
 

@@ -54,7 +54,7 @@ void look_at_neighbours() {
   // Below a higher-priority tenant the GPU switches away from this process's kernels within
   // the short slice when the higher tenant's work arrives (channel_groups.h). Not beside
   // another process of the tenant: the two run at once under the same token, and short
-  // slices on both sides are mostly switching (docs/benchmarks.md, "Time slices").
+  // slices on both sides are mostly switching (docs/evidence/benchmarks.md, "Time slices").
   const uint32_t slice = n.higher && !n.siblings ? n.lower_timeslice_us : 0;
   channel_groups::apply(slice);
   // The token still orders this tenant against tenants it does not yield to, and keeps a

@@ -127,7 +127,7 @@ void look_at_stream(Slot& s, uintptr_t key, int device, bool quiet, bool hold, L
 }
 
 // At debug level, when held back work stalled: where each of the device's streams stands
-// (docs/benchmarks.md shows what a stall looked like).
+// (docs/evidence/benchmarks.md shows what a stall looked like).
 void log_stall(int device, const Look& look, bool quiet) {
   if (!log::enabled(log::Level::kDebug)) return;
   CUSLICE_LOG(kDebug, "device %d: held back work stalled: let all of it run (runnable %lld us, quiet %d)", device,

@@ -51,7 +51,7 @@ constexpr uint64_t kMinInFlightBelowHigher = 1;
 // run in full: what is let run may wait for it (a kernel spinning on a flag another stream
 // sets, a wait on an event recorded after a gate) and the bound must not deadlock the app.
 // Counted only over passes that hold the token and find held back work: time while the token
-// is elsewhere, or while nothing is held, is no stall (docs/benchmarks.md: the stall clock).
+// is elsewhere, or while nothing is held, is no stall (docs/evidence/benchmarks.md: the stall clock).
 constexpr int64_t kGateStallNs = 20'000'000;
 // What a launch counts for in its stream's segments before any kernel time is known, so that
 // gates still let work run in bounded steps (a guess: many kernels of a training step).

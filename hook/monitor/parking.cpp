@@ -146,7 +146,7 @@ bool let_go_or_hold_back(Slot& s, CUstream stream, const Device& dev, bool holdi
   // path). Without room it is held back too, rather than stopping the launching thread until
   // the GPU has room: the monitor lets it run as room comes, and the application runs on (its
   // Python keeps the queue full, as it does natively; waiting on the CPU stops it, which
-  // costs a trainer much of its speed: docs/benchmarks.md, parking).
+  // costs a trainer much of its speed: docs/evidence/benchmarks.md, parking).
   if (!closed && holding &&
       !too_deep(dev, dev.launched.load(std::memory_order_relaxed) - dev.completed.load(std::memory_order_acquire),
                 dev.queued())) {

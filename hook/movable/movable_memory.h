@@ -1,4 +1,4 @@
-// Device memory the fast suspension can move (docs/preemption.md, "Two ways to suspend"). In a
+// Device memory the fast suspension can move (docs/design/preemption.md, "Two ways to suspend"). In a
 // process of a preemptible tenant that the daemon allows it, cuMemAlloc's memory is made with
 // the driver's virtual memory API instead: an address range reserved once, backed by physical
 // chunks of at most 256 MiB mapped into it (small enough that what moves is close to what

@@ -1,4 +1,4 @@
-// The fast suspension's thread (docs/preemption.md, "Two ways to suspend"): takes the
+// The fast suspension's thread (docs/design/preemption.md, "Two ways to suspend"): takes the
 // scheduler's orders from the process's slot and carries them out in the process. Move out:
 // hold the process's work (work_hold.h), drain what it queued, then move as much of its memory
 // as ordered off the GPU (movable_memory.h). Move back: everything back at the same addresses,

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.footer(
       "Exit status: 0 stopped cleanly, 1 failure, 2 bad flags, 3 configuration invalid "
-      "(docs/cli.md)");
+      "(docs/reference/cli.md)");
   CommandLine line;
   const char* env_socket = std::getenv(cuslice::wire::kSocketEnv);
   line.options.socket_path = env_socket && env_socket[0] ? env_socket : cuslice::wire::kDefaultSocketPath;

@@ -8,7 +8,7 @@
 // (cuCheckpointProcessCheckpoint) and their driver calls wait until they are resumed. All
 // processes of a tenant are suspended and resumed together.
 //
-// Rules (docs/preemption.md):
+// Rules (docs/design/preemption.md):
 //   1. Who may be suspended for a request: running preemptible tenants of strictly lower
 //      priority than the requester that hold memory on the GPU asked for. When the requester is
 //      non-preemptible and has a quota, its quota is a guarantee: every preemptible tenant may
@@ -33,7 +33,7 @@
 //      GPU it held memory on, after what allocations still waiting for a decision need, and
 //      has fitted for `resume_holdoff` without a break. Higher priority first, then the one
 //      suspended longest; each resume's memory counts against the next.
-//   6. Two ways to suspend (docs/preemption.md). The fast way, where the tenant's processes'
+//   6. Two ways to suspend (docs/design/preemption.md). The fast way, where the tenant's processes'
 //      hooks can move their memory (every process says so, and together they can move the
 //      tenant's part of what is missing on the GPU, or at least its part without the margin):
 //      only that part moves, plus a little slack, and only its return decides the resumption. Otherwise the driver's checkpoint

@@ -1,4 +1,4 @@
-// Memory preemption in the daemon (docs/preemption.md), the one object the daemon and the
+// Memory preemption in the daemon (docs/design/preemption.md), the one object the daemon and the
 // clients call: it holds the classes below and wires them, and decides nothing itself. A
 // hook whose allocation did not fit the card asks (a MemoryRequest); the policy
 // (memory_preemption.h) picks preemptible tenants to suspend; their hooks move their memory

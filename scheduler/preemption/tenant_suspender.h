@@ -1,6 +1,6 @@
 // Suspends and resumes tenants for the daemon, on a thread of its own: the driver's checkpoint
 // of one process can take seconds (it waits for the process's submitted work, then copies all
-// its memory; docs/benchmarks.md has figures), and the event loop must go on scheduling
+// its memory; docs/evidence/benchmarks.md has figures), and the event loop must go on scheduling
 // meanwhile.
 //
 // A tenant's processes are one unit:

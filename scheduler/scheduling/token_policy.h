@@ -16,7 +16,7 @@
 //   3. A limit caps GPU time over a sliding window even when the tenant is alone: once its
 //      GPU time within the last `limit_window` reaches limit x window, less what its queue
 //      will still run (learnt), it loses the token until old time leaves the window, with a
-//      margin (docs/scheduler.md, rule 3).
+//      margin (docs/design/scheduler.md, rule 3).
 //   4. Work-conserving: a holder without demand keeps the token only while nobody else is
 //      eligible, so others never wait for an idle tenant's slice to end. What it gives up
 //      early is lent, not lost: when it has demand again and is the most deserving (lowest

@@ -6,7 +6,7 @@
 //
 // They live beside the configuration file's tenants, in memory: a reload of the file keeps
 // them, and they end with the daemon (the plugin creates them again when it finds a new
-// daemon, docs/kubernetes.md). A name is never both a file tenant and a plugin tenant.
+// daemon, docs/reference/kubernetes.md). A name is never both a file tenant and a plugin tenant.
 //
 // Who may join one. The plugin gives the container CUSLICE_TENANT=<name>:<key>, the key
 // being a random credential that only this container's environment holds (the segment and

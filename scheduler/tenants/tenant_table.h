@@ -70,7 +70,7 @@ class TenantTable {
   const std::vector<TenantParams>& params(uint32_t gpu) const { return params_[gpu]; }
   bool present(uint32_t t) const { return t < shm::kMaxTenants && params_[0][t].present; }
   int priority(uint32_t t) const { return params_[0][t].priority; }
-  // Whether entry t's tenant is configured preemptible (docs/preemption.md).
+  // Whether entry t's tenant is configured preemptible (docs/design/preemption.md).
   bool preemptible(uint32_t t) const;
   // The fast suspension's word to each process of tenant t (shm::ProcessSlot::move_policy,
   // host_pool_mib, host_reserve_mib): written at registration and at every reload.

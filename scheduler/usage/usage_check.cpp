@@ -126,7 +126,7 @@ void UsageCheck::publish(const std::vector<Violation>& found, const std::vector<
     } else if (v.is_new) {
       // Typically EPERM: the daemon lacks CAP_KILL for another user's process.
       spdlog::error("usage watchdog: cannot kill pid {} of tenant {}: {} (the scheduler needs CAP_KILL to end "
-                    "other users' processes; docs/operations.md)",
+                    "other users' processes; docs/reference/operations.md)",
                     v.pid, tenants[t].name, std::strerror(error));
     }
   }

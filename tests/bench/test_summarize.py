@@ -1,4 +1,4 @@
-"""bench/summarize.py turns bench/run.sh's log into the tables docs/benchmarks.md quotes: the
+"""bench/summarize.py turns bench/run.sh's log into the tables docs/evidence/benchmarks.md quotes: the
 medians, the ratios paired within a round, the 95% interval of their median from 8 rounds on,
 and the ratios a run measured inside itself (RATIO lines). Runs with known values go in; the
 table must give back what they imply."""

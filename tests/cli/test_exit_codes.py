@@ -1,5 +1,5 @@
 """One table of exit statuses (protocol/exit_codes.h): what `cuslice --help` prints, what
-docs/cli.md says, and what cuslice-scheduler returns."""
+docs/reference/cli.md says, and what cuslice-scheduler returns."""
 import os
 import re
 import signal
@@ -29,8 +29,8 @@ def help_table(run_cuslice):
 
 
 def docs_table():
-    """{number: meaning} from the exit status table of docs/cli.md."""
-    text = (SOURCE / "docs" / "cli.md").read_text()
+    """{number: meaning} from the exit status table of docs/reference/cli.md."""
+    text = (SOURCE / "docs" / "reference" / "cli.md").read_text()
     return {int(n): meaning.strip() for n, meaning in re.findall(r"^\| (\d+) +\| (.+?) *\|$", text, re.M)}
 
 

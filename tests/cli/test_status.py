@@ -144,7 +144,7 @@ def test_the_segment_alone_is_enough_when_the_daemon_does_not_answer(run_cuslice
     assert doc["gpus"][0]["tenants"][0]["memory_used_bytes"] == GiB
 
 
-NO_SCHEDULER = 4  # protocol/exit_codes.h, docs/cli.md
+NO_SCHEDULER = 4  # protocol/exit_codes.h, docs/reference/cli.md
 
 
 @pytest.mark.parametrize("flags", [[], ["--json"], ["--watch"], ["--json", "--watch"], ["--json", "--watch", "0.1"]])

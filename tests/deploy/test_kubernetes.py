@@ -287,7 +287,7 @@ def test_the_kustomization_installs_every_manifest_but_the_examples(deploy_dir):
 
 
 def test_the_kustomization_names_the_registry_and_the_tag_of_every_image(deploy_dir, objects):
-    """docs/kubernetes.md says to set the registry in `images:`: newName replaces the
+    """docs/reference/kubernetes.md says to set the registry in `images:`: newName replaces the
     repository of every container that names the image, newTag its tag."""
     [image] = yaml.safe_load((deploy_dir / "kubernetes" / KUSTOMIZATION).read_text())["images"]
     assert set(image) == {"name", "newName", "newTag"}
@@ -301,7 +301,7 @@ def test_the_kustomization_names_the_registry_and_the_tag_of_every_image(deploy_
 
 
 def test_kustomize_puts_the_registry_set_in_images_into_every_container(deploy_dir, tmp_path):
-    """What docs/kubernetes.md tells users to do, done with the kustomize in kubectl."""
+    """What docs/reference/kubernetes.md tells users to do, done with the kustomize in kubectl."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("no kubectl here")
@@ -462,7 +462,7 @@ def test_the_probe_passes_only_while_both_sockets_are_open(deploy_dir, objects, 
 
 
 # The C library of each example's image: the hook, mounted into the container, needs 2.28 or
-# newer (docs/kubernetes.md). An image added to the examples is added here with its glibc.
+# newer (docs/reference/kubernetes.md). An image added to the examples is added here with its glibc.
 EXAMPLE_IMAGE_GLIBC = {
     "nvcr.io/nvidia/pytorch:24.05-py3": (2, 35),  # Ubuntu 22.04
 }

@@ -247,7 +247,7 @@ def test_a_configmap_tenants_quota_is_memory_the_plugin_does_not_hand_out(make_n
 
 
 def test_a_preemptible_configmap_tenant_keeps_no_memory_back(make_node, tmp_path):
-    # Its memory is given back when a tenant with a quota needs it (docs/preemption.md).
+    # Its memory is given back when a tenant with a quota needs it (docs/design/preemption.md).
     node = make_node(gpus=1)
     (tmp_path / "cuslice.yaml").write_text(
         "scheduler:\n  quantum: 50ms\n  gpu_memory: 16GiB\ntenants:\n  - name: batch\n    allow_env: true\n    memory: 12GiB\n"

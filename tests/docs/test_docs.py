@@ -1,4 +1,4 @@
-"""The commands, files, settings and links that README.md and docs/*.md show are real.
+"""The commands, files, settings and links that README.md and docs/**/*.md show are real.
 
 Conventions for the documents (what this test reads):
 
@@ -23,6 +23,12 @@ Conventions for the documents (what this test reads):
   configuration: `cuslice config check` must accept it.
 - Every relative link (`[text](file.md#anchor)`) must lead to a file of the repository and,
   with an anchor, to a heading of that file.
+- Every path into the repository that a document names anywhere (`hook/link/client.h`,
+  `docs/design/`, `hook/base/symbols.{h,cpp}`), in prose or in a block, must exist.
+- The versions a document shows as what the programs print (`shared segment ABI 2.4`,
+  `socket protocol: registration 2, control 2`, the status JSON's `"abi": "2.4"`) must be
+  the constants of protocol/shm_protocol.h and protocol/socket_protocol.h.
+- README.md has at most 900 words, counted as `wc -w` counts them.
 - configuration.md must document every key config/config_parser.cpp accepts and every
   `CUSLICE_*` variable the programs read; README.md's commands to build and test from source
   must be exactly what CI runs (.ci/run).
@@ -61,7 +67,7 @@ REPO_DIRS = ("bench/", "cli/", "cmake/", "config/", "deploy/", "docs/", "hook/",
 
 
 def documents():
-    return [SOURCE / "README.md"] + sorted((SOURCE / "docs").glob("*.md"))
+    return [SOURCE / "README.md"] + sorted((SOURCE / "docs").rglob("*.md"))
 
 
 class Block:
@@ -469,7 +475,7 @@ def test_links_lead_to_files_and_headings(doc):
 
 
 def test_configuration_md_documents_every_key_and_variable(known_variables):
-    doc = (SOURCE / "docs/configuration.md").read_text()
+    doc = (SOURCE / "docs/reference/configuration.md").read_text()
     parser = (SOURCE / "config/config_parser.cpp").read_text()
     keys = set()
     for group in re.findall(r"check_keys\(\w+, \{([^}]*)\}\)", parser):
@@ -490,3 +496,76 @@ def test_readme_builds_and_tests_as_ci_does():
     readme_blocks = [b for b in blocks(SOURCE / "README.md") if b.info in SHELL_INFO]
     shown = [[line.strip() for line in b.text.splitlines() if line.strip()] for b in readme_blocks]
     assert ci in shown, f"README.md has no block of exactly .ci/run's commands {ci}"
+
+
+# Top-level folders of the repository a document may name a path in.
+PATH_IN_REPO = re.compile(r"(?<![\w./~-])((?:\.ci|bench|cli|cmake|common|config|deploy|device_plugin|docs|"
+                          r"dra_plugin|hook|node|protocol|scheduler|scripts|tests)/[\w./{},*<>$-]*)")
+
+
+def named_paths(text):
+    """The repository paths a text names, `a/b.{h,cpp}` as `a/b.h` and `a/b.cpp`."""
+    out = set()
+    for token in PATH_IN_REPO.findall(text):
+        token = token.rstrip(".,;:")
+        if any(c in token for c in "*<>$"):
+            continue  # a pattern or a placeholder, not one path
+        out |= expand(token)
+    return out
+
+
+# A source file named without its folder (`quota.cpp`, `symbols.{h,cpp}`) must still be one.
+SOURCE_FILE = re.compile(r"(?<![\w./-])([\w-]+\.(?:\{[\w,]+\}|h|cpp|c|cu|S|def|map))(?![\w.])")
+
+
+@pytest.fixture(scope="session")
+def source_file_names():
+    r = subprocess.run(["git", "-C", SOURCE, "ls-files"], capture_output=True, text=True)
+    files = r.stdout.split() if r.returncode == 0 else [str(p) for p in SOURCE.rglob("*") if p.is_file()]
+    return {os.path.basename(f) for f in files}
+
+
+def expand(token):
+    m = re.match(r"^(.*)\{([^{}]*)\}(.*)$", token)
+    return {m.group(1) + alt + m.group(3) for alt in m.group(2).split(",")} if m else {token}
+
+
+@pytest.mark.parametrize("doc", documents(), ids=lambda p: str(p.relative_to(SOURCE)))
+def test_paths_named_exist(doc, source_file_names):
+    text = doc.read_text()
+    missing = sorted(p for p in named_paths(text) if not (SOURCE / p).exists())
+    missing += sorted({n for token in SOURCE_FILE.findall(text) for n in expand(token)} - source_file_names)
+    assert not missing, f"{doc.relative_to(SOURCE)} names paths the repository does not have: {missing}"
+
+
+def _constant(header, name):
+    m = re.search(rf"\b{name}\s*=\s*(\d+)\s*;", (SOURCE / header).read_text())
+    assert m, f"no {name} in {header}"
+    return int(m.group(1))
+
+
+def test_versions_shown_are_the_protocol_constants():
+    abi = f"{_constant('protocol/shm_protocol.h', 'kAbiMajor')}.{_constant('protocol/shm_protocol.h', 'kAbiMinor')}"
+    registration = _constant("protocol/socket_protocol.h", "kVersion")
+    control = _constant("protocol/socket_protocol.h", "kControlVersion")
+    shown = {"abi": [], "protocols": []}
+    problems = []
+    for doc in documents():
+        text = doc.read_text()
+        where = doc.relative_to(SOURCE)
+        for found in re.findall(r"shared segment ABI (\d+\.\d+)", text) + re.findall(r'"abi": "(\d+\.\d+)"', text):
+            shown["abi"].append(where)
+            if found != abi:
+                problems.append(f"{where}: ABI {found}, protocol/shm_protocol.h has {abi}")
+        for r, c in re.findall(r"socket protocol: registration (\d+), control (\d+)", text):
+            shown["protocols"].append(where)
+            if (int(r), int(c)) != (registration, control):
+                problems.append(f"{where}: registration {r}, control {c}; protocol/socket_protocol.h has "
+                                f"{registration} and {control}")
+    assert shown["abi"] and shown["protocols"], f"no document shows the versions any more: {shown}"
+    assert not problems, "\n".join(problems)
+
+
+def test_readme_is_short():
+    words = len((SOURCE / "README.md").read_text().split())  # what `wc -w` counts
+    assert words <= 900, f"README.md has {words} words, at most 900: move the rest into docs/"

@@ -1,10 +1,10 @@
 """Does work parked behind a closed GPU-side gate slow another process's kernels?
 
-The question behind parking (docs/hook.md): while a higher-priority tenant holds the GPU, a
+The question behind parking (docs/design/hook.md): while a higher-priority tenant holds the GPU, a
 lower-priority tenant's launches queue behind a cuStreamWaitValue32 on a word the hook opens
 when the token comes back, instead of stopping its launching thread. That only helps if a
 stream parked on such a wait does not get its context time-sliced in against the other
-process. Results: docs/benchmarks.md, "The gate".
+process. Results: docs/evidence/benchmarks.md, "The gate".
 
     python3 tests/gpu/gate_probe.py [--requests N]
 

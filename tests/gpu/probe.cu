@@ -1,7 +1,7 @@
 // probe: native facts about the CUDA driver that the hook's design depends on.
 //
 // Runs WITHOUT the hook. Each section prints a small table; tests/gpu/probe.sh runs it on the
-// GPU machine and docs/probes/driver.md records what it printed there.
+// GPU machine and docs/evidence/probes/driver.md records what it printed there.
 //
 //   probe symbols EXPORTS_FILE   1. cuGetProcAddress_v2 pointer == dlsym(libcuda, exact name)?
 //   probe memory                 2-5. context cost, granularity, pools, call costs, graphs

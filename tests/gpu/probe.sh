@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Native probe (no hook): the driver facts docs/probes/driver.md records.
+# Native probe (no hook): the driver facts docs/evidence/probes/driver.md records.
 #
 #   bash tests/gpu/probe.sh        # on the GPU machine; logs to $OUT (default /tmp/cuslice-probe)
 #

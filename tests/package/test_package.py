@@ -78,7 +78,7 @@ def _deb_files(deb):
 
 def _docs():
     source = Path(_env("CUSLICE_SOURCE_DIR"))
-    return ["README.md"] + sorted(p.name for p in (source / "docs").glob("*.md"))
+    return ["README.md"] + sorted(p.name for p in (source / "docs").glob("*/*.md"))
 
 
 def test_the_deb_holds_the_programs_hook_unit_deploy_files_and_docs(deb):

@@ -1,4 +1,4 @@
-"""The fast way of suspending (docs/preemption.md, "Two ways to suspend"), end to end on one
+"""The fast way of suspending (docs/design/preemption.md, "Two ways to suspend"), end to end on one
 simulated 4 GiB card whose memory holds data: a preemptible trainer's hook backs its cuMemAlloc
 memory in movable chunks; a high-priority service's allocation that does not fit makes the
 scheduler order the trainer's hook to hold its work and move only what is missing to host

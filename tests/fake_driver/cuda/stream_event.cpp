@@ -13,7 +13,7 @@
 // cuMemFreeAsync and kernel launches on the stream become nodes of the captured graph and run
 // nothing; event records and waits on a capturing stream are accepted and not recorded.
 // Capturing the null, legacy or per-thread stream is refused. As measured on the H100
-// (docs/benchmarks.md): a cuEventQuery of an event not yet complete, from any thread and in
+// (docs/evidence/benchmarks.md): a cuEventQuery of an event not yet complete, from any thread and in
 // any capture mode, while a capture is in progress, invalidates every capture in progress:
 // cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
 #include <algorithm>

@@ -720,7 +720,7 @@ def test_a_cgroup_tenant_is_not_joined_through_a_pid_taken_before_the_accept(wor
     # identity of whoever holds the pid at the accept. Linux 6.5 to 6.17 give no pidfd for a
     # peer already reaped (SO_PEERPIDFD fails) where 6.18 gives one of the dead process:
     # reaped_peer_pidfd.c makes this kernel answer as those do. (Before 6.5 there is no
-    # SO_PEERPIDFD at all: docs/security.md, "What remains".)
+    # SO_PEERPIDFD at all: docs/design/security.md, "What remains".)
     if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
         pytest.skip("cannot choose the next pid here")
     path, directory = matched_cgroup
