@@ -20,6 +20,7 @@
 #include "cli/error.h"
 #include "cli/hook_locator.h"
 #include "cli/runtime_dir.h"
+#include "node/random_hex.h"
 #include "protocol/exit_codes.h"
 #include "protocol/shm_protocol.h"
 
@@ -115,6 +116,17 @@ void close_from(int first) {
   for (const int fd : open_fds) ::close(fd);
 }
 
+// The segment name for a scheduler started on `socket_path`: shm_name_for_socket's, unless
+// another user holds that name in /dev/shm (made first to stop ours: the daemon could not
+// replace it); then that name with random digits, which nobody can take beforehand. Hooks
+// and `cuslice` learn the name from the daemon.
+std::string shm_name_to_start(const std::string& socket_path) {
+  const std::string name = shm_name_for_socket(socket_path);
+  struct stat st {};
+  if (::lstat(("/dev/shm" + name).c_str(), &st) != 0 || st.st_uid == ::geteuid()) return name;
+  return name + "-" + node::random_hex(16);
+}
+
 // In the grandchild: becomes the daemon. Never returns.
 [[noreturn]] void exec_daemon(const fs::path& program, const std::string& socket_path,
                               const std::string& control_path, int log_fd) {
@@ -130,7 +142,7 @@ void close_from(int first) {
   for (const char* name : {"LD_PRELOAD", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"})
     ::unsetenv(name);
   const std::string grace = fmt::format("{:g}", kIdleGraceSeconds);
-  const std::string shm_name = shm_name_for_socket(socket_path);
+  const std::string shm_name = shm_name_to_start(socket_path);
   ::execl(program.c_str(), program.c_str(), "--ephemeral", "--exit-when-idle", grace.c_str(), "--socket",
           socket_path.c_str(), "--control-socket", control_path.c_str(), "--shm-name", shm_name.c_str(),
           "--log-level", "info", static_cast<char*>(nullptr));

@@ -4,7 +4,8 @@
 // $CUSLICE_SOCKET names; else, for root, the node's /run/cuslice/cuslice.sock; else the
 // user's own socket in their private runtime directory (runtime_dir.h), with a segment name
 // derived from that path, so that an ordinary user needs no set-up and never touches the
-// node's socket or segment.
+// node's socket or segment; random digits follow that name when another user holds it in
+// /dev/shm already (made first, so that the daemon could not start).
 //
 // The scheduler is started detached (its own session, stdin/stdout closed, its log appended
 // to <socket>.log) in ephemeral mode: no configuration file, tenants added by each

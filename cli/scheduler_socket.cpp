@@ -42,7 +42,7 @@ SocketChoice socket_choice(const std::optional<std::string>& flag, const std::op
     return {{env}, true, std::nullopt, control};
   SocketChoice choice{{wire::kDefaultSocketPath}, false, std::nullopt, control};
   if (::geteuid() != 0) {
-    choice.private_dir = user_runtime_dir_path();
+    choice.private_dir = user_socket_dir();
     choice.candidates.push_back((*choice.private_dir / "cuslice.sock").string());
   }
   return choice;

@@ -18,11 +18,11 @@ namespace cuslice::cli {
 // The sockets `cuslice` tries, in order; the first whose scheduler answers is the one used.
 //   - --socket if given, else $CUSLICE_SOCKET: that one only (the user chose it);
 //   - else the node's scheduler at /run/cuslice/cuslice.sock, then, for a user other than
-//     root, the user's own at <user_runtime_dir_path()>/cuslice.sock (runtime_dir.h): where
+//     root, the user's own at <user_socket_dir()>/cuslice.sock (runtime_dir.h): where
 //     `cuslice run` starts one when the node has none.
 // Each one's control socket is --control-socket if given, else $CUSLICE_CONTROL_SOCKET, else
 // its default (control_socket.h): /run/cuslice-control/cuslice.sock for the node's, and the
-// private directory's sibling <user_runtime_dir_path()>-control for the user's own.
+// private directory's sibling <user_socket_dir()>-control for the user's own.
 struct SocketChoice {
   std::vector<std::string> candidates;  // never empty
   bool chosen = false;                  // from --socket or $CUSLICE_SOCKET

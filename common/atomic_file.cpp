@@ -26,7 +26,8 @@ int write_all(int fd, std::string_view content) {
 // Fills the open temporary file `fd` and closes it; 0, or the errno of the step that failed.
 int fill_and_close(int fd, std::string_view content, mode_t mode) {
   int err = write_all(fd, content);
-  // mkstemp creates 0600; a CDI spec is read by the container runtime, whatever its user.
+  // mkstemp creates 0600; the caller says who else may read the file (a file mounted into
+  // containers is read by their users).
   if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
@@ -52,10 +53,12 @@ bool read_file(const std::string& path, std::string& text) {
   return true;
 }
 
-bool write_if_changed(const std::string& path, const std::string& text, std::string& why) {
+bool write_if_changed(const std::string& path, const std::string& text, std::string& why, mode_t mode) {
   std::string current;
-  if (read_file(path, current) && current == text) return true;
-  if (const int err = write_file(path, text); err != 0) {
+  struct stat st {};
+  const bool same = read_file(path, current) && current == text && ::stat(path.c_str(), &st) == 0;
+  if (same && (st.st_mode & 07777 & ~mode) == 0) return true;  // no more open than asked
+  if (const int err = write_file(path, text, mode); err != 0) {
     why = "cannot write " + path + ": " + std::strerror(err);
     return false;
   }

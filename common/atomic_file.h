@@ -17,9 +17,10 @@ namespace cuslice {
 // failure `target` is left as it was.
 int write_file(const std::string& target, std::string_view content, mode_t mode = 0644);
 
-// Writes `text` to `path` unless it already holds it: a file mounted into containers must not
-// change under them without need. False with `why` when it cannot.
-bool write_if_changed(const std::string& path, const std::string& text, std::string& why);
+// Writes `text` to `path` with `mode` unless it already holds it, with no permission beyond
+// `mode`: a file mounted into containers must not change under them without need, and one
+// left more open (by an older version) is replaced. False with `why` when it cannot.
+bool write_if_changed(const std::string& path, const std::string& text, std::string& why, mode_t mode = 0644);
 
 // Reads the whole file; false when it cannot be opened.
 bool read_file(const std::string& path, std::string& text);

@@ -13,6 +13,10 @@
 namespace cuslice::dra {
 
 inline constexpr const char* kCdiKind = "gpu.cuslice.io/claim";
+// A spec carries its claim's credential (CUSLICE_TENANT=<tenant>:<key>), with which any
+// process could join the claim's tenant: readable by the driver's user alone. The container
+// runtime, which reads it, runs as root.
+inline constexpr unsigned kCdiSpecMode = 0600;
 
 // "gpu.cuslice.io/claim=<uid>".
 std::string cdi_device_id(const std::string& claim_uid);

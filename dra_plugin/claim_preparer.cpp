@@ -92,7 +92,7 @@ std::string ClaimPreparer::write_cdi(const PreparedClaim& c) const {
   const ContainerEdits edits = tenant_edits(c.tenant, c.key, gpus, c.plan.memory_bytes, options_.mounts);
   const std::string path = cdi_spec_path(options_.cdi_dir, c.uid);
   std::string why;
-  return write_if_changed(path, cdi_spec(kCdiKind, c.uid, edits).dump(2) + "\n", why) ? "" : why;
+  return write_if_changed(path, cdi_spec(kCdiKind, c.uid, edits).dump(2) + "\n", why, kCdiSpecMode) ? "" : why;
 }
 
 PrepareOutcome ClaimPreparer::answer(const PreparedClaim& c) const {

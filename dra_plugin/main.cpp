@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "dra_plugin/api_client.h"
+#include "dra_plugin/cdi_directory.h"
 #include "dra_plugin/claim_preparer.h"
 #include "dra_plugin/control_loop.h"
 #include "dra_plugin/kube_config.h"
@@ -120,13 +121,17 @@ int finish_options(const CLI::App& app, CommandLine& c) {
                                                         c.scheduler_control_socket, c.preload_file);
       status != 0)
     return status;
-  for (const std::string& dir : {c.plugin_dir, c.registry_dir, p.cdi_dir}) {
+  for (const std::string& dir : {c.plugin_dir, c.registry_dir}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (!std::filesystem::is_directory(dir)) {
       spdlog::error("cannot make directory {}: {}", dir, ec.message());
       return 1;
     }
+  }
+  if (const std::string why = dra::prepare_cdi_dir(p.cdi_dir); !why.empty()) {
+    spdlog::error("{}", why);
+    return 1;
   }
   p.checkpoint_path = c.plugin_dir + "/checkpoint.json";
   return 0;

@@ -81,7 +81,7 @@ class Node(NodeParts):
 
     TIMING = ("--poll-interval", "0.1", "--scheduler-grace", "0.5", "--backoff-max", "0.5", "--resync", "5")
 
-    def __init__(self, tmp_path, gpus=4, memory=16 * GiB, plugin_args=(), nvml_fault=False):
+    def __init__(self, tmp_path, gpus=4, memory=16 * GiB, plugin_args=(), nvml_fault=False, cdi_dir=None):
         self.tmp = tmp_path
         self.gpus = gpus
         self.memory = memory
@@ -91,7 +91,7 @@ class Node(NodeParts):
             self.use_nvml_fault()
         self.registry = tmp_path / "plugins_registry"
         self.plugin_dir = tmp_path / "plugins" / DRIVER
-        self.cdi = tmp_path / "cdi"
+        self.cdi = cdi_dir or tmp_path / "cdi"
         self.make_dev()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -126,11 +126,15 @@ class Node(NodeParts):
         """NVML answers GPU_IS_LOST for these GPUs from now on (none: every GPU answers again)."""
         self.lost_file.write_text(",".join(map(str, indices)))
 
-    def start_plugin(self):
+    def launch(self):
+        """Starts the plugin without waiting for it (start_plugin waits for its registration)."""
         self.launch_plugin(self.plugin_binary,
                            ["--node-name", NODE, "--kubeconfig", str(self.kubeconfig),
                             "--plugin-dir", str(self.plugin_dir), "--registry-dir", str(self.registry),
                             "--cdi-dir", str(self.cdi), *self.TIMING, *self.plugin_args], default_level="debug")
+
+    def start_plugin(self):
+        self.launch()
         # A socket left by a plugin that was killed answers nothing until the new one replaces it.
         info = wait_for("the plugin's registration", lambda: (a := self.kubelet("register"))["ok"] and a)
         assert info["name"] == DRIVER and info["type"] == "DRAPlugin", info
