@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "protocol/ppm.h"
 #include "protocol/saturating.h"
 #include "scheduler/preemption/host_memory.h"
 
@@ -103,6 +104,18 @@ std::vector<GpuMemory> MemoryFacts::gpus(const MemoryPreemption& policy) const {
     gpus[g] = {total, total > used ? total - used : 0};
   }
   return gpus;
+}
+
+std::optional<uint64_t> MemoryFacts::quota(uint32_t t, uint32_t g) const {
+  if (t >= shm::kMaxTenants || g >= shm::kMaxGpus) return std::nullopt;
+  const shm::Tenant& st = segment_->tenants[t];
+  const uint64_t bytes = st.memory_quota.load(std::memory_order_relaxed);
+  if (bytes != shm::kUnlimited) return bytes;
+  const uint32_t ppm = st.memory_quota_ppm.load(std::memory_order_relaxed);
+  uint64_t card = card_[g];
+  if (card == 0) card = tenants_.config().scheduler.gpu_memory.value_or(0);
+  if (ppm == 0 || card == 0) return std::nullopt;
+  return ppm_of_bytes(card, ppm);
 }
 
 uint64_t MemoryFacts::host_available() const {

@@ -8,6 +8,8 @@
 // never touches the segment's words, the suspensions or the policy's state.
 #pragma once
 
+#include <optional>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -38,6 +40,9 @@ class MemoryFacts {
   std::vector<PreemptTenant> tenants(const Suspensions& suspensions) const;
   // Each GPU's size and what the tenants leave free of it, those off the card as `policy` says.
   std::vector<GpuMemory> gpus(const MemoryPreemption& policy) const;
+  // Tenant t's memory quota on GPU g in bytes, as the configuration gives it (a percentage
+  // against the card's size); nullopt: none, or a percentage of a card of unknown size.
+  std::optional<uint64_t> quota(uint32_t t, uint32_t g) const;
   // The host's available memory (0, logged, when it cannot be read: nothing is suspended).
   uint64_t host_available() const;
   // What tenant t's process in `slot` holds now, by GPU, by its own count.

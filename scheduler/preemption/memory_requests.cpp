@@ -72,13 +72,36 @@ void MemoryRequests::decide() {
   std::vector<Wait> still;
   for (Wait& w : waits_) {
     if (now >= w.deadline) continue;  // the hook gave up already
+    if (const std::optional<std::string> why = unfounded(w, card[w.gpu].total)) {
+      settle(w, refusal(w, *why), now);
+      continue;
+    }
     std::vector<GpuMemory> gpus = card;
     // On the GPU asked for: what the driver said was free, plus what suspensions freed since.
-    // The daemon's own account cannot see memory held outside the hooks; the driver's can.
-    gpus[w.gpu].free = w.reported_free + w.freed;
+    // The daemon's own account cannot see memory held outside the hooks; the driver's can. A
+    // figure above the card's size is nobody's free memory.
+    const uint64_t reported = card[w.gpu].total != 0 ? std::min(w.reported_free, card[w.gpu].total) : w.reported_free;
+    gpus[w.gpu].free = reported + w.freed;
     if (settle(w, policy_.request({w.tenant, w.gpu, w.bytes}, gpus, host, now), now)) still.push_back(w);
   }
   waits_ = std::move(still);
+}
+
+std::optional<std::string> MemoryRequests::unfounded(const Wait& w, uint64_t card_total) const {
+  // A request is the asker's word: one no allocation of its could need (more than the card
+  // holds, or than its whole quota, which its hook enforces before it asks) suspends nobody.
+  if (card_total != 0 && w.bytes > card_total)
+    return "asks for " + describe_bytes(w.bytes) + ", more than the card holds (" + describe_bytes(card_total) + ")";
+  if (const std::optional<uint64_t> quota = facts_.quota(w.tenant, w.gpu); quota && w.bytes > *quota)
+    return "asks for " + describe_bytes(w.bytes) + ", more than its quota (" + describe_bytes(*quota) + ")";
+  return std::nullopt;
+}
+
+Verdict MemoryRequests::refusal(const Wait& w, const std::string& why) const {
+  Verdict v;
+  v.kind = Verdict::Kind::kRefused;
+  v.reason = segment_->tenants[w.tenant].name + std::string(" ") + why + ": nobody is suspended for it";
+  return v;
 }
 
 bool MemoryRequests::settle(Wait& w, const Verdict& v, Nanos now) {

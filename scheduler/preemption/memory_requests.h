@@ -10,6 +10,9 @@
 // orders: it calls SuspensionOperations to suspend, and is told what operations freed.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include <sys/types.h>
 
 #include <array>
@@ -87,6 +90,9 @@ class MemoryRequests {
   bool too_many(uint32_t slot, uid_t uid) const;
   // Acts on the policy's verdict on `w`; true while w is still waited for.
   bool settle(Wait& w, const Verdict& v, Nanos now);
+  // Why no allocation of the asker's could need what it asks (nullopt: it could).
+  std::optional<std::string> unfounded(const Wait& w, uint64_t card_total) const;
+  Verdict refusal(const Wait& w, const std::string& why) const;
 
   SharedSegment& segment_;
   const MemoryFacts& facts_;

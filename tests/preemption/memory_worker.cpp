@@ -25,6 +25,8 @@
 //   claim-for PID FLAGS  writes FLAGS into the record of the tenant's process PID, as any
 //                    process of the tenant can write                  -> ok MS | err 1 MS
 //   reserve BYTES    charges BYTES on GPU 0 to the tenant's quota      -> ok MS | err 2 MS
+//   ask BYTES        asks the scheduler for room for BYTES on GPU 0, saying the card has nothing
+//                    free, and waits 10 s at most for its answer -> ok MS retry|refused|timeout|detached
 //   lie              says its hook can move what it allocated, then answers every order of the
 //                    fast suspension as done without moving anything (a tenant's lie) -> ok MS
 //
@@ -203,6 +205,16 @@ int main() {
       if (rc == CUDA_SUCCESS) rc = cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
       if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
       answer(rc, started);
+    } else if (command == "ask") {
+      timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      const int64_t until = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec + 10'000'000'000LL;
+      const client::MemoryAnswer a = client::request_memory(0, bytes, 0, until);
+      const char* said = a == client::MemoryAnswer::kRetry     ? "retry"
+                         : a == client::MemoryAnswer::kRefused ? "refused"
+                         : a == client::MemoryAnswer::kTimedOut ? "timeout"
+                                                                : "detached";
+      answer(CUDA_SUCCESS, started, std::string(" ") + said);
     } else if (command == "lie") {
       uint64_t total = 0;
       for (uint64_t b : sizes) total += b;

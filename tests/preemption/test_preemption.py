@@ -207,6 +207,50 @@ def test_a_card_filled_by_a_process_without_the_hook_keeps_the_tenant_suspended(
         train.ok("sync")
 
 
+STRANGERS = """scheduler:
+  gpu_memory: 16GiB
+  preemption:
+    allocation_wait: 30s
+    resume_holdoff: 200ms
+    host_reserve: 1GiB
+    fast: false
+tenants:
+  - name: hi
+    allow_env: true
+    priority: high
+    memory: 15GiB
+    preemptible: true
+  - name: lo
+    allow_env: true
+    priority: low
+    memory: 1GiB
+"""
+
+
+def test_a_request_no_allocation_could_need_suspends_nobody():
+    """A request is the asker's word: a low tenant that holds nothing asks four times its quota,
+    saying the card is full. Its quota is a guarantee, which any preemptible tenant gives way
+    to, but no allocation of its could need that much: refused, and nobody is suspended."""
+    with Scenario(STRANGERS) as s:
+        hi = s.worker("hi")
+        hi.ok(f"alloc {12 * GiB}")
+        lo = s.process("lo", hooked=False)
+        lo.ok("init")
+        lo.ok("attach")
+        for _ in range(3):
+            words = lo.ok(f"ask {4 * GiB}")
+            assert words[2] == "refused", words
+        assert s.fake.state(hi.pid) == RUNNING
+        assert s.tenant_status("hi")["suspension"]["suspensions"] == 0
+        assert "more than its quota" in s.daemon.log_text()
+        words = lo.ok(f"ask {64 * GiB}")
+        assert words[2] == "refused", words
+        assert "more than the card holds" in s.daemon.log_text()
+        # Within its quota the guarantee holds as before.
+        assert lo.ok(f"ask {1 * GiB}")[2] == "retry"
+        wait_for(lambda: s.fake.state(hi.pid) == CHECKPOINTED, 10, "hi to give way to lo's guarantee")
+
+
 def test_a_joining_process_that_does_not_wait_is_suspended_by_the_scheduler():
     # It registers itself and uses the driver without the hook: nothing makes it wait, so the
     # scheduler suspends it with its tenant through the driver.
