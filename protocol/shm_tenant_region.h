@@ -122,5 +122,4 @@ struct TenantRegion {
   ProcessUse processes[kMaxProcesses];
 };
 
-
 }  // namespace cuslice::shm
