@@ -18,7 +18,7 @@ struct alignas(64) GpuState {
   // Read by: hooks on every launch, load(acquire). A holder whose tenant is no longer stored
   // here waits before its next launch; work it queued before stays queued (the daemon drains
   // it before granting the next tenant, unless that tenant outranks it: see "Priority
-  // preemption" in shm_protocol.h, and the lower-priority hook keeps such work short,
+  // takeover" in shm_protocol.h, and the lower-priority hook keeps such work short,
   // CUSLICE_PREEMPT_QUEUED).
   std::atomic<uint32_t> holder;
 

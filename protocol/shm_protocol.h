@@ -49,7 +49,7 @@
 // not gated at all), and spoil its own counters. What they cannot do: change what the tenant
 // is allowed, touch another tenant's records, take the token, or crash the daemon.
 //
-// Priority preemption. A tenant that outranks whoever has work on a GPU (the holder, or the
+// Priority takeover. A tenant that outranks whoever has work on a GPU (the holder, or the
 // tenant whose queued work is draining) and is not capped gets the token without waiting for
 // a slice to end or for the holder's queue to drain: its hook publishes the claim as any
 // waiter does (the waiting count in its process record, ProcessUse::gpu_flags) and kicks

@@ -27,7 +27,7 @@
 //      drain_timeout), so that GPU time is charged to whoever really ran.
 //   6. A waiting tenant that outranks the holder (or the tenant draining) and is not capped
 //      takes the token at once, without waiting for the drain: the daemon finds it in the
-//      step the tenant's kick triggers (shm_protocol.h, "Priority preemption") and reports
+//      step the tenant's kick triggers (shm_protocol.h, "Priority takeover") and reports
 //      it with adopt(); the new holder's slice starts then. Its work overlaps the previous
 //      holder's last queued kernels, which that tenant's hook keeps short; rule 1 applied
 //      at the speed of one round trip through the daemon.
