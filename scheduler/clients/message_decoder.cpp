@@ -35,19 +35,22 @@ std::optional<std::string_view> terminated(const char (&field)[N]) {
   return std::string_view(field, length);
 }
 
-FirstMessage refuse_register(wire::RegisterStatus status, std::string why) {
+FirstMessage refusal(FirstMessage::Kind kind, std::string why) {
   FirstMessage m;
-  m.kind = FirstMessage::Kind::kRefuseRegister;
-  m.register_status = status;
+  m.kind = kind;
   m.why = std::move(why);
   return m;
 }
 
+FirstMessage refuse_register(wire::RegisterStatus status, std::string why) {
+  FirstMessage m = refusal(FirstMessage::Kind::kRefuseRegister, std::move(why));
+  m.register_status = status;
+  return m;
+}
+
 FirstMessage refuse_control(wire::ControlStatus status, std::string why) {
-  FirstMessage m;
-  m.kind = FirstMessage::Kind::kRefuseControl;
+  FirstMessage m = refusal(FirstMessage::Kind::kRefuseControl, std::move(why));
   m.control_status = status;
-  m.why = std::move(why);
   return m;
 }
 
