@@ -11,15 +11,15 @@
 //   inotify           -> with --watch-config: the file changed, reload as on SIGHUP
 //   the suspender's and the driver poller's eventfds -> Preemptor, UsageCheck
 //
-// Up to four threads. Besides the loop's: the metrics endpoint on libmicrohttpd's own thread
-// (metrics_server.h), where a port is configured, so that a slow or flooding HTTP client never
-// delays a scheduling step; the tenant suspender's (tenant_suspender.h), which makes the
-// driver's slow checkpoint calls once memory preemption is on; and the usage watchdog's
-// driver poller (driver_poller.h), which reads NVML where the watchdog runs. The last two
-// answer the loop through eventfds. The components' state is guarded by
-// state_mutex_, which the loop holds while it handles events (not while it waits for them)
-// and the metrics thread while it takes a snapshot; rendering it and talking HTTP happen
-// outside.
+// Four threads at most. Besides the loop's: the metrics endpoint on libmicrohttpd's own
+// thread (metrics_server.h), where a metrics port is set, so that a slow or flooding HTTP
+// client never delays a scheduling step; the tenant suspender's (tenant_suspender.h), which
+// makes the driver's slow checkpoint calls, once memory preemption is wanted and the
+// checkpoint API loaded; and the usage watchdog's driver poller (driver_poller.h), which
+// queries NVML, where NVML is available. The last two answer the loop through eventfds. The
+// components' state is guarded by state_mutex_, which the loop holds while it handles events
+// (not while it waits for them) and the metrics thread while it takes a snapshot; rendering
+// it and talking HTTP happen outside.
 //
 // A step is this class's: the usage ledger charges GPU time, the token scheduler runs with
 // the tenants preemption holds suspended, preemption runs its own step, and the policy timer
