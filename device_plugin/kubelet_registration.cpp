@@ -38,27 +38,21 @@ std::optional<FileIdentity> socket_identity(const std::string& path) {
   return FileIdentity{st.st_dev, st.st_ino};
 }
 
-DirectoryWatch::DirectoryWatch(const std::string& dir) {
-  fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (fd_ >= 0 && inotify_add_watch(fd_, dir.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-    close(fd_);
-    fd_ = -1;
-  }
-}
-
-DirectoryWatch::~DirectoryWatch() {
-  if (fd_ >= 0) close(fd_);
+DirectoryWatch::DirectoryWatch(const std::string& dir) : fd_(inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) {
+  if (fd_.get() >= 0 &&
+      inotify_add_watch(fd_.get(), dir.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0)
+    fd_.reset();
 }
 
 bool DirectoryWatch::wait(int timeout_ms) {
-  if (fd_ < 0) {
+  if (fd_.get() < 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
     return false;
   }
-  pollfd p{fd_, POLLIN, 0};
+  pollfd p{fd_.get(), POLLIN, 0};
   if (poll(&p, 1, timeout_ms) <= 0) return false;
   alignas(inotify_event) char buf[4096];
-  while (read(fd_, buf, sizeof buf) > 0) {
+  while (read(fd_.get(), buf, sizeof buf) > 0) {
   }
   return true;
 }

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace cuslice::device_plugin {
 
 // Registers `resource` served on <dir>/<endpoint>; "" on success, else the kubelet's reason.
@@ -32,14 +34,11 @@ std::optional<FileIdentity> socket_identity(const std::string& path);
 class DirectoryWatch {
  public:
   explicit DirectoryWatch(const std::string& dir);
-  ~DirectoryWatch();
-  DirectoryWatch(const DirectoryWatch&) = delete;
-  DirectoryWatch& operator=(const DirectoryWatch&) = delete;
   // Waits up to `timeout_ms` for a change; true when something changed.
   bool wait(int timeout_ms);
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;  // -1 where inotify failed: wait() then only sleeps
 };
 
 }  // namespace cuslice::device_plugin

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_flags.h"
 #include "common/logging.h"
 #include "config/size.h"
 #include "protocol/control_socket.h"
@@ -45,12 +46,7 @@ int finish_scheduler_options(const CLI::App& app, MountOptions& mounts, const st
 }
 
 void add_log_options(CLI::App& app, LogOptions& log) {
-  app.add_option("--log-level", log.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  app.add_option("--log-target", log.target, "stderr, or journald")
-      ->check(CLI::IsMember({"stderr", "journald"}))
-      ->capture_default_str();
+  add_log_flags(app, log.level, log.target, "stderr, or journald");
 }
 
 void start_logging(const LogOptions& log) {

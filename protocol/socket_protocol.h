@@ -93,10 +93,15 @@ inline constexpr const char* kDefaultSocketPath = "/run/cuslice/cuslice.sock";
 inline constexpr const char* kSocketEnv = "CUSLICE_SOCKET";
 inline constexpr const char* kTenantEnv = "CUSLICE_TENANT";
 
+// The three words every message but BlockerClaim starts with, which a reader checks before
+// it knows the message: its protocol's magic, its version, and its size in bytes.
+#define CUSLICE_WIRE_HEADER(Message, magic_value, version_value) \
+  uint32_t magic = magic_value;                                  \
+  uint16_t version = version_value;                              \
+  uint16_t size = sizeof(Message)
+
 struct RegisterRequest {
-  uint32_t magic = kMagic;
-  uint16_t version = kVersion;
-  uint16_t size = sizeof(RegisterRequest);
+  CUSLICE_WIRE_HEADER(RegisterRequest, kMagic, kVersion);
   // CUSLICE_TENANT, NUL-terminated; empty: let the daemon's match rules decide.
   char tenant[shm::kNameSize] = {};
   // Bytes this process already holds per GPU: non-zero when it registers again after the
@@ -116,9 +121,7 @@ inline constexpr const char* kPodNameEnv = "CUSLICE_POD_NAME";
 inline constexpr const char* kContainerNameEnv = "CUSLICE_CONTAINER_NAME";
 
 struct WorkloadMessage {
-  uint32_t magic = kWorkloadMagic;
-  uint16_t version = kVersion;
-  uint16_t size = sizeof(WorkloadMessage);
+  CUSLICE_WIRE_HEADER(WorkloadMessage, kWorkloadMagic, kVersion);
   // Each NUL-terminated, empty when unknown. Kubernetes allows 63 characters for a namespace
   // and a container name, 253 for a pod name.
   char pod_namespace[64] = {};
@@ -136,9 +139,7 @@ struct WorkloadMessage {
 inline constexpr uint32_t kMemoryMagic = 0x4D4D4C43;  // "CLMM"
 
 struct MemoryRequest {
-  uint32_t magic = kMemoryMagic;
-  uint16_t version = kVersion;
-  uint16_t size = sizeof(MemoryRequest);
+  CUSLICE_WIRE_HEADER(MemoryRequest, kMemoryMagic, kVersion);
   uint32_t gpu = 0;       // the scheduler's GPU index
   uint32_t sequence = 0;  // 1 to 2^24 - 1, then wraps; echoed in memory_decision
   uint64_t bytes = 0;       // the allocation that did not fit
@@ -170,9 +171,7 @@ enum class RegisterStatus : int32_t {
 };
 
 struct RegisterReply {
-  uint32_t magic = kMagic;
-  uint16_t version = kVersion;
-  uint16_t size = sizeof(RegisterReply);
+  CUSLICE_WIRE_HEADER(RegisterReply, kMagic, kVersion);
   RegisterStatus status = RegisterStatus::kBadRequest;
   uint32_t slot = 0;             // index into Segment::processes and TenantRegion::processes
   uint32_t tenant = 0;           // index into Segment::tenants
@@ -209,9 +208,7 @@ struct TenantSpec {
 };
 
 struct ControlRequest {
-  uint32_t magic = kControlMagic;
-  uint16_t version = kControlVersion;
-  uint16_t size = sizeof(ControlRequest);
+  CUSLICE_WIRE_HEADER(ControlRequest, kControlMagic, kControlVersion);
   ControlCommand command = ControlCommand::kDescribe;
   uint32_t reserved0 = 0;
   TenantSpec tenant;  // kEnsureTenant only
@@ -229,9 +226,7 @@ enum class ControlStatus : int32_t {
 };
 
 struct ControlReply {
-  uint32_t magic = kControlMagic;
-  uint16_t version = kControlVersion;
-  uint16_t size = sizeof(ControlReply);
+  CUSLICE_WIRE_HEADER(ControlReply, kControlMagic, kControlVersion);
   ControlStatus status = ControlStatus::kBadRequest;
   int32_t daemon_pid = 0;  // in the daemon's pid namespace
   uint32_t flags = 0;      // shm::Segment::kEphemeral when tenants come from `cuslice run`
@@ -252,9 +247,7 @@ struct TenantWorkload {
 };
 
 struct WorkloadList {
-  uint32_t magic = kControlMagic;
-  uint16_t version = kControlVersion;
-  uint16_t size = sizeof(WorkloadList);
+  CUSLICE_WIRE_HEADER(WorkloadList, kControlMagic, kControlVersion);
   ControlStatus status = ControlStatus::kOk;
   uint32_t count = 0;  // entries of `tenants` used
   TenantWorkload tenants[shm::kMaxTenants];
@@ -302,18 +295,14 @@ struct PluginTenant {
 };
 
 struct PluginRequest {
-  uint32_t magic = kPluginMagic;
-  uint16_t version = kPluginVersion;
-  uint16_t size = sizeof(PluginRequest);
+  CUSLICE_WIRE_HEADER(PluginRequest, kPluginMagic, kPluginVersion);
   PluginCommand command = PluginCommand::kList;
   uint32_t reserved0 = 0;
   PluginTenant tenant;  // kApply: all of it; kRemove: the name; kList: nothing
 };
 
 struct PluginList {
-  uint32_t magic = kPluginMagic;
-  uint16_t version = kPluginVersion;
-  uint16_t size = sizeof(PluginList);
+  CUSLICE_WIRE_HEADER(PluginList, kPluginMagic, kPluginVersion);
   ControlStatus status = ControlStatus::kBadRequest;
   uint32_t count = 0;  // entries of `tenants` used
   char message[256] = {};
@@ -335,5 +324,7 @@ static_assert(std::is_trivially_copyable_v<ControlReply>);
 static_assert(sizeof(TenantSpec) == 64 + 16 + 8 + 8 && sizeof(ControlRequest) == 16 + sizeof(TenantSpec));
 // The daemon reads a connection's first message into one buffer and dispatches on magic.
 static_assert(offsetof(RegisterRequest, magic) == 0 && offsetof(ControlRequest, magic) == 0);
+
+#undef CUSLICE_WIRE_HEADER
 
 }  // namespace cuslice::wire

@@ -11,59 +11,50 @@
 
     .text
 
-    .globl  dlsym
-    .type   dlsym, @function
+/* The exported function `name`, with the two arguments dlsym and dlvsym share saved. */
+.macro CUSLICE_TRAMPOLINE_BEGIN name
+    .globl  \name
+    .type   \name, @function
     .p2align 4
-dlsym:
+\name:
     .cfi_startproc
     endbr64
     pushq   %rdi
     .cfi_adjust_cfa_offset 8
     pushq   %rsi
     .cfi_adjust_cfa_offset 8
+.endm
+
+/* Those two restored; then the hook's address returned, or the jump to glibc's `next`. */
+.macro CUSLICE_TRAMPOLINE_END name, next
+    popq    %rsi
+    .cfi_adjust_cfa_offset -8
+    popq    %rdi
+    .cfi_adjust_cfa_offset -8
+    testq   %rax, %rax
+    jz      1f
+    ret
+1:
+    jmp     *\next(%rip)
+    .cfi_endproc
+    .size   \name, .-\name
+.endm
+
+CUSLICE_TRAMPOLINE_BEGIN dlsym
     subq    $8, %rsp                    /* 16-byte alignment for the call */
     .cfi_adjust_cfa_offset 8
     call    cuslice_dlsym_intercept
     addq    $8, %rsp
     .cfi_adjust_cfa_offset -8
-    popq    %rsi
-    .cfi_adjust_cfa_offset -8
-    popq    %rdi
-    .cfi_adjust_cfa_offset -8
-    testq   %rax, %rax
-    jz      1f
-    ret
-1:
-    jmp     *cuslice_next_dlsym(%rip)
-    .cfi_endproc
-    .size   dlsym, .-dlsym
+CUSLICE_TRAMPOLINE_END dlsym, cuslice_next_dlsym
 
-    .globl  dlvsym
-    .type   dlvsym, @function
-    .p2align 4
-dlvsym:
-    .cfi_startproc
-    endbr64
-    pushq   %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq   %rsi
-    .cfi_adjust_cfa_offset 8
+CUSLICE_TRAMPOLINE_BEGIN dlvsym
     pushq   %rdx                        /* three pushes keep the 16-byte alignment */
     .cfi_adjust_cfa_offset 8
     call    cuslice_dlvsym_intercept
     popq    %rdx
     .cfi_adjust_cfa_offset -8
-    popq    %rsi
-    .cfi_adjust_cfa_offset -8
-    popq    %rdi
-    .cfi_adjust_cfa_offset -8
-    testq   %rax, %rax
-    jz      1f
-    ret
-1:
-    jmp     *cuslice_next_dlvsym(%rip)
-    .cfi_endproc
-    .size   dlvsym, .-dlvsym
+CUSLICE_TRAMPOLINE_END dlvsym, cuslice_next_dlvsym
 
 #else
 #error "cuslice's dlsym trampoline is written for x86-64 only (aarch64 is not yet supported)"

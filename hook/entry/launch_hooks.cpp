@@ -77,6 +77,17 @@ template <typename Call>
   if (noted_.device >= 0) activity::launched(noted_, stream, activity::bounded() ? (key_expr) : 0); \
   return r_
 
+// cuLaunchKernelEx and its per-thread twin (`S`, on the per-thread default stream if
+// `kPerThread`). Without a configuration there is no stream to gate: the driver refuses it.
+template <Sym S, bool kPerThread>
+[[gnu::always_inline]] inline CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params,
+                                                        void** extra) {
+  auto fn = real<S>();
+  if (fn == nullptr) return unavailable_result();
+  if (config == nullptr) return fn(config, f, params, extra);
+  CUSLICE_GATED(config->hStream, kPerThread, key(config, f), fn(config, f, params, extra));
+}
+
 }  // namespace
 
 extern "C" {
@@ -102,18 +113,12 @@ CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int g
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
                                                 void** extra) {
-  auto fn = real<Sym::cuLaunchKernelEx>();
-  if (fn == nullptr) return unavailable_result();
-  if (config == nullptr) return fn(config, f, params, extra);
-  CUSLICE_GATED(config->hStream, false, key(config, f), fn(config, f, params, extra));
+  return launch_kernel_ex<Sym::cuLaunchKernelEx, false>(config, f, params, extra);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                                      void** extra) {
-  auto fn = real<Sym::cuLaunchKernelEx_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  if (config == nullptr) return fn(config, f, params, extra);
-  CUSLICE_GATED(config->hStream, true, key(config, f), fn(config, f, params, extra));
+  return launch_kernel_ex<Sym::cuLaunchKernelEx_ptsz, true>(config, f, params, extra);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -177,6 +182,17 @@ template <Sym S, bool kPerThread>
   return r;
 }
 
+// cuStreamEndCapture and its per-thread twin (`S`). The capture is over whether or not it
+// succeeded, unless there was none on this stream.
+template <Sym S>
+CUresult end_capture(CUstream s, CUgraph* graph) {
+  auto fn = real<S>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(s, graph);
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture(s);
+  return r;
+}
+
 }  // namespace
 
 extern "C" {
@@ -214,20 +230,11 @@ CUSLICE_BEGIN_CAPTURE(cuStreamBeginCaptureToGraph_ptsz,
 #undef CUSLICE_BEGIN_CAPTURE
 
 CUSLICE_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph* graph) {
-  auto fn = real<Sym::cuStreamEndCapture>();
-  if (fn == nullptr) return unavailable_result();
-  const CUresult r = fn(s, graph);
-  // The capture is over whether or not it succeeded, unless there was none on this stream.
-  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture(s);
-  return r;
+  return end_capture<Sym::cuStreamEndCapture>(s, graph);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
-  auto fn = real<Sym::cuStreamEndCapture_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  const CUresult r = fn(s, graph);
-  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_INVALID_HANDLE) activity::end_capture(s);
-  return r;
+  return end_capture<Sym::cuStreamEndCapture_ptsz>(s, graph);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream s) {

@@ -68,6 +68,18 @@ CUresult alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool 
                        [&] { free_async(kPerThread)(*dptr, stream); });
 }
 
+// cuGraphUpload and its per-thread twin: an upload makes the graph's memory nodes' reserve
+// appear as its first launch does.
+template <Sym S, bool kPerThread>
+CUresult graph_upload(CUgraphExec exec, CUstream stream) {
+  auto fn = real<S>();
+  if (fn == nullptr) return unavailable_result();
+  const CUresult r = fn(exec, stream);
+  if (r == CUDA_SUCCESS && quota::active())
+    pool_accounting::note_graph_launch(pool_accounting::stream_device(stream, kPerThread));
+  return r;
+}
+
 }  // namespace
 
 extern "C" {
@@ -131,19 +143,11 @@ CUSLICE_EXPORT CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* phGraphNode,
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
-  auto fn = real<Sym::cuGraphUpload>();
-  if (fn == nullptr) return unavailable_result();
-  const CUresult r = fn(hGraphExec, hStream);
-  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, false));
-  return r;
+  return graph_upload<Sym::cuGraphUpload, false>(hGraphExec, hStream);
 }
 
 CUSLICE_EXPORT CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  auto fn = real<Sym::cuGraphUpload_ptsz>();
-  if (fn == nullptr) return unavailable_result();
-  const CUresult r = fn(hGraphExec, hStream);
-  if (r == CUDA_SUCCESS && quota::active()) pool_accounting::note_graph_launch(pool_accounting::stream_device(hStream, true));
-  return r;
+  return graph_upload<Sym::cuGraphUpload_ptsz, true>(hGraphExec, hStream);
 }
 
 }  // extern "C"

@@ -140,7 +140,7 @@ bool memory_end_warmup(int gpu) noexcept;
 // Returns when this process's tenant holds the GPU's token, or when gating is off. Fast
 // path (the tenant holds it): atomic loads and, when the process was idle, one atomic store.
 // Slow path: publishes the demand, kicks the daemon and waits; a tenant that outranks the
-// holder gets the token at the daemon's next step (shm_protocol.h, "Priority preemption").
+// holder gets the token at the daemon's next step (shm_protocol.h, "Priority takeover").
 void token_acquire(int gpu) noexcept;
 // For a launch the hook can hold back on the GPU instead of here (activity.h, parking):
 // true when this process's tenant holds the token (setting kBusy, as token_acquire), or when

@@ -20,6 +20,7 @@
 #include <new>
 
 #include "hook/link/client.h"
+#include "hook/link/client_mapping.h"
 #include "hook/link/client_state.h"
 #include "protocol/socket_protocol.h"
 
@@ -44,6 +45,15 @@ void mark_lost(Attachment* att) {
     cb(Event::kLost, "the scheduler went away: compute ungated, memory on local limits");
 }
 
+void set_error(const char* what, const char* detail) {
+  snprintf(g.error, sizeof g.error, "%s%s%s", what, detail[0] ? ": " : "", detail);
+}
+
+void close_both(const int (&fds)[2]) {
+  for (const int fd : fds)
+    if (fd >= 0) close(fd);
+}
+
 void send_blocker_claim(int fd) noexcept {
   wire::BlockerClaim claim;
   claim.flags = g.checkpoint_flags.load(std::memory_order_relaxed);
@@ -58,81 +68,6 @@ namespace {
 
 constexpr int kReplyTimeoutMs = 500;
 constexpr int64_t kHealthCheckNs = 100'000'000;  // maintain() polls the socket at most this often
-
-void set_error(const char* what, const char* detail) {
-  snprintf(g.error, sizeof g.error, "%s%s%s", what, detail[0] ? ": " : "", detail);
-}
-
-// Maps the segment the reply brought (`segment_fd`, closed here) or, from a daemon that
-// sends none, the one it names, read-only, and checks that the daemon made it: owned by the
-// daemon's user (`daemon_uid`, from SO_PEERCRED) or root, writable by nobody else, and the one
-// the daemon registered us in.
-const shm::Segment* map_segment(const wire::RegisterReply& reply, uid_t daemon_uid, int segment_fd) {
-  char name[shm::kNameSize];
-  memcpy(name, reply.shm_name, sizeof name);
-  name[sizeof name - 1] = '\0';
-  const int fd = segment_fd >= 0 ? segment_fd : shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0) {
-    set_error("cannot open the scheduler's shared memory", strerror(errno));
-    return nullptr;
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != daemon_uid && st.st_uid != 0) ||
-      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    close(fd);
-    char detail[128];
-    snprintf(detail, sizeof detail, "%s is owned by uid %u with mode %03o; the scheduler runs as uid %u", name,
-             static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_mode & 07777),
-             static_cast<unsigned>(daemon_uid));
-    set_error("refusing the scheduler's shared memory", detail);
-    return nullptr;
-  }
-  void* p = MAP_FAILED;
-  if (static_cast<size_t>(st.st_size) >= sizeof(shm::Segment))
-    p = mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    set_error("cannot map the scheduler's shared memory", "too small or not mappable");
-    return nullptr;
-  }
-  const auto* seg = static_cast<const shm::Segment*>(p);
-  if (!shm::compatible(*seg, sizeof(shm::Segment)) || seg->generation != reply.segment_generation ||
-      reply.slot >= shm::kMaxProcesses || reply.tenant >= shm::kMaxTenants ||
-      seg->processes[reply.slot].generation.load(std::memory_order_acquire) != reply.slot_generation) {
-    munmap(p, sizeof(shm::Segment));
-    set_error("the scheduler's shared memory is not the one it registered us in", "");
-    return nullptr;
-  }
-  return seg;
-}
-
-// Maps the tenant region the reply brought (`fd`, closed here), read-write, after checking
-// that it is sealed against resizing (so no process of the tenant can make this one fault)
-// and is the region of the tenant and segment the reply names.
-shm::TenantRegion* map_region(int fd, const wire::RegisterReply& reply) {
-  if (fd < 0) {
-    set_error("the scheduler's reply brought no tenant region", "");
-    return nullptr;
-  }
-  struct stat st {};
-  const int seals = fcntl(fd, F_GET_SEALS);
-  void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(shm::TenantRegion) && seals >= 0 &&
-      (static_cast<unsigned>(seals) & shm::kTenantRegionSeals) == shm::kTenantRegionSeals)
-    p = mmap(nullptr, sizeof(shm::TenantRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    set_error("cannot map the tenant region", "too small, not sealed or not mappable");
-    return nullptr;
-  }
-  auto* region = static_cast<shm::TenantRegion*>(p);
-  if (!shm::compatible(*region, sizeof(shm::TenantRegion), reply.segment_generation, reply.tenant)) {
-    munmap(p, sizeof(shm::TenantRegion));
-    set_error("the tenant region is not the one the scheduler registered us in", "");
-    return nullptr;
-  }
-  return region;
-}
 
 // Receives the registration reply and, with it, the descriptors it carries: the first two in
 // `fds` (-1 where none came), any other closed.
@@ -224,11 +159,6 @@ int connect_to_daemon(AttachStatus& failure) {
   return s;
 }
 
-void close_both(const int (&fds)[2]) {
-  for (const int fd : fds)
-    if (fd >= 0) close(fd);
-}
-
 // Sends the registration over `s` and receives the daemon's acceptance, with the descriptors
 // of the tenant region and the segment in `fds`. false: no acceptance (`failure` says why),
 // and the descriptors and `s` are closed.
@@ -278,43 +208,6 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
     return false;
   }
   return true;
-}
-
-// Maps what the accepted registration brought (`fds`: the tenant region and the segment,
-// closed here) into a new Attachment: the segment, checked to be made by the daemon at the
-// other end of `s`, and the tenant region. Null on failure, with `s` closed.
-Attachment* map_attachment(int s, const wire::RegisterReply& reply, const int (&fds)[2]) {
-  const int region_fd = fds[0];
-  // Who the daemon is, from the kernel: the segment must be its user's (or root's).
-  ucred daemon{};
-  socklen_t cred_len = sizeof daemon;
-  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &daemon, &cred_len) != 0) {
-    set_error("cannot learn the scheduler's user", strerror(errno));
-    close_both(fds);
-    close(s);
-    return nullptr;
-  }
-  const shm::Segment* seg = map_segment(reply, daemon.uid, fds[1]);
-  shm::TenantRegion* region = nullptr;
-  if (seg != nullptr) {
-    region = map_region(region_fd, reply);
-    if (region == nullptr) munmap(const_cast<shm::Segment*>(seg), sizeof(shm::Segment));
-  } else if (region_fd >= 0) {
-    close(region_fd);
-  }
-  void* page = region ? mmap(nullptr, sizeof(Attachment), PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                      : MAP_FAILED;
-  if (page == MAP_FAILED) {
-    if (region) {
-      set_error("cannot allocate the attachment", strerror(errno));
-      munmap(region, sizeof(shm::TenantRegion));
-      munmap(const_cast<shm::Segment*>(seg), sizeof(shm::Segment));
-    }
-    close(s);
-    return nullptr;
-  }
-  return new (page) Attachment{seg, region, reply.slot, reply.tenant};
 }
 
 // Makes `att` the current attachment and `s` the connection (under the number of the one

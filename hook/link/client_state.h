@@ -61,6 +61,10 @@ void mark_lost(Attachment* att);
 // Tells the daemon on `fd` what this process uses that the checkpoint cannot move
 // (checkpoint_flags; wire::BlockerClaim), when anything. One send, no allocation.
 void send_blocker_claim(int fd) noexcept;
+// Writes "what: detail" (": detail" only when there is one) as the last error.
+void set_error(const char* what, const char* detail);
+// Closes those of `fds` that are open.
+void close_both(const int (&fds)[2]);
 // Asks the daemon for a scheduling step now (a kick on the connection). One send.
 void send_kick() noexcept;
 

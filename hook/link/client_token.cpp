@@ -2,7 +2,7 @@
 // the read-only segment), publish demand without blocking, release it when the process's
 // work drained, and report GPU time. Demand and counters go to the tenant region; only the
 // daemon changes the holder, also when this tenant outranks the holder (at the step the
-// kick triggers: shm_protocol.h, "Priority preemption"). Fast paths are atomic loads and
+// kick triggers: shm_protocol.h, "Priority takeover"). Fast paths are atomic loads and
 // stores; the slow path kicks the daemon over the socket and sleeps on the futex.
 #include <sys/socket.h>
 

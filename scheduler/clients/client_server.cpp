@@ -104,65 +104,78 @@ void ClientServer::accept_clients(int listen_fd) {
                                      " tenant socket connections, the most for all users together");
       return;
     }
-    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        pause_accepting(listen_fd, std::string("accept: ") + std::strerror(errno));
-      } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        spdlog::warn("accept: {}", std::strerror(errno));
-      }
-      return;
-    }
-    if (fd_limit_reported_) {
-      spdlog::info("accepting connections again ({} open)", clients_.size() + 1);
-      fd_limit_reported_ = false;
-    }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      close(fd);
-      continue;
-    }
-    UidUsage& usage = per_uid_[cred.uid];
-    if (usage.connections >= kMaxConnectionsPerUid) {
-      close(fd);
-      refusals_.log(cred.uid, "refused a connection: " + std::to_string(usage.connections) +
-                                  " open, the most one user may have");
-      continue;
-    }
-    Client client;
-    // Who connected, now: a message that comes later may come from a child the socket was
-    // handed to, or after the pid went to another process.
-    const bool control = listen_fd == control_listen_fd_;
-    if (!control) {
-      std::optional<PeerProcess> peer = identify_peer(fd, cred.pid);
-      if (!peer) {
-        close(fd);  // it exited already: nobody to register
-        continue;
-      }
-      client.pidfd = peer->pidfd;
-      client.start_time = peer->start_time;
-      client.cgroup = std::move(peer->cgroup);
-      epoll_event exit_ev{};
-      exit_ev.events = EPOLLIN;
-      exit_ev.data.fd = client.pidfd;
-      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, client.pidfd, &exit_ev);
-      by_pidfd_[client.pidfd] = fd;
-    }
-    ++usage.connections;
-    if (!control) ++tenant_connections_;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = fd;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    client.pid = cred.pid;
-    client.uid = cred.uid;
-    client.gid = cred.gid;
-    client.control = control;
-    client.connected = std::chrono::nanoseconds(now_ns());
-    clients_[fd] = client;
-    daemon_.connections_changed();
+    const int fd = accept_next(listen_fd);
+    if (fd < 0) return;
+    admit_connection(listen_fd, fd);
   }
+}
+
+int ClientServer::accept_next(int listen_fd) {
+  const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      pause_accepting(listen_fd, std::string("accept: ") + std::strerror(errno));
+    } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+      spdlog::warn("accept: {}", std::strerror(errno));
+    }
+    return -1;
+  }
+  if (fd_limit_reported_) {
+    spdlog::info("accepting connections again ({} open)", clients_.size() + 1);
+    fd_limit_reported_ = false;
+  }
+  return fd;
+}
+
+void ClientServer::admit_connection(int listen_fd, int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    close(fd);
+    return;
+  }
+  UidUsage& usage = per_uid_[cred.uid];
+  if (usage.connections >= kMaxConnectionsPerUid) {
+    close(fd);
+    refusals_.log(cred.uid, "refused a connection: " + std::to_string(usage.connections) +
+                                " open, the most one user may have");
+    return;
+  }
+  Client client;
+  // Who connected, now: a message that comes later may come from a child the socket was
+  // handed to, or after the pid went to another process.
+  const bool control = listen_fd == control_listen_fd_;
+  if (!control && !watch_peer_process(fd, cred.pid, client)) {
+    close(fd);  // it exited already: nobody to register
+    return;
+  }
+  ++usage.connections;
+  if (!control) ++tenant_connections_;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  client.pid = cred.pid;
+  client.uid = cred.uid;
+  client.gid = cred.gid;
+  client.control = control;
+  client.connected = std::chrono::nanoseconds(now_ns());
+  clients_[fd] = client;
+  daemon_.connections_changed();
+}
+
+bool ClientServer::watch_peer_process(int fd, pid_t pid, Client& client) {
+  std::optional<PeerProcess> peer = identify_peer(fd, pid);
+  if (!peer) return false;
+  client.pidfd = peer->pidfd;
+  client.start_time = peer->start_time;
+  client.cgroup = std::move(peer->cgroup);
+  epoll_event exit_ev{};
+  exit_ev.events = EPOLLIN;
+  exit_ev.data.fd = client.pidfd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, client.pidfd, &exit_ev);
+  by_pidfd_[client.pidfd] = fd;
+  return true;
 }
 
 void ClientServer::resume_accepting() {

@@ -109,6 +109,14 @@ class ClientServer {
   };
 
   void pause_accepting(int listen_fd, const std::string& why);
+  // accept_clients()'s steps. The next queued connection, or -1 when none can be taken now
+  // (accepting paused where descriptors ran out).
+  int accept_next(int listen_fd);
+  // A connection checked against its user's limit and watched, or closed.
+  void admit_connection(int listen_fd, int fd);
+  // A tenant socket client's process, identified and watched for its exit; false when it
+  // already exited.
+  bool watch_peer_process(int fd, pid_t pid, Client& client);
   void resume_accepting();
   void close_silent_clients();
   void on_first_message(int fd, Client& client);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "config/tenant_config.h"
 
@@ -33,19 +35,22 @@ std::optional<std::string_view> terminated(const char (&field)[N]) {
   return std::string_view(field, length);
 }
 
-FirstMessage refuse_register(wire::RegisterStatus status, std::string why) {
+FirstMessage refusal(FirstMessage::Kind kind, std::string why) {
   FirstMessage m;
-  m.kind = FirstMessage::Kind::kRefuseRegister;
-  m.register_status = status;
+  m.kind = kind;
   m.why = std::move(why);
   return m;
 }
 
+FirstMessage refuse_register(wire::RegisterStatus status, std::string why) {
+  FirstMessage m = refusal(FirstMessage::Kind::kRefuseRegister, std::move(why));
+  m.register_status = status;
+  return m;
+}
+
 FirstMessage refuse_control(wire::ControlStatus status, std::string why) {
-  FirstMessage m;
-  m.kind = FirstMessage::Kind::kRefuseControl;
+  FirstMessage m = refusal(FirstMessage::Kind::kRefuseControl, std::move(why));
   m.control_status = status;
-  m.why = std::move(why);
   return m;
 }
 
@@ -86,15 +91,20 @@ FirstMessage decode_register(const Header& h, const void* bytes, size_t n) {
   return m;
 }
 
+// The refusal of a control socket request of a version or size other than `Request`'s at
+// `version`, the one this scheduler speaks; nullopt for one it speaks. Another version may
+// have another size: its version number is all that is read.
+template <typename Request>
+std::optional<FirstMessage> refuse_unspoken(const char* protocol, uint16_t version, const Header& h, size_t n) {
+  if (h.version == version && n == sizeof(Request) && h.size == sizeof(Request)) return std::nullopt;
+  return refuse_control(wire::ControlStatus::kVersionMismatch,
+                        std::string(protocol) + " protocol version " + std::to_string(h.version) + " (" +
+                            std::to_string(n) + " bytes) is not supported (the scheduler speaks " +
+                            std::to_string(version) + ", " + std::to_string(sizeof(Request)) + " bytes)");
+}
+
 FirstMessage decode_control(const Header& h, const void* bytes, size_t n) {
-  if (h.version != wire::kControlVersion || n != sizeof(wire::ControlRequest) || h.size != sizeof(wire::ControlRequest)) {
-    // Another version may have another size: its version number is all that is read.
-    return refuse_control(wire::ControlStatus::kVersionMismatch,
-                          "control protocol version " + std::to_string(h.version) + " (" + std::to_string(n) +
-                              " bytes) is not supported (the scheduler speaks " +
-                              std::to_string(wire::kControlVersion) + ", " +
-                              std::to_string(sizeof(wire::ControlRequest)) + " bytes)");
-  }
+  if (auto refusal = refuse_unspoken<wire::ControlRequest>("control", wire::kControlVersion, h, n)) return *refusal;
   FirstMessage m;
   std::memcpy(&m.control, bytes, sizeof m.control);
   switch (m.control.command) {
@@ -115,13 +125,7 @@ FirstMessage decode_control(const Header& h, const void* bytes, size_t n) {
 }
 
 FirstMessage decode_plugin(const Header& h, const void* bytes, size_t n) {
-  if (h.version != wire::kPluginVersion || n != sizeof(wire::PluginRequest) || h.size != sizeof(wire::PluginRequest)) {
-    return refuse_control(wire::ControlStatus::kVersionMismatch,
-                          "plugin protocol version " + std::to_string(h.version) + " (" + std::to_string(n) +
-                              " bytes) is not supported (the scheduler speaks " +
-                              std::to_string(wire::kPluginVersion) + ", " +
-                              std::to_string(sizeof(wire::PluginRequest)) + " bytes)");
-  }
+  if (auto refusal = refuse_unspoken<wire::PluginRequest>("plugin", wire::kPluginVersion, h, n)) return *refusal;
   FirstMessage m;
   std::memcpy(&m.plugin, bytes, sizeof m.plugin);
   const wire::PluginCommand command = m.plugin.command;
@@ -154,44 +158,38 @@ FirstMessage decode_first_message(const void* bytes, size_t n) {
   return {};
 }
 
-HookMessage decode_hook_message(const void* bytes, size_t n) {
-  HookMessage m;
-  if (n == sizeof(wire::BlockerClaim)) {
-    wire::BlockerClaim claim;
-    std::memcpy(&claim, bytes, sizeof claim);
-    if (claim.magic == wire::kBlockerMagic) {
-      m.kind = HookMessage::Kind::kClaim;
-      m.claim = claim.flags & (shm::kUsesIpc | shm::kUsesManaged | shm::kUsesMps);
-      return m;
-    }
+namespace {
+
+// A blocker claim: what the driver's checkpoint cannot move that the process uses.
+bool decode_claim(const void* bytes, HookMessage& m) {
+  wire::BlockerClaim claim;
+  std::memcpy(&claim, bytes, sizeof claim);
+  if (claim.magic != wire::kBlockerMagic) return false;
+  m.kind = HookMessage::Kind::kClaim;
+  m.claim = claim.flags & (shm::kUsesIpc | shm::kUsesManaged | shm::kUsesMps);
+  return true;
+}
+
+void decode_memory(const void* bytes, HookMessage& m) {
+  std::memcpy(&m.memory, bytes, sizeof m.memory);
+  if (m.memory.magic != wire::kMemoryMagic || m.memory.size != sizeof m.memory) {
+    m.why = "malformed message: not a memory request";
+    return;
   }
-  if (n <= kMaxKickBytes) {
-    m.kind = HookMessage::Kind::kKick;
-    return m;
-  }
-  if (n == sizeof(wire::MemoryRequest)) {
-    std::memcpy(&m.memory, bytes, sizeof m.memory);
-    if (m.memory.magic != wire::kMemoryMagic || m.memory.size != sizeof m.memory) {
-      m.why = "malformed message: not a memory request";
-      return m;
-    }
-    // Another version's request: none, as from an older hook (it then waits its deadline).
-    m.kind = m.memory.version == wire::kVersion ? HookMessage::Kind::kMemory : HookMessage::Kind::kKick;
-    return m;
-  }
+  // Another version's request: none, as from an older hook (it then waits its deadline).
+  m.kind = m.memory.version == wire::kVersion ? HookMessage::Kind::kMemory : HookMessage::Kind::kKick;
+}
+
+void decode_workload(const void* bytes, HookMessage& m) {
   wire::WorkloadMessage w;
-  if (n != sizeof w) {
-    m.why = "malformed message: " + std::to_string(n) + " bytes";
-    return m;
-  }
   std::memcpy(&w, bytes, sizeof w);
   if (w.magic != wire::kWorkloadMagic || w.size != sizeof w) {
     m.why = "malformed message: not a workload message";
-    return m;
+    return;
   }
   if (w.version != wire::kVersion) {
     m.kind = HookMessage::Kind::kKick;  // another version's labels: none, as from an older hook
-    return m;
+    return;
   }
   const auto ns = terminated(w.pod_namespace);
   const auto pod = terminated(w.pod_name);
@@ -200,12 +198,30 @@ HookMessage decode_hook_message(const void* bytes, size_t n) {
   if (!ns || !pod || !container || !valid_kubernetes_name(*ns, 63) || !valid_kubernetes_name(*pod, 253) ||
       !valid_kubernetes_name(*container, 63)) {
     m.why = "malformed workload message: names are not Kubernetes names";
-    return m;
+    return;
   }
   m.kind = HookMessage::Kind::kWorkload;
   m.pod_namespace = *ns;
   m.pod_name = *pod;
   m.container_name = *container;
+}
+
+}  // namespace
+
+HookMessage decode_hook_message(const void* bytes, size_t n) {
+  HookMessage m;
+  if (n == sizeof(wire::BlockerClaim) && decode_claim(bytes, m)) return m;
+  if (n <= kMaxKickBytes) {
+    m.kind = HookMessage::Kind::kKick;
+    return m;
+  }
+  if (n == sizeof(wire::MemoryRequest)) {
+    decode_memory(bytes, m);
+  } else if (n != sizeof(wire::WorkloadMessage)) {
+    m.why = "malformed message: " + std::to_string(n) + " bytes";
+  } else {
+    decode_workload(bytes, m);
+  }
   return m;
 }
 

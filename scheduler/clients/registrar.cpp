@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string>
 #include <system_error>
 
 #include "scheduler/tenants/tenant_assignment.h"
@@ -12,6 +13,16 @@ namespace cuslice {
 
 Registrar::Registrar(SharedSegment& segment, TenantRegions& regions, TenantTable& tenants, ProcessTable& processes)
     : segment_(segment), regions_(regions), tenants_(tenants), processes_(processes) {}
+
+namespace {
+
+// Stores 0 in each of `words`: a slot's fields that its previous process left.
+template <typename... Words>
+void zero_all(Words&... words) {
+  (words.store(0, std::memory_order_relaxed), ...);
+}
+
+}  // namespace
 
 Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& request) {
   wire::RegisterRequest req = request;
@@ -30,49 +41,66 @@ Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& reques
     return out;
   }
   const std::string& name = join.plugin ? join.tenant : config.tenants[assignment.tenant].name;
-  uint32_t tenant = shm::kNoTenant;
-  for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
-    if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) tenant = t;
-  uint32_t slot = shm::kMaxProcesses, free = 0;
-  for (uint32_t s = 0; s < shm::kMaxProcesses; ++s) {
-    if (segment_->processes[s].state.load() != shm::ProcessSlot::kFree) continue;
-    if (slot == shm::kMaxProcesses) slot = s;
-    ++free;
-  }
-  const int has = tenant == shm::kNoTenant ? 0 : processes_.in_tenant(tenant);
-  std::string problem =
-      tenant == shm::kNoTenant      ? "tenant table full"
-      : slot == shm::kMaxProcesses  ? "all process slots are in use"
-      : has >= kMaxProcessesPerTenant ? "tenant " + name + " already has " + std::to_string(has) +
-                                           " processes, the most one tenant may have"
-      : free <= kReservedSlots && has >= kSmallTenantProcesses
-          ? "the last " + std::to_string(free) + " process slots are kept for tenants with fewer than " +
-                std::to_string(kSmallTenantProcesses) + " processes"
-          : "";
-  if (problem.empty() && regions_.get(tenant) == nullptr) {
-    try {
-      regions_.create(tenant);  // its creation failed when the tenant was added
-    } catch (const std::system_error& e) {
-      spdlog::error("tenant {}: {}", name, e.what());
-      problem = "the scheduler cannot create the tenant's shared memory";
-    }
-  }
+  const uint32_t tenant = active_tenant(name);
+  const FreeSlots slots = free_slots();
+  std::string problem = capacity_problem(tenant, name, slots);
+  if (problem.empty()) problem = ensure_region(tenant, name);
   if (!problem.empty()) {
     out.status = wire::RegisterStatus::kFull;
     out.message = problem;
     return out;
   }
-  out.slot_generation = fill_slot(slot, tenant, peer, req);
+  out.slot_generation = fill_slot(slots.first, tenant, peer, req);
   if (join.plugin) tenants_.plugin_tenants().joined(name, identity.cgroup);
   out.status = wire::RegisterStatus::kOk;
-  out.slot = slot;
+  out.slot = slots.first;
   out.tenant = tenant;
   out.region_fd = regions_.fd(tenant);
   out.segment_fd = segment_.readonly_fd();
   out.segment_generation = segment_->generation;
   out.shm_name = segment_.name();
-  spdlog::info("pid {} (uid {}) joined tenant {} in slot {}", peer.pid, peer.uid, name, slot);
+  spdlog::info("pid {} (uid {}) joined tenant {} in slot {}", peer.pid, peer.uid, name, slots.first);
   return out;
+}
+
+uint32_t Registrar::active_tenant(const std::string& name) const {
+  uint32_t tenant = shm::kNoTenant;
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
+    if (segment_->tenants[t].state.load() == shm::Tenant::kActive && name == segment_->tenants[t].name) tenant = t;
+  return tenant;
+}
+
+Registrar::FreeSlots Registrar::free_slots() const {
+  FreeSlots slots;
+  for (uint32_t s = 0; s < shm::kMaxProcesses; ++s) {
+    if (segment_->processes[s].state.load() != shm::ProcessSlot::kFree) continue;
+    if (slots.first == shm::kMaxProcesses) slots.first = s;
+    ++slots.count;
+  }
+  return slots;
+}
+
+std::string Registrar::capacity_problem(uint32_t tenant, const std::string& name, const FreeSlots& slots) const {
+  const int has = tenant == shm::kNoTenant ? 0 : processes_.in_tenant(tenant);
+  return tenant == shm::kNoTenant              ? "tenant table full"
+         : slots.first == shm::kMaxProcesses  ? "all process slots are in use"
+         : has >= kMaxProcessesPerTenant ? "tenant " + name + " already has " + std::to_string(has) +
+                                              " processes, the most one tenant may have"
+         : slots.count <= kReservedSlots && has >= kSmallTenantProcesses
+             ? "the last " + std::to_string(slots.count) + " process slots are kept for tenants with fewer than " +
+                   std::to_string(kSmallTenantProcesses) + " processes"
+             : "";
+}
+
+std::string Registrar::ensure_region(uint32_t tenant, const std::string& name) {
+  if (regions_.get(tenant) != nullptr) return "";
+  try {
+    regions_.create(tenant);  // its creation failed when the tenant was added
+  } catch (const std::system_error& e) {
+    spdlog::error("tenant {}: {}", name, e.what());
+    return "the scheduler cannot create the tenant's shared memory";
+  }
+  return "";
 }
 
 uint64_t Registrar::fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, const wire::RegisterRequest& req) {
@@ -94,19 +122,11 @@ uint64_t Registrar::fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, 
     add_saturating(region.gpu[g].memory_used, charged);
   }
   // Nothing of the slot's previous process: the new one starts its requests from scratch.
-  use.checkpoint_flags.store(0, std::memory_order_relaxed);
-  ps.memory_decision.store(0, std::memory_order_relaxed);
+  zero_all(use.checkpoint_flags, ps.memory_decision);
   // The fast suspension starts from nothing too: no order, no report.
-  ps.move_seq.store(0, std::memory_order_relaxed);
-  ps.move_bytes.store(0, std::memory_order_relaxed);
-  ps.move_order.store(0, std::memory_order_relaxed);
-  use.move_flags.store(0, std::memory_order_relaxed);
-  use.move_done.store(0, std::memory_order_relaxed);
-  use.move_result.store(0, std::memory_order_relaxed);
-  use.moved_bytes.store(0, std::memory_order_relaxed);
-  use.movable_bytes.store(0, std::memory_order_relaxed);
-  use.pool_bytes.store(0, std::memory_order_relaxed);
-  use.move_ns.store(0, std::memory_order_relaxed);
+  zero_all(ps.move_seq, ps.move_bytes, ps.move_order);
+  zero_all(use.move_flags, use.move_done, use.move_result, use.moved_bytes, use.movable_bytes, use.pool_bytes,
+           use.move_ns);
   tenants_.write_move_policy(tenant, ps);
   const uint64_t generation = ps.generation.fetch_add(1, std::memory_order_relaxed) + 1;
   ps.state.store(shm::ProcessSlot::kActive, std::memory_order_release);

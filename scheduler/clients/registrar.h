@@ -62,6 +62,19 @@ class Registrar {
   bool release(uint32_t slot);
 
  private:
+  // The free process slots: the first (kMaxProcesses: none) and how many.
+  struct FreeSlots {
+    uint32_t first = shm::kMaxProcesses;
+    uint32_t count = 0;
+  };
+  // admit()'s steps. The active segment entry named `name`, or kNoTenant.
+  uint32_t active_tenant(const std::string& name) const;
+  FreeSlots free_slots() const;
+  // Why the tenant may not take a slot now (no entry, no slot, its limit, the reserved
+  // slots); empty when it may.
+  std::string capacity_problem(uint32_t tenant, const std::string& name, const FreeSlots& slots) const;
+  // The tenant's region, created if it failed at the tenant's addition; empty, or why not.
+  std::string ensure_region(uint32_t tenant, const std::string& name);
   // Writes the newcomer's records into `slot` of entry `tenant`; returns the slot's new
   // generation.
   uint64_t fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, const wire::RegisterRequest& request);

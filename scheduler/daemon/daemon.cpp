@@ -77,7 +77,22 @@ Daemon::Daemon(DaemonOptions options)
       clients_({options_.socket_path, options_.control_socket_path}, epoll_fd_, registrar_, desk_, preemptor_,
                processes_, ledger_, refusals_, *this) {
   raise_descriptor_limit();
+  open_signals_and_timers();
+  open_optional_watches();
+  start_components();
+  const Config& config = tenants_.config();
+  if (const auto port = options_.metrics_port ? options_.metrics_port : config.scheduler.metrics_port)
+    start_metrics(*port);
+  segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kRunning), std::memory_order_release);
+  serving_.store(true, std::memory_order_release);
+  arm_timer(Nanos{now_ns()});  // a first step: tenants left suspended may be resumed
+  // Last: a client that can connect finds everything ready, metrics included (connections
+  // queue until run()). The socket locks, taken first, already keep a second daemon out.
+  clients_.listen();
+  log_serving(config);
+}
 
+void Daemon::open_signals_and_timers() {
   sigset_t signals;
   sigemptyset(&signals);
   for (int s : {SIGHUP, SIGTERM, SIGINT}) sigaddset(&signals, s);
@@ -89,7 +104,9 @@ Daemon::Daemon(DaemonOptions options)
   stats_fd_ = make_timer();
   set_timer(stats_fd_, TokenScheduler::kShareSamplePeriod, TokenScheduler::kShareSamplePeriod);
   for (int fd : {signal_fd_, timer_fd_, stats_fd_}) watch(fd);
+}
 
+void Daemon::open_optional_watches() {
   // sd_watchdog_enabled() also checks WATCHDOG_PID, so a child that inherited the
   // variables does not ping on our behalf.
   uint64_t watchdog_usec = 0;
@@ -110,7 +127,9 @@ Daemon::Daemon(DaemonOptions options)
     config_watch_ = std::make_unique<ConfigWatch>(options_.config_path);
     watch(config_watch_->fd());
   }
+}
 
+void Daemon::start_components() {
   // First: the card sizes, which the watchdog and preemption take from NVML, never a tenant.
   usage_fd_ = usage_check_.start();
   if (usage_fd_ >= 0) watch(usage_fd_);
@@ -121,17 +140,9 @@ Daemon::Daemon(DaemonOptions options)
   segment_->share_window_ns = static_cast<uint64_t>(TokenScheduler::kShareWindow.count());
   segment_->daemon_pid = getpid();
   segment_->flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
+}
 
-  const Config& config = tenants_.config();
-  if (const auto port = options_.metrics_port ? options_.metrics_port : config.scheduler.metrics_port)
-    start_metrics(*port);
-
-  segment_->state.store(static_cast<uint32_t>(shm::DaemonState::kRunning), std::memory_order_release);
-  serving_.store(true, std::memory_order_release);
-  arm_timer(Nanos{now_ns()});  // a first step: tenants left suspended may be resumed
-  // Last: a client that can connect finds everything ready, metrics included (connections
-  // queue until run()). The socket locks, taken first, already keep a second daemon out.
-  clients_.listen();
+void Daemon::log_serving(const Config& config) const {
   if (options_.ephemeral) {
     spdlog::info("serving on {} (control {}, shared memory {}), tenants from `cuslice run`", options_.socket_path,
                  options_.control_socket_path, options_.shm_name);

@@ -1,5 +1,5 @@
 // cuslice-scheduler's composition root: the components, wired, and the event loop that hands
-// each ready descriptor to its owner. One thread, one epoll set:
+// each ready descriptor to its owner. One epoll set, on the thread that calls run():
 //
 //   tenant and control sockets, client sockets -> ClientServer
 //   signalfd          -> SIGHUP reloads the configuration, SIGTERM/SIGINT stop
@@ -11,11 +11,15 @@
 //   inotify           -> with --watch-config: the file changed, reload as on SIGHUP
 //   the suspender's and the driver poller's eventfds -> Preemptor, UsageCheck
 //
-// The metrics endpoint runs on libmicrohttpd's own thread (metrics_server.h): a slow or
-// flooding HTTP client never delays a scheduling step. The components' state is guarded by
-// state_mutex_, which the loop holds while it handles events (not while it waits for them)
-// and the metrics thread while it takes a snapshot; rendering it and talking HTTP happen
-// outside.
+// Four threads at most. Besides the loop's: the metrics endpoint on libmicrohttpd's own
+// thread (metrics_server.h), where a metrics port is set, so that a slow or flooding HTTP
+// client never delays a scheduling step; the tenant suspender's (tenant_suspender.h), which
+// makes the driver's slow checkpoint calls, once memory preemption is wanted and the
+// checkpoint API loaded; and the usage watchdog's driver poller (driver_poller.h), which
+// queries NVML, where NVML is available. The last two answer the loop through eventfds. The
+// components' state is guarded by state_mutex_, which the loop holds while it handles events
+// (not while it waits for them) and the metrics thread while it takes a snapshot; rendering
+// it and talking HTTP happen outside.
 //
 // A step is this class's: the usage ledger charges GPU time, the token scheduler runs with
 // the tenants preemption holds suspended, preemption runs its own step, and the policy timer
@@ -106,8 +110,19 @@ class Daemon final : private DaemonControl {
   void watch(int fd);
   void arm_timer(Nanos wake_at);
   void stop();
+  // Construction's steps: the signals blocked and read from a signalfd, the policy and stats
+  // timers; the watchdog, idle and configuration watches where asked for; the components
+  // started and the segment's header completed; the line that says what is served.
+  void open_signals_and_timers();
+  void open_optional_watches();
+  void start_components();
+  void log_serving(const Config& config) const;
   // One ready descriptor; false when the daemon is to stop.
   bool dispatch(int fd);
+  // dispatch()'s longer cases; the two that can stop the daemon say so by returning false.
+  bool on_idle_timer();
+  void on_config_watch();
+  bool on_signals();
   // The scheduling step: GPU time charged, the token policies, preemption; the timer armed.
   void step_now();
 

@@ -51,31 +51,42 @@ bool Daemon::dispatch(int fd) {
     drain_timer(watchdog_fd_);
     sd_notify(0, "WATCHDOG=1");
   } else if (fd == idle_fd_) {
-    drain_timer(idle_fd_);
-    if (clients_.idle()) {
-      spdlog::info("idle for the grace period: exiting");
-      stop();
-      return false;
-    }
+    return on_idle_timer();
   } else if (config_watch_ && fd == config_watch_->fd()) {
-    if (config_watch_->changed()) {
-      spdlog::info("{} changed: reloading", options_.config_path);
-      reload();
-    }
+    on_config_watch();
   } else if (fd == suspender_fd_) {
     preemptor_.on_suspender_outcomes();
     step();
   } else if (fd == signal_fd_) {
-    signalfd_siginfo info;
-    while (read(signal_fd_, &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo != SIGHUP) {
-        stop();
-        return false;
-      }
-      reload();
-    }
+    return on_signals();
   } else {
     clients_.on_readable(fd);
+  }
+  return true;
+}
+
+bool Daemon::on_idle_timer() {
+  drain_timer(idle_fd_);
+  if (!clients_.idle()) return true;
+  spdlog::info("idle for the grace period: exiting");
+  stop();
+  return false;
+}
+
+void Daemon::on_config_watch() {
+  if (!config_watch_->changed()) return;
+  spdlog::info("{} changed: reloading", options_.config_path);
+  reload();
+}
+
+bool Daemon::on_signals() {
+  signalfd_siginfo info;
+  while (read(signal_fd_, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo != SIGHUP) {
+      stop();
+      return false;
+    }
+    reload();
   }
   return true;
 }

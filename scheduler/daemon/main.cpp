@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "common/log_flags.h"
 #include "common/logging.h"
 #include "config/size.h"
 #include "config/tenant_config.h"
@@ -117,12 +118,7 @@ void add_options(CLI::App& app, CommandLine& line) {
                      std::string(cuslice::wire::kDefaultControlSocketPath) + ")")
       ->type_name("PATH");
   app.add_option("--shm-name", options.shm_name, "shared-memory segment name")->capture_default_str();
-  app.add_option("--log-level", line.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  app.add_option("--log-target", line.target, "stderr, or journald (native journal fields and priorities)")
-      ->check(CLI::IsMember({"stderr", "journald"}))
-      ->capture_default_str();
+  cuslice::add_log_flags(app, line.level, line.target, "stderr, or journald (native journal fields and priorities)");
   app.add_option("--metrics-port", line.metrics_port,
                  "serve Prometheus metrics at http://ADDRESS:PORT/metrics (overrides scheduler.metrics_port; "
                  "default: no metrics)")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace cuslice {
 
@@ -229,47 +230,59 @@ TokenPolicy::Decision TokenPolicy::decide(Nanos now, const std::vector<TenantAct
   for (uint32_t t = 0; t < accounts_.size(); ++t) expire_window(t, now);
   update_competition(activity, now);
 
-  if (draining_ != kNoHolder) {
-    const Nanos deadline = drain_started_ + params_.drain_timeout;
-    if (activity[draining_].queued && now < deadline)
-      return {kNoHolder, std::min(now + params_.drain_poll, deadline)};
-    draining_ = kNoHolder;
-  }
-
+  if (const std::optional<Decision> d = wait_for_drain(now, activity)) return *d;
   if (holder_ != kNoHolder) {
     const uint32_t h = holder_;
-    const uint32_t best = pick(activity);
-    bool keep;
     bool lends = false;
-    if (!tenants_[h].present || capped(h)) {
-      keep = false;
-    } else if (!activity[h].demand) {
-      keep = best == kNoHolder;  // idle: hold on only while nobody else could use the GPU
-      lends = !keep && now - granted_at_ < slice();
-    } else if (best != h && tenants_[best].priority > tenants_[h].priority) {
-      keep = false;  // strict priority: preempt now
-    } else if (best == lender_ && best != h && tenants_[best].priority >= tenants_[h].priority) {
-      keep = false;  // the lender is back and the most deserving: its slice resumes
-    } else if (now - granted_at_ >= slice()) {
-      keep = best == h;
-      if (keep) granted_at_ = now;  // still the most deserving: a new slice
-    } else {
-      keep = true;
-    }
-    if (keep) return {h, holder_wake(now, activity)};
-    if (capped(h) && tenants_[h].present) {
-      accounts_[h].learning = true;
-      accounts_[h].drained = Nanos{0};
-    }
-    lender_ = lends ? h : kNoHolder;
-    holder_ = kNoHolder;
-    if (activity[h].queued && params_.drain_timeout > Nanos{0}) {
-      draining_ = h;
-      drain_started_ = now;
-      return {kNoHolder, now + std::min(params_.drain_poll, params_.drain_timeout)};
-    }
+    if (holder_keeps(h, pick(activity), now, activity, lends)) return {h, holder_wake(now, activity)};
+    if (const std::optional<Decision> d = release_holder(h, lends, now, activity)) return *d;
   }
+  return grant_best(now, activity);
+}
 
+std::optional<TokenPolicy::Decision> TokenPolicy::wait_for_drain(Nanos now,
+                                                                  const std::vector<TenantActivity>& activity) {
+  if (draining_ == kNoHolder) return std::nullopt;
+  const Nanos deadline = drain_started_ + params_.drain_timeout;
+  if (activity[draining_].queued && now < deadline) return Decision{kNoHolder, std::min(now + params_.drain_poll, deadline)};
+  draining_ = kNoHolder;
+  return std::nullopt;
+}
+
+bool TokenPolicy::holder_keeps(uint32_t h, uint32_t best, Nanos now, const std::vector<TenantActivity>& activity,
+                               bool& lends) {
+  if (!tenants_[h].present || capped(h)) return false;
+  if (!activity[h].demand) {
+    const bool keep = best == kNoHolder;  // idle: hold on only while nobody else could use the GPU
+    lends = !keep && now - granted_at_ < slice();
+    return keep;
+  }
+  if (best != h && tenants_[best].priority > tenants_[h].priority) return false;  // strict priority: yield now
+  if (best == lender_ && best != h && tenants_[best].priority >= tenants_[h].priority)
+    return false;  // the lender is back and the most deserving: its slice resumes
+  if (now - granted_at_ >= slice()) {
+    const bool keep = best == h;
+    if (keep) granted_at_ = now;  // still the most deserving: a new slice
+    return keep;
+  }
+  return true;
+}
+
+std::optional<TokenPolicy::Decision> TokenPolicy::release_holder(uint32_t h, bool lends, Nanos now,
+                                                                  const std::vector<TenantActivity>& activity) {
+  if (capped(h) && tenants_[h].present) {
+    accounts_[h].learning = true;
+    accounts_[h].drained = Nanos{0};
+  }
+  lender_ = lends ? h : kNoHolder;
+  holder_ = kNoHolder;
+  if (!activity[h].queued || params_.drain_timeout <= Nanos{0}) return std::nullopt;
+  draining_ = h;
+  drain_started_ = now;
+  return Decision{kNoHolder, now + std::min(params_.drain_poll, params_.drain_timeout)};
+}
+
+TokenPolicy::Decision TokenPolicy::grant_best(Nanos now, const std::vector<TenantActivity>& activity) {
   const uint32_t best = pick(activity);
   if (best == kNoHolder) return {kNoHolder, idle_wake(activity)};
   if (best == lender_) lender_ = kNoHolder;

@@ -27,7 +27,7 @@
 //      drain_timeout), so that GPU time is charged to whoever really ran.
 //   6. A waiting tenant that outranks the holder (or the tenant draining) and is not capped
 //      takes the token at once, without waiting for the drain: the daemon finds it in the
-//      step the tenant's kick triggers (shm_protocol.h, "Priority preemption") and reports
+//      step the tenant's kick triggers (shm_protocol.h, "Priority takeover") and reports
 //      it with adopt(); the new holder's slice starts then. Its work overlaps the previous
 //      holder's last queued kernels, which that tenant's hook keeps short; rule 1 applied
 //      at the speed of one round trip through the daemon.
@@ -42,6 +42,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "scheduler/tenants/tenant_params.h"
@@ -137,6 +138,17 @@ class TokenPolicy {
   void accrue(Nanos now);
   // step() without the accounting of the time held.
   Decision decide(Nanos now, const std::vector<TenantActivity>& activity);
+  // decide()'s steps. While the revoked holder's queued work drains (until its timeout), the
+  // wait; nothing once it drained.
+  std::optional<Decision> wait_for_drain(Nanos now, const std::vector<TenantActivity>& activity);
+  // Whether the holder `h` keeps the token against `best`, the most deserving now (a new
+  // slice starts when its slice ended and it is still the most deserving); `lends` set when
+  // it gives up an idle slice early.
+  bool holder_keeps(uint32_t h, uint32_t best, Nanos now, const std::vector<TenantActivity>& activity, bool& lends);
+  // Takes the token from `h`; the drain to wait for when its work is still queued.
+  std::optional<Decision> release_holder(uint32_t h, bool lends, Nanos now, const std::vector<TenantActivity>& activity);
+  // Gives the token to the most deserving tenant, if any.
+  Decision grant_best(Nanos now, const std::vector<TenantActivity>& activity);
 
   // GPU time within the window, as of the last expire_window().
   static Nanos used(const Account& a) { return a.window_sum - a.front_expired; }

@@ -87,7 +87,7 @@ Nanos TokenScheduler::step(Nanos now, uint64_t suspended) {
     TokenPolicy& policy = policies_[g];
     // A waiting tenant that outranks the holder (or the tenant draining) takes the token now,
     // without waiting for the drain (token_policy.h, rule 6).
-    const uint32_t taker = preempting_waiter(g, waiting[g]);
+    const uint32_t taker = outranking_waiter(g, waiting[g]);
     if (taker != kNoHolder) {
       spdlog::debug("gpu {}: {} preempts {}", g, segment_->tenants[taker].name,
                     policy.holder() != kNoHolder ? segment_->tenants[policy.holder()].name : "a draining tenant");
@@ -125,7 +125,7 @@ void TokenScheduler::log_long_hold(uint32_t g, uint32_t holder, uint64_t waiting
                 std::chrono::duration_cast<std::chrono::milliseconds>(now - held_[g].since).count(), procs);
 }
 
-uint32_t TokenScheduler::preempting_waiter(uint32_t g, uint64_t waiting) const {
+uint32_t TokenScheduler::outranking_waiter(uint32_t g, uint64_t waiting) const {
   const TokenPolicy& policy = policies_[g];
   const std::vector<TenantParams>& params = tenants_.params(g);
   // Nobody has work on the GPU: the policy's own choice among the waiting tenants stands.

@@ -1,7 +1,7 @@
 // The scheduling step: reads the demand the hooks publish in their tenant regions, runs each
 // GPU's TokenPolicy, and publishes its decisions (the token's holder, who waits) and the
 // achieved shares in the segment. A waiting tenant that outranks whoever has work on a GPU
-// gets the token in the same step (shm_protocol.h, "Priority preemption").
+// gets the token in the same step (shm_protocol.h, "Priority takeover").
 //
 // Owns the token policies (one per GPU), the achieved-share windows and the step's scratch.
 // Reads the tenant table and the registered processes; never touches the sockets, the
@@ -51,8 +51,8 @@ class TokenScheduler {
 
  private:
   // Among the tenants in `waiting`, the one of highest priority that outranks whoever has
-  // work on GPU g and is not capped, or kNoHolder (shm_protocol.h, "Priority preemption").
-  uint32_t preempting_waiter(uint32_t g, uint64_t waiting) const;
+  // work on GPU g and is not capped, or kNoHolder (shm_protocol.h, "Priority takeover").
+  uint32_t outranking_waiter(uint32_t g, uint64_t waiting) const;
   // Fills activity_ and the waiting masks from the processes' records.
   void read_demand(std::array<uint64_t, shm::kMaxGpus>& waiting);
   // The debug log of a holder that others have waited behind for long.

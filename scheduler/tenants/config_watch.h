@@ -8,22 +8,21 @@
 
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace cuslice {
 
 class ConfigWatch {
  public:
   // Watches the directory of `path`; throws std::system_error when inotify cannot.
   explicit ConfigWatch(const std::string& path);
-  ~ConfigWatch();
-  ConfigWatch(const ConfigWatch&) = delete;
-  ConfigWatch& operator=(const ConfigWatch&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // Reads every pending event; true when one may have changed the file's content.
   bool changed();
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string name_;  // the file's name in its directory
 };
 

@@ -89,51 +89,64 @@ std::string pod_cgroup(std::string_view cgroup) {
   return std::string(cgroup);
 }
 
+namespace {
+
+// Why `spec`, named `name`, is not a tenant the plugin may apply beside the file's, judged
+// alone; empty when it may.
+std::string spec_problem(const wire::PluginTenant& spec, const std::string& name, const Config& file) {
+  if (!valid_tenant_name(name))
+    return fmt::format("bad tenant name `{}`: 1 to {} characters of letters, digits, '-', '_' or '.'", name,
+                       kMaxTenantNameLength);
+  if (file.find_tenant(name) >= 0) return fmt::format("tenant `{}` is the configuration file's", name);
+  if (!valid_key(text(spec.key)))
+    return fmt::format("tenant `{}`: the credential must be {} to 63 letters, digits, '-' or '_'", name, kMinKey);
+  if (spec.gpu >= shm::kMaxGpus)
+    return fmt::format("tenant `{}`: GPU {} is beyond the {} the scheduler holds", name, spec.gpu, shm::kMaxGpus);
+  if (spec.gpu_mask >> shm::kMaxGpus || (spec.gpu_mask != 0 && !((spec.gpu_mask >> spec.gpu) & 1u)))
+    return fmt::format("tenant `{}`: GPU mask {:#x} is beyond the {} GPUs the scheduler holds, or leaves out "
+                       "its GPU {}",
+                       name, spec.gpu_mask, shm::kMaxGpus, spec.gpu);
+  if (spec.memory_bytes == 0) return fmt::format("tenant `{}`: no memory quota", name);
+  if (spec.priority > 2) return fmt::format("tenant `{}`: bad priority {}", name, spec.priority);
+  if (spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole ||
+      spec.limit_ppm < spec.share_ppm)
+    return fmt::format("tenant `{}`: share {} and limit {} (millionths) are not 0 <= share <= limit <= 1000000", name,
+                       spec.share_ppm, spec.limit_ppm);
+  return "";
+}
+
+}  // namespace
+
 PluginOutcome PluginTenants::apply(const wire::PluginTenant& raw, const Config& file) {
   const wire::PluginTenant spec = sanitized(raw);
   const std::string name = text(spec.name);
   PluginOutcome out;
-  if (!valid_tenant_name(name)) {
-    out.message = fmt::format("bad tenant name `{}`: 1 to {} characters of letters, digits, '-', '_' or '.'", name,
-                              kMaxTenantNameLength);
-  } else if (file.find_tenant(name) >= 0) {
-    out.message = fmt::format("tenant `{}` is the configuration file's", name);
-  } else if (!valid_key(text(spec.key))) {
-    out.message = fmt::format("tenant `{}`: the credential must be {} to 63 letters, digits, '-' or '_'", name, kMinKey);
-  } else if (spec.gpu >= shm::kMaxGpus) {
-    out.message = fmt::format("tenant `{}`: GPU {} is beyond the {} the scheduler holds", name, spec.gpu, shm::kMaxGpus);
-  } else if (spec.gpu_mask >> shm::kMaxGpus || (spec.gpu_mask != 0 && !((spec.gpu_mask >> spec.gpu) & 1u))) {
-    out.message = fmt::format("tenant `{}`: GPU mask {:#x} is beyond the {} GPUs the scheduler holds, or leaves out "
-                              "its GPU {}",
-                              name, spec.gpu_mask, shm::kMaxGpus, spec.gpu);
-  } else if (spec.memory_bytes == 0) {
-    out.message = fmt::format("tenant `{}`: no memory quota", name);
-  } else if (spec.priority > 2) {
-    out.message = fmt::format("tenant `{}`: bad priority {}", name, spec.priority);
-  } else if (spec.share_ppm > kPpmWhole || spec.limit_ppm == 0 || spec.limit_ppm > kPpmWhole ||
-             spec.limit_ppm < spec.share_ppm) {
-    out.message = fmt::format("tenant `{}`: share {} and limit {} (millionths) are not 0 <= share <= limit <= 1000000",
-                              name, spec.share_ppm, spec.limit_ppm);
-  }
+  out.message = spec_problem(spec, name, file);
   if (!out.message.empty()) return out;
   if (out.message = over_gpu(spec, name, file); !out.message.empty()) return out;
-
   auto it = tenants_.find(name);
-  if (it == tenants_.end()) {
-    if (file.tenants.size() + tenants_.size() >= kMaxConfigTenants) {
-      out.message = fmt::format("already {} tenants, the most the scheduler holds", kMaxConfigTenants);
-      return out;
-    }
-    tenants_.emplace(name, Record{spec, std::nullopt});
-    out.ok = out.changed = true;
-    out.message = spec.share_ppm != 0
-                      ? fmt::format("added tenant `{}`: {} bytes on GPU {}, share {:g}%", name, spec.memory_bytes,
-                                    spec.gpu, ppm_to_percent(spec.share_ppm))
-                      : fmt::format("added tenant `{}`: {} bytes on GPU {}, a part of what the GPU's shares leave",
-                                    name, spec.memory_bytes, spec.gpu);
+  return it == tenants_.end() ? add(spec, name, file) : update(it->second, spec, name);
+}
+
+PluginOutcome PluginTenants::add(const wire::PluginTenant& spec, const std::string& name, const Config& file) {
+  PluginOutcome out;
+  if (file.tenants.size() + tenants_.size() >= kMaxConfigTenants) {
+    out.message = fmt::format("already {} tenants, the most the scheduler holds", kMaxConfigTenants);
     return out;
   }
-  wire::PluginTenant& have = it->second.spec;
+  tenants_.emplace(name, Record{spec, std::nullopt});
+  out.ok = out.changed = true;
+  out.message = spec.share_ppm != 0
+                    ? fmt::format("added tenant `{}`: {} bytes on GPU {}, share {:g}%", name, spec.memory_bytes,
+                                  spec.gpu, ppm_to_percent(spec.share_ppm))
+                    : fmt::format("added tenant `{}`: {} bytes on GPU {}, a part of what the GPU's shares leave",
+                                  name, spec.memory_bytes, spec.gpu);
+  return out;
+}
+
+PluginOutcome PluginTenants::update(Record& record, const wire::PluginTenant& spec, const std::string& name) {
+  PluginOutcome out;
+  wire::PluginTenant& have = record.spec;
   if (!same_key(text(have.key), text(spec.key)) || have.gpu != spec.gpu || gpus_of(have) != gpus_of(spec) ||
       have.memory_bytes != spec.memory_bytes) {
     out.message = fmt::format("tenant `{}` exists with another credential, GPUs or memory quota (those are fixed)", name);

@@ -74,6 +74,10 @@ class PluginTenants {
   // Why `spec` does not fit its GPU's time beside the file's tenants there and the plugin's
   // other tenants there, or empty: a GPU's shares add up to at most 100%.
   std::string over_gpu(const wire::PluginTenant& spec, const std::string& name, const Config& file) const;
+  // apply()'s two ends, for a valid spec: a new tenant, where the scheduler has room; a
+  // known one's parameters, where its credential, GPUs and quota stay the same.
+  PluginOutcome add(const wire::PluginTenant& spec, const std::string& name, const Config& file);
+  PluginOutcome update(Record& record, const wire::PluginTenant& spec, const std::string& name);
 
   std::map<std::string, Record> tenants_;
 };

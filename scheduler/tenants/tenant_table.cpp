@@ -78,13 +78,7 @@ std::vector<uint32_t> TenantTable::apply() {
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) shares[g] = config.effective_shares(g);
   for (size_t i = 0; i < config.tenants.size(); ++i) {
     const TenantConfig& tc = config.tenants[i];
-    // Same name, same index: processes already registered keep their tenant.
-    int index = -1;
-    for (uint32_t t = 0; t < shm::kMaxTenants && index < 0; ++t)
-      if (segment_->tenants[t].state.load() != shm::Tenant::kFree && tc.name == segment_->tenants[t].name)
-        index = static_cast<int>(t);
-    for (uint32_t t = 0; t < shm::kMaxTenants && index < 0; ++t)
-      if (segment_->tenants[t].state.load() == shm::Tenant::kFree) index = static_cast<int>(t);
+    const int index = entry_for(tc.name);
     if (index < 0) {
       spdlog::error("no room for tenant {}: removed tenants still have processes", tc.name);
       continue;
@@ -96,6 +90,21 @@ std::vector<uint32_t> TenantTable::apply() {
     write_entry(static_cast<uint32_t>(index), tc, config, shares, i);
     kept[index] = true;
   }
+  retire_removed(kept);
+  return claimed;
+}
+
+int TenantTable::entry_for(const std::string& name) const {
+  // Same name, same index: processes already registered keep their tenant.
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
+    if (segment_->tenants[t].state.load() != shm::Tenant::kFree && name == segment_->tenants[t].name)
+      return static_cast<int>(t);
+  for (uint32_t t = 0; t < shm::kMaxTenants; ++t)
+    if (segment_->tenants[t].state.load() == shm::Tenant::kFree) return static_cast<int>(t);
+  return -1;
+}
+
+void TenantTable::retire_removed(const std::array<bool, shm::kMaxTenants>& kept) {
   for (uint32_t t = 0; t < shm::kMaxTenants; ++t) {
     if (kept[t] || segment_->tenants[t].state.load() == shm::Tenant::kFree) continue;
     if (processes_.in_tenant(t) > 0) {
@@ -107,7 +116,6 @@ std::vector<uint32_t> TenantTable::apply() {
       free_entry(t);
     }
   }
-  return claimed;
 }
 
 void TenantTable::write_entry(uint32_t index, const TenantConfig& tc, const Config& config,

@@ -77,6 +77,11 @@ class TenantTable {
   void write_move_policy(uint32_t t, shm::ProcessSlot& slot) const;
 
  private:
+  // The entry tenant `name` has (any state but free), else the first free one; -1: none.
+  int entry_for(const std::string& name) const;
+  // Entries the configuration no longer names (not `kept`): retired while they have
+  // processes, else freed.
+  void retire_removed(const std::array<bool, shm::kMaxTenants>& kept);
   void claim_entry(uint32_t index, const std::string& name);
   // Writes tenant `tc`'s parameters into entry `index` and the policies' view of it;
   // `shares[g]` is every tenant's share of GPU g, `i` this one's place there.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cuslice {
@@ -89,6 +90,30 @@ class UsageWatchdog {
     uint64_t who;  // tenant index or pid
     bool operator==(const Key&) const = default;
   };
+  // One check's results so far: each violation with its key, and the unhooked processes
+  // seen for the first time.
+  struct Findings {
+    std::vector<Violation> found;
+    std::vector<Key> keys;
+    std::vector<Key> seen_once;
+  };
+  // A tenant's processes on one GPU, by the driver's count.
+  struct TenantSum {
+    uint64_t used = 0;
+    uint32_t processes = 0;
+    pid_t worst = 0;  // the one furthest beyond what it charged
+    uint64_t worst_excess = 0;
+  };
+  using TenantSums = std::unordered_map<uint32_t, TenantSum>;
+
+  // An unregistered process on GPU `g`: reported when an earlier check saw it too.
+  void check_unhooked(uint32_t g, const DriverProcess& dp, Findings& findings) const;
+  static void add_to_sum(uint32_t g, const DriverProcess& dp, const RegisteredProcess& rp, TenantSum& sum);
+  // Each tenant whose processes on GPU `g` hold more than its quota and their allowance.
+  void check_quotas(uint32_t g, const TenantSums& sums, const std::vector<WatchedTenant>& tenants,
+                    Findings& findings) const;
+  bool reported_before(const Key& key) const;
+
   WatchdogSettings settings_;
   std::vector<Key> unhooked_seen_;  // unhooked processes seen once, not yet reported
   std::vector<Key> reported_;       // violations of the previous check

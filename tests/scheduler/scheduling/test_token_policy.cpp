@@ -377,7 +377,7 @@ TEST(TokenPolicy, RevokedHolderDrainsBeforeTheNextGrant) {
   sim.activity[1].demand = false;
   sim.run(20ms);
   ASSERT_EQ(sim.policy.holder(), 0u);
-  sim.activity[1].demand = true;  // preempts
+  sim.activity[1].demand = true;  // outranks the holder
   sim.activity[0].queued = true;
   EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, kNoHolder) << "granted over queued work";
   EXPECT_EQ(sim.policy.step(sim.now + 2ms, sim.activity).holder, kNoHolder);
@@ -392,7 +392,7 @@ TEST(TokenPolicy, DrainIsBoundedByTheTimeout) {
   Sim sim({tenant(0.5), tenant(0.5, /*priority=*/2)}, p);
   sim.activity[1].demand = false;
   sim.run(20ms);
-  sim.activity[1].demand = true;  // preempts
+  sim.activity[1].demand = true;  // outranks the holder
   sim.activity[0].queued = true;
   EXPECT_EQ(sim.policy.step(sim.now, sim.activity).holder, kNoHolder);
   EXPECT_EQ(sim.policy.step(sim.now + 5ms, sim.activity).holder, 1u);
