@@ -169,9 +169,11 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
 
   pollfd p{s, POLLIN, 0};
   if (send(s, &req, sizeof req, MSG_NOSIGNAL) != sizeof req) {
+    // Connected, so a scheduler is there: it closed the connection first (it had no room for
+    // it, and said so), and is waited for like a full one.
     set_error("cannot send the registration", strerror(errno));
     close(s);
-    failure = AttachStatus::kNoDaemon;
+    failure = AttachStatus::kBusy;
     return false;
   }
   fds[0] = fds[1] = -1;
@@ -182,8 +184,18 @@ bool exchange_registration(int s, wire::RegisterReply& reply, int (&fds)[2], Att
     failure = AttachStatus::kBusy;
     return false;
   }
-  if (!receive_reply(s, reply, fds) || reply.magic != wire::kMagic || reply.version != wire::kVersion) {
+  if (!receive_reply(s, reply, fds) || reply.magic != wire::kMagic) {
+    // Connected, so a scheduler is there; one that closes without an answer (it had no room
+    // for the connection, or it is stopping) is waited for like a full one, never taken
+    // for no scheduler at all.
     set_error("no valid reply from the scheduler", "");
+    close_both(fds);
+    close(s);
+    failure = AttachStatus::kBusy;
+    return false;
+  }
+  if (reply.version != wire::kVersion) {
+    set_error("the scheduler speaks another protocol version", "");
     close_both(fds);
     close(s);
     failure = AttachStatus::kFailed;

@@ -127,6 +127,21 @@ int ClientServer::accept_next(int listen_fd) {
   return fd;
 }
 
+void ClientServer::refuse_connection(int fd, uid_t uid, bool control) {
+  // A hook that gets no answer cannot tell a full scheduler from a broken one; told "full",
+  // it waits and, still without room, fails rather than run unscheduled.
+  const std::string why = control ? std::to_string(control_connections_) + " control connections open, the most there may be"
+                                  : std::to_string(per_uid_[uid].connections) + " connections of uid " +
+                                        std::to_string(uid) + " open, the most one user may have";
+  if (!control) {
+    wire::RegisterReply reply;
+    reply.status = wire::RegisterStatus::kFull;
+    send_register_reply(fd, reply, why);
+  }
+  close(fd);
+  refusals_.log(uid, "refused a connection: " + why);
+}
+
 void ClientServer::admit_connection(int listen_fd, int fd) {
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -134,23 +149,27 @@ void ClientServer::admit_connection(int listen_fd, int fd) {
     close(fd);
     return;
   }
-  UidUsage& usage = per_uid_[cred.uid];
-  if (usage.connections >= kMaxConnectionsPerUid) {
-    close(fd);
-    refusals_.log(cred.uid, "refused a connection: " + std::to_string(usage.connections) +
-                                " open, the most one user may have");
+  const bool control = listen_fd == control_listen_fd_;
+  // Control connections (root and the scheduler's user only) are counted apart: no tenant's
+  // connections keep `cuslice reload` or the plugins out.
+  if (control ? control_connections_ >= kMaxControlConnections
+              : per_uid_[cred.uid].connections >= kMaxConnectionsPerUid) {
+    refuse_connection(fd, cred.uid, control);
     return;
   }
   Client client;
   // Who connected, now: a message that comes later may come from a child the socket was
   // handed to, or after the pid went to another process.
-  const bool control = listen_fd == control_listen_fd_;
   if (!control && !watch_peer_process(fd, cred.pid, client)) {
     close(fd);  // it exited already: nobody to register
     return;
   }
-  ++usage.connections;
-  if (!control) ++tenant_connections_;
+  if (control) {
+    ++control_connections_;
+  } else {
+    ++per_uid_[cred.uid].connections;
+    ++tenant_connections_;
+  }
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.fd = fd;
@@ -360,30 +379,35 @@ void ClientServer::register_client(int fd, Client& client, const wire::RegisterR
   send_register_reply(fd, reply, "", a.region_fd, a.segment_fd);
 }
 
-void ClientServer::drop_client(int fd) {
-  auto it = clients_.find(fd);
-  if (it == clients_.end()) return;
-  const uid_t uid = it->second.uid;
+void ClientServer::release_tenant_connection(const Client& client) {
+  const uid_t uid = client.uid;
   UidUsage& usage = per_uid_[uid];
   --usage.connections;
-  if (!it->second.control) --tenant_connections_;
-  if (it->second.slot >= 0) {
-    const auto slot = static_cast<uint32_t>(it->second.slot);
-    spdlog::info("pid {} left (slot {})", it->second.pid, slot);
+  --tenant_connections_;
+  if (client.slot >= 0) {
+    const auto slot = static_cast<uint32_t>(client.slot);
+    spdlog::info("pid {} left (slot {})", client.pid, slot);
     preemptor_.forget_memory_waits_of(slot);
     if (registrar_.release(slot)) daemon_.tenant_released();
     --usage.processes;
     ledger_.publish_usage();  // the memory it gave back shows at once
   }
-  // A tenant `cuslice run` added goes with the last command that ensured it.
-  if (it->second.kind == Kind::kLease && --leases_[it->second.lease] == 0) {
-    leases_.erase(it->second.lease);
-    daemon_.lease_ended(it->second.lease);
-  }
   // A uid's counts and refusal report go with its last connection; a flood starts anew.
   if (usage.connections == 0) {
     per_uid_.erase(uid);
     refusals_.forget_if_quiet(uid);
+  }
+}
+
+void ClientServer::drop_client(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  if (it->second.control) --control_connections_;
+  else release_tenant_connection(it->second);
+  // A tenant `cuslice run` added goes with the last command that ensured it.
+  if (it->second.kind == Kind::kLease && --leases_[it->second.lease] == 0) {
+    leases_.erase(it->second.lease);
+    daemon_.lease_ended(it->second.lease);
   }
   if (const int pidfd = it->second.pidfd; pidfd >= 0) {
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);

@@ -53,6 +53,9 @@ class ClientServer {
   // cannot leave the others none; connections: its processes, their leases and requests.
   static constexpr int kMaxProcessesPerUid = static_cast<int>(shm::kMaxProcesses) / 4;
   static constexpr int kMaxConnectionsPerUid = 2 * kMaxProcessesPerUid;
+  // The control socket is root's and the scheduler's user's alone: a bound that only keeps a
+  // runaway script from taking every descriptor.
+  static constexpr int kMaxControlConnections = 256;
   // Descriptors kept from the tenant socket's connections, all users together: the control
   // socket's, the metrics endpoint's (2048), the regions, timers and NVML. The tenant socket
   // stops accepting (its connections queue, and a hook that finds the queue full fails its
@@ -114,6 +117,9 @@ class ClientServer {
   int accept_next(int listen_fd);
   // A connection checked against its user's limit and watched, or closed.
   void admit_connection(int listen_fd, int fd);
+  // Past a cap: a tenant-socket connection is told "full" (the hook then waits, and fails
+  // rather than run unscheduled); then closed, and the refusal logged.
+  void refuse_connection(int fd, uid_t uid, bool control);
   // A tenant socket client's process, identified and watched for its exit; false when it
   // already exited.
   bool watch_peer_process(int fd, pid_t pid, Client& client);
@@ -123,6 +129,8 @@ class ClientServer {
   void on_hook_messages(int fd, Client& client);
   void register_client(int fd, Client& client, const wire::RegisterRequest& request);
   void drop_client(int fd);
+  // A tenant-socket connection's counts, and its process's slot, given back.
+  void release_tenant_connection(const Client& client);
 
   ClientSockets sockets_;
   int epoll_fd_;
@@ -138,6 +146,7 @@ class ClientServer {
   bool tenant_paused_ = false;
   bool control_paused_ = false;
   int tenant_connections_ = 0;      // open on the tenant socket, all users together
+  int control_connections_ = 0;     // open on the control socket
   int max_tenant_connections_ = 0;  // set by listen() from the descriptor limit
   bool fd_limit_reported_ = false;  // logged once until accepting works again
   std::unordered_map<int, Client> clients_;

@@ -251,6 +251,33 @@ def test_a_request_no_allocation_could_need_suspends_nobody():
         wait_for(lambda: s.fake.state(hi.pid) == CHECKPOINTED, 10, "hi to give way to lo's guarantee")
 
 
+def test_a_process_whose_user_holds_every_connection_does_not_run_ungated():
+    """Past a user's connections the daemon says "full" before it closes one: a hook that
+    reached a scheduler and got no room waits, then fails rather than run unscheduled."""
+    with Scenario(CONFIG) as s:
+        # One connection more than a user may hold; the daemon closes silent ones after 5 s.
+        flood = subprocess.Popen([SOCKET_ATTACKER, "connections", s.daemon.socket, "513"],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: "refused a connection" in s.daemon.log_text(), 10, "the user's connections to be taken")
+            reload = subprocess.run([CLI, "reload", "--socket", s.daemon.socket], capture_output=True, text=True,
+                                    timeout=30)
+            assert reload.returncode == 0, f"the control socket answers beside the flood: {reload.stderr}"
+            late = s.process("serve")
+            words = late.do("init", timeout_s=30)
+        finally:
+            flood.wait(timeout=30)
+        # It registered once the daemon closed the silent connections, or it gave up: either
+        # way it never ran beside the scheduler unscheduled.
+        log = late.log_text()
+        assert "compute ungated" not in log, log
+        registered = late.pid in s.tenant_status("serve")["pids"]
+        assert (words[0] == "ok" and registered) or words[0] == "err", (words, log)
+        # With room again, a process registers.
+        again = s.worker("serve")
+        assert again.pid in s.tenant_status("serve")["pids"]
+
+
 def test_a_joining_process_that_does_not_wait_is_suspended_by_the_scheduler():
     # It registers itself and uses the driver without the hook: nothing makes it wait, so the
     # scheduler suspends it with its tenant through the driver.
