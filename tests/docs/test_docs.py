@@ -32,6 +32,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -404,7 +405,7 @@ def test_runnable_blocks_run_on_the_fake_driver(block, cli, scheduler, tmp_path)
     # The build's programs; they find the hook and each other from their real location.
     (bin_dir / "cuslice").symlink_to(cli)
     (bin_dir / "cuslice-scheduler").symlink_to(scheduler)
-    (bin_dir / "python").symlink_to("/usr/bin/python3")
+    (bin_dir / "python").symlink_to(sys.executable)
     programs = sorted(set(re.findall(r"\bpython3?\s+([\w.-]+\.py)\b", block.text)))
     for program in programs:
         (work / program).write_text(STAND_IN)
