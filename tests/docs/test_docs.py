@@ -223,14 +223,15 @@ def flags_in(text):
 
 
 def shown_flags(words):
-    """Flags a command line shows, up to `--`; `[--flag]` and `--flag=value` count as `--flag`."""
+    """Flags a command line shows, up to `--`; `[--flag]` and `--flag=value` count as `--flag`,
+    and a short flag's attached number or substitution (`-j2`, `-j$(nproc)`) as `-j`."""
     flags = []
     for w in words:
         if w == "--":
             break
         w = w.strip("[]")
         if re.match(r"^--?[A-Za-z]", w):
-            flags.append(w.split("=", 1)[0])
+            flags.append(re.sub(r"^(-[A-Za-z])(\d+|\$\(.*\)|\$\{.*\})$", r"\1", w.split("=", 1)[0]))
     return flags
 
 
