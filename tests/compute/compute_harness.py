@@ -59,7 +59,7 @@ class Daemon(Scheduler):
     def __init__(self, workdir, config_yaml):
         super().__init__(workdir, config=config_yaml, inherit_env=True, log_level="debug", binary=SCHEDULER,
                          shm_name="/" + unique_name("segment"),
-                         socket_path=os.path.join(workdir, "run", "cuslice.sock"), start=False)
+                         socket_path=os.path.join(workdir, "run", "cuslice.sock"), log_dir=workdir, start=False)
 
     def start(self, timeout_s=5.0):
         super().start()

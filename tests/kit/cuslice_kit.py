@@ -9,12 +9,15 @@ speed): they return as soon as the condition holds and fail with a message after
 deadline.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 DEADLINE = 15.0  # seconds; only reached when something is broken
@@ -76,15 +79,16 @@ def default_control_socket(socket_path):
 class Scheduler:
     """cuslice-scheduler in the runtime folder `runtime_dir`: its socket (`socket`, or s.sock
     there), its configuration (cuslice.yaml there, written from `config` and passed with --config
-    when given), its stderr (scheduler.log) and stdout (scheduler.out) there, a private
-    segment (or `shm_name`). The control socket is the default one for the socket (beside its
+    when given), a private segment (or `shm_name`). Its stderr (scheduler.log) and stdout
+    (scheduler.out) go to `log_dir`, by default a folder of its own that goes with the object:
+    never into the runtime folder, whose every file a test may hold or check. The control socket is the default one for the socket (beside its
     folder) unless `args` say otherwise. `env` is its whole environment besides PATH, or what
     is added to this process's with `inherit_env`; `prefix` runs it through another command
     (prlimit). Started at construction unless `start` is false; as a context manager it is
     started and ready inside, stopped after, and its log printed when the block failed."""
 
     def __init__(self, runtime_dir, args=(), config=None, env=None, prefix=(), *, inherit_env=False,
-                 shm_name=None, socket_path=None, log_level="info", binary=None, start=True):
+                 shm_name=None, socket_path=None, log_dir=None, log_level="info", binary=None, start=True):
         self.dir = Path(runtime_dir)
         self.socket = Path(socket_path) if socket_path else self.dir / "s.sock"
         self.socket.parent.mkdir(parents=True, exist_ok=True)
@@ -96,8 +100,11 @@ class Scheduler:
         self.with_config = config is not None
         if self.with_config:
             self.config.write_text(config)
-        self.log = self.dir / "scheduler.log"
-        self.out = self.dir / "scheduler.out"
+        if log_dir is None:
+            log_dir = tempfile.mkdtemp(prefix="cuslice-scheduler-log-")
+            weakref.finalize(self, shutil.rmtree, log_dir, True)
+        self.log = Path(log_dir) / "scheduler.log"
+        self.out = Path(log_dir) / "scheduler.out"
         self.args, self.env, self.prefix = tuple(args), dict(env or {}), tuple(prefix)
         self.inherit_env, self.log_level = inherit_env, log_level
         self.binary = str(binary or built("CUSLICE_SCHEDULER_BIN"))

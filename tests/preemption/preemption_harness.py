@@ -95,7 +95,7 @@ class Daemon(Scheduler):
         super().__init__(workdir, args=args, config=config_yaml, inherit_env=True, log_level="debug",
                          env={"LD_LIBRARY_PATH": FAKE_DRIVER_DIR, "FAKE_CUDA_SHARED_DEVICE": device, **(env or {})},
                          binary=SCHEDULER, shm_name="/" + unique_name("segment"),
-                         socket_path=os.path.join(workdir, "run", "cuslice.sock"), start=False)
+                         socket_path=os.path.join(workdir, "run", "cuslice.sock"), log_dir=workdir, start=False)
 
     def start(self, timeout_s=10.0):
         super().start()
