@@ -1,32 +1,23 @@
-"""`cuslice cdi generate` output against the CDI project's own JSON schema.
-
-The schema lives in the project's shared/ folder, beside the repository (CUSLICE_SHARED_DIR,
-set by CMake). Without it these tests skip, and ctest reports the entry as skipped.
+"""`cuslice cdi generate` output against the CDI project's own JSON schema (vendored in
+tests/schemas/cdi, loaded by tests/kit/cdi_schema.py).
 """
 import json
-import os
-from pathlib import Path
 
 import jsonschema
 import pytest
 
-SCHEMA_DIR = Path(os.environ.get("CUSLICE_SHARED_DIR", "")) / "data" / "cdi-schema"
-if not (SCHEMA_DIR / "schema.json").is_file():
-    pytest.skip(f"CDI schema not found in {SCHEMA_DIR}", allow_module_level=True)
+from cdi_schema import cdi_examples, cdi_validator
 
 
 @pytest.fixture(scope="module")
 def validator():
-    schema = json.loads((SCHEMA_DIR / "schema.json").read_text())
-    # schema.json refers to "defs.json#/..." relative to itself: resolve from its folder.
-    resolver = jsonschema.RefResolver(base_uri=SCHEMA_DIR.resolve().as_uri() + "/", referrer=schema)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, resolver=resolver)
+    return cdi_validator()
 
 
 def test_the_validator_accepts_the_cdi_projects_examples(validator):
-    for example in sorted(SCHEMA_DIR.glob("testdata_good_*.json")):
+    examples = cdi_examples()
+    assert examples
+    for example in examples:
         validator.validate(json.loads(example.read_text()))
 
 

@@ -11,12 +11,15 @@ import contextlib
 import itertools
 import json
 import os
-import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kit"))
+from cuslice_kit import Scheduler  # noqa: E402
 
 HOOK = os.environ.get("CUSLICE_HOOK", "")
 SCHEDULER = os.environ.get("CUSLICE_SCHEDULER", "")
@@ -43,8 +46,10 @@ def unique_name(kind):
     return f"cuslice-compute-{kind}-{os.getpid()}-{next(_serial)}"
 
 
-class Daemon:
-    """cuslice-scheduler on a private socket and segment, with the given YAML configuration.
+class Daemon(Scheduler):
+    """cuslice-scheduler (tests/kit/cuslice_kit.py) in workdir, with the given YAML configuration,
+    its socket in a folder of its own (so that the control socket's folder beside it is in
+    workdir too). Not started until start().
 
     It logs at debug level, where it writes "gpu N: token -> NAME" at every change of holder:
     the scenarios read that to know the hooks really asked for the token (a hook that gates
@@ -52,60 +57,22 @@ class Daemon:
     """
 
     def __init__(self, workdir, config_yaml):
-        self.config = os.path.join(workdir, "cuslice.yaml")
-        # In a directory of its own, so that the control socket's beside it is in workdir too.
-        self.socket = os.path.join(workdir, "run", "cuslice.sock")
-        self.shm_name = "/" + unique_name("segment")
-        self.log = os.path.join(workdir, "scheduler.log")
-        with open(self.config, "w") as f:
-            f.write(config_yaml)
-        self.process = None
+        super().__init__(workdir, config=config_yaml, inherit_env=True, log_level="debug", binary=SCHEDULER,
+                         shm_name="/" + unique_name("segment"),
+                         socket_path=os.path.join(workdir, "run", "cuslice.sock"), log_dir=workdir, start=False)
 
     def start(self, timeout_s=5.0):
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [SCHEDULER, "--config", self.config, "--socket", self.socket,
-                 "--shm-name", self.shm_name, "--log-level", "debug"],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        # It listens before it publishes the segment; a worker needs both.
-        while not (self._listening() and os.path.exists("/dev/shm" + self.shm_name)):
-            if self.process.poll() is not None:
-                raise RuntimeError(f"cuslice-scheduler exited: {self.log_text()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cuslice-scheduler did not start: {self.log_text()}")
-            time.sleep(0.01)
+        super().start()
+        self.wait_ready(timeout_s)
 
     def stop(self):
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def alive(self):
-        return self.process is not None and self.process.poll() is None
-
-    def log_text(self):
-        with open(self.log) as f:
-            return f.read()
+        super().stop(timeout=5)
 
     def token_holders(self, gpu=0):
         """Every holder GPU gpu's token went to, in order ("(none)" when it was taken back)."""
         marker = f"gpu {gpu}: token -> "
         return [line.split(marker, 1)[1].strip() for line in self.log_text().splitlines()
                 if marker in line]
-
-    def _listening(self):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-            try:
-                s.connect(self.socket)
-                return True
-            except OSError:
-                return False
 
 
 class Lateness(threading.Thread):
@@ -141,7 +108,7 @@ class Scenario:
         self.device = unique_name("device")
         self.daemon = Daemon(self.workdir, config_yaml) if config_yaml is not None else None
         # Without a daemon, workers look for one here and find nobody.
-        self.socket = self.daemon.socket if self.daemon else os.path.join(self.workdir, "none.sock")
+        self.socket = str(self.daemon.socket) if self.daemon else os.path.join(self.workdir, "none.sock")
         self.lateness = None  # of the last run (Lateness.summary)
 
     def __enter__(self):

@@ -18,8 +18,7 @@ import urllib.request
 import pytest
 
 sys.path.insert(0, os.environ.get("CUSLICE_HARNESS_DIR", ""))
-from scheduler_harness import (DEADLINE, Scheduler, built, default_control_socket,  # noqa: E402
-                               unique_shm_name)
+from scheduler_harness import DEADLINE, Scheduler, built, free_port, unique_shm_name  # noqa: E402
 
 GiB = 1 << 30
 MEMORY = "cuslice.io/gpu-memory"
@@ -112,22 +111,14 @@ class Kubelet(LineDriven):
 
 
 class NodeScheduler(Scheduler):
-    """cuslice-scheduler with CONFIG, on tmp_path/s.sock and the segment `shm_name`."""
+    """cuslice-scheduler with CONFIG (or the configuration a test left in tmp_path), on
+    tmp_path/s.sock, the segment `shm_name` and metrics on 127.0.0.1:`metrics_port`."""
 
     def __init__(self, tmp_path, shm_name, metrics_port):
-        self.socket = tmp_path / "s.sock"
-        self.control_socket = default_control_socket(self.socket)  # where the plugin's requests go
-        self.shm_name = shm_name
+        config = tmp_path / "cuslice.yaml"
+        super().__init__(tmp_path, config=config.read_text() if config.exists() else CONFIG, shm_name=shm_name,
+                         args=("--metrics-port", str(metrics_port), "--metrics-address", "127.0.0.1"))
         self.metrics_port = metrics_port
-        self.config = tmp_path / "cuslice.yaml"
-        if not self.config.exists():
-            self.config.write_text(CONFIG)
-        self.process = subprocess.Popen(
-            [str(built("CUSLICE_SCHEDULER_BIN")), "--socket", str(self.socket), "--shm-name", shm_name,
-             "--config", str(self.config), "--log-level", "info",
-             "--metrics-port", str(metrics_port), "--metrics-address", "127.0.0.1"],
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 class NodeParts:
@@ -197,10 +188,7 @@ class Node(NodeParts):
         self.plugin_dir = tmp_path / "device-plugins"
         self.pod_socket = tmp_path / "pod-resources" / "kubelet.sock"
         self.make_dev()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), port).wait_ready()
+        self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), free_port()).wait_ready()
         self.kubelet = Kubelet(self.plugin_dir, self.pod_socket)
         self.plugin = None
         self.plugin_logs = []

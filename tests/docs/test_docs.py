@@ -38,6 +38,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -228,14 +229,15 @@ def flags_in(text):
 
 
 def shown_flags(words):
-    """Flags a command line shows, up to `--`; `[--flag]` and `--flag=value` count as `--flag`."""
+    """Flags a command line shows, up to `--`; `[--flag]` and `--flag=value` count as `--flag`,
+    and a short flag's attached number or substitution (`-j2`, `-j$(nproc)`) as `-j`."""
     flags = []
     for w in words:
         if w == "--":
             break
         w = w.strip("[]")
         if re.match(r"^--?[A-Za-z]", w):
-            flags.append(w.split("=", 1)[0])
+            flags.append(re.sub(r"^(-[A-Za-z])(\d+|\$\(.*\)|\$\{.*\})$", r"\1", w.split("=", 1)[0]))
     return flags
 
 
@@ -410,7 +412,7 @@ def test_runnable_blocks_run_on_the_fake_driver(block, cli, scheduler, tmp_path)
     # The build's programs; they find the hook and each other from their real location.
     (bin_dir / "cuslice").symlink_to(cli)
     (bin_dir / "cuslice-scheduler").symlink_to(scheduler)
-    (bin_dir / "python").symlink_to("/usr/bin/python3")
+    (bin_dir / "python").symlink_to(sys.executable)
     programs = sorted(set(re.findall(r"\bpython3?\s+([\w.-]+\.py)\b", block.text)))
     for program in programs:
         (work / program).write_text(STAND_IN)

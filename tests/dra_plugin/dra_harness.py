@@ -7,7 +7,6 @@ writes against resource.k8s.io/v1. Claims are allocated by the test, as kube-sch
 Waits are bounded polls that return as soon as the condition holds.
 """
 import os
-import socket
 import sys
 import uuid
 
@@ -15,7 +14,7 @@ import pytest
 
 sys.path.insert(0, os.environ.get("CUSLICE_HARNESS_DIR", ""))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "device_plugin"))
-from scheduler_harness import DEADLINE, built, eventually, unique_shm_name  # noqa: E402
+from scheduler_harness import DEADLINE, built, eventually, free_port, unique_shm_name  # noqa: E402
 from device_plugin_harness import LineDriven, NodeParts, NodeScheduler, plugin_tenant_records  # noqa: E402
 from api_server import ApiServer  # noqa: E402
 
@@ -93,10 +92,7 @@ class Node(NodeParts):
         self.plugin_dir = tmp_path / "plugins" / DRIVER
         self.cdi = cdi_dir or tmp_path / "cdi"
         self.make_dev()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), port).wait_ready()
+        self.scheduler = NodeScheduler(tmp_path, unique_shm_name(), free_port()).wait_ready()
         self.api = ApiServer()
         self.node_uid = str(uuid.uuid4())
         self.api.store.objects[f"/api/v1/nodes/{NODE}"] = {

@@ -11,13 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 
+from cdi_schema import cdi_validator
 from dra_harness import DRIVER, GiB, NODE, Kubelet, built, claim, make_node, wait_for  # noqa: F401
-
-CDI_SCHEMA = Path(os.environ.get("CUSLICE_SHARED_DIR", "")) / "data" / "cdi-schema"
-
 
 def cdi_spec(node, c):
     path = node.cdi / f"gpu.cuslice.io-claim_{c['metadata']['uid']}.json"
@@ -25,11 +22,7 @@ def cdi_spec(node, c):
 
 
 def check_cdi(spec):
-    if not (CDI_SCHEMA / "schema.json").is_file():
-        pytest.skip(f"CDI schema not found in {CDI_SCHEMA}")
-    schema = json.loads((CDI_SCHEMA / "schema.json").read_text())
-    resolver = jsonschema.RefResolver(base_uri=CDI_SCHEMA.resolve().as_uri() + "/", referrer=schema)
-    jsonschema.validators.validator_for(schema)(schema, resolver=resolver).validate(spec)
+    cdi_validator().validate(spec)
 
 
 def env_of(spec):

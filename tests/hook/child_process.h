@@ -1,7 +1,7 @@
 // Child processes for the hook's multi-process tests: spawn one (this binary re-run with a
 // gtest filter, or the scheduler daemon) with pipes on its stdin and stdout, read a line it
 // prints, wait for its exit; and a scheduler daemon started for one test with a given
-// configuration.
+// configuration (the test kit's ScopedScheduler).
 #pragma once
 
 #include <fcntl.h>
@@ -20,6 +20,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "tests/kit/scoped_scheduler.h"
 
 extern char** environ;
 
@@ -114,40 +116,15 @@ inline bool read_line(int fd, const char* prefix, std::string* got) {
   return false;
 }
 
-// A cuslice-scheduler of this test's own (socket and segment named after the test process),
-// started with `config_yaml`; stopped with SIGTERM at destruction.
-class Scheduler {
+// A cuslice-scheduler of this test's own (tests/kit/scoped_scheduler.h), started with
+// `config_yaml`; stopped with SIGTERM at destruction.
+class Scheduler : public cuslice::test_kit::ScopedScheduler {
  public:
-  explicit Scheduler(const std::string& config_yaml) {
-    dir_ = "/tmp/cuslice-hook-test-" + std::to_string(getpid());
-    mkdir(dir_.c_str(), 0700);
-    socket_ = dir_ + "/cuslice.sock";
-    shm_ = "/cuslice-hook-test-" + std::to_string(getpid());
-    std::ofstream(dir_ + "/config.yaml") << config_yaml;
-    daemon_ = spawn({CUSLICE_SCHEDULER_PATH, "--config", dir_ + "/config.yaml", "--socket", socket_,
-                     "--shm-name", shm_},
-                    {}, /*preload=*/false);
-    for (int i = 0; i < 100 && access(socket_.c_str(), F_OK) != 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  explicit Scheduler(const std::string& config_yaml) : ScopedScheduler("cuslice-hook-test") {
+    write_config(config_yaml);
+    EXPECT_TRUE(start());
   }
-  ~Scheduler() {
-    kill(daemon_.pid, SIGTERM);
-    wait_exit(daemon_);
-    std::remove((dir_ + "/config.yaml").c_str());
-    rmdir(dir_.c_str());
-    // The control socket's directory, beside this one (protocol/control_socket.h).
-    std::remove((dir_ + "-control/cuslice.sock.scheduler.lock").c_str());
-    rmdir((dir_ + "-control").c_str());
-  }
-  Scheduler(const Scheduler&) = delete;
-  Scheduler& operator=(const Scheduler&) = delete;
-
-  bool running() const { return access(socket_.c_str(), F_OK) == 0; }
-  const std::string& socket() const { return socket_; }
-
- private:
-  std::string dir_, socket_, shm_;
-  Child daemon_;
+  bool running() const { return listening(); }
 };
 
 }  // namespace hook_test

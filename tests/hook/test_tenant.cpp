@@ -253,29 +253,14 @@ TEST(TenantChildRefused, InitialisationFails) {
 class Tenant : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = "/tmp/cuslice-tenant-test-" + std::to_string(getpid());
-    mkdir(dir_.c_str(), 0700);
-    socket_ = dir_ + "/cuslice.sock";
-    shm_ = "/cuslice-tenant-test-" + std::to_string(getpid());
-    std::ofstream(dir_ + "/config.yaml") << "scheduler:\n  quantum: 20ms\n  gpu_memory: 16GiB\n"
-                                            "tenants:\n"
-                                            "  - name: a\n    allow_env: true\n    memory: 3GiB\n    compute: {share: 50%}\n"
-                                            "  - name: b\n    allow_env: true\n    memory: 2GiB\n    compute: {share: 50%}\n";
-    daemon_ = spawn({CUSLICE_SCHEDULER_PATH, "--config", dir_ + "/config.yaml", "--socket", socket_,
-                     "--shm-name", shm_},
-                    {}, /*preload=*/false);
-    for (int i = 0; i < 100 && access(socket_.c_str(), F_OK) != 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "the scheduler did not start";
-  }
-  void TearDown() override {
-    kill(daemon_.pid, SIGTERM);
-    wait_exit(daemon_);
-    std::remove((dir_ + "/config.yaml").c_str());
-    rmdir(dir_.c_str());
-    // The control socket's directory, beside this one (protocol/control_socket.h).
-    std::remove((dir_ + "-control/cuslice.sock.scheduler.lock").c_str());
-    rmdir((dir_ + "-control").c_str());
+    scheduler_.write_config("scheduler:\n  quantum: 20ms\n  gpu_memory: 16GiB\n"
+                            "tenants:\n"
+                            "  - name: a\n    allow_env: true\n    memory: 3GiB\n    compute: {share: 50%}\n"
+                            "  - name: b\n    allow_env: true\n    memory: 2GiB\n    compute: {share: 50%}\n");
+    ASSERT_TRUE(scheduler_.start());
+    dir_ = scheduler_.dir();
+    socket_ = scheduler_.socket();
+    shm_ = scheduler_.shm_name();
   }
   Child child(const char* test, const char* tenant, std::vector<std::string> env) {
     env.push_back("CUSLICE_SOCKET=" + socket_);
@@ -309,8 +294,8 @@ class Tenant : public ::testing::Test {
     return idle;
   }
 
+  cuslice::test_kit::ScopedScheduler scheduler_{"cuslice-tenant-test"};
   std::string dir_, socket_, shm_;
-  Child daemon_;
 };
 
 TEST_F(Tenant, ProcessesOfATenantShareItsQuota) {

@@ -42,12 +42,16 @@ def packages(tmp_path_factory):
     given = os.environ.get("CUSLICE_TARBALL")
     if given:
         return {"deb": None, "tarball": Path(given), "dir": Path(given).parent}
-    out = tmp_path_factory.mktemp("packages")
-    result = subprocess.run(
-        [_env("CUSLICE_CPACK"), "-G", "DEB;TGZ", "--config",
-         str(Path(_env("CUSLICE_BUILD_DIR")) / "CPackConfig.cmake"), "-B", str(out)],
-        capture_output=True, text=True, timeout=150)
-    assert result.returncode == 0, result.stdout + result.stderr
+    built = os.environ.get("CUSLICE_PACKAGES_DIR")  # cpack's output, made once for all tests
+    if built:
+        out = Path(built)
+    else:
+        out = tmp_path_factory.mktemp("packages")
+        result = subprocess.run(
+            [_env("CUSLICE_CPACK"), "-G", "DEB;TGZ", "--config",
+             str(Path(_env("CUSLICE_BUILD_DIR")) / "CPackConfig.cmake"), "-B", str(out)],
+            capture_output=True, text=True, timeout=150)
+        assert result.returncode == 0, result.stdout + result.stderr
     debs = list(out.glob("cuslice_*.deb"))
     tarballs = list(out.glob("cuslice-*-linux-*.tar.gz"))
     assert len(debs) == 1 and len(tarballs) == 1, list(out.iterdir())

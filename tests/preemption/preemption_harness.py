@@ -14,10 +14,14 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kit"))
+from cuslice_kit import Scheduler  # noqa: E402
 
 HOOK = os.environ.get("CUSLICE_HOOK", "")
 SCHEDULER = os.environ.get("CUSLICE_SCHEDULER", "")
@@ -80,58 +84,29 @@ class FakeDevice:
         return self.lib.fake_cuda_device_used_all(0)
 
 
-class Daemon:
+class Daemon(Scheduler):
+    """cuslice-scheduler (tests/kit/cuslice_kit.py) in workdir on the simulated `device`, with
+    the given YAML configuration, its socket in a folder of its own (so that the control
+    socket's folder beside it is in workdir too). Not started until start(); a restart appends
+    to the same log."""
+
     def __init__(self, workdir, config_yaml, device, env=None, args=()):
-        self.config = os.path.join(workdir, "cuslice.yaml")
-        # In a directory of its own, so that the control socket's beside it is in workdir too.
-        self.socket = os.path.join(workdir, "run", "cuslice.sock")
-        self.shm_name = "/" + unique_name("segment")
-        self.log = os.path.join(workdir, "scheduler.log")
         self.device = device
-        self.env = env or {}
-        self.args = list(args)
-        with open(self.config, "w") as f:
-            f.write(config_yaml)
-        self.process = None
+        super().__init__(workdir, args=args, config=config_yaml, inherit_env=True, log_level="debug",
+                         env={"LD_LIBRARY_PATH": FAKE_DRIVER_DIR, "FAKE_CUDA_SHARED_DEVICE": device, **(env or {})},
+                         binary=SCHEDULER, shm_name="/" + unique_name("segment"),
+                         socket_path=os.path.join(workdir, "run", "cuslice.sock"), log_dir=workdir, start=False)
 
     def start(self, timeout_s=10.0):
-        env = dict(os.environ)
-        env.update({"LD_LIBRARY_PATH": FAKE_DRIVER_DIR, "FAKE_CUDA_SHARED_DEVICE": self.device})
-        env.update(self.env)
-        with open(self.log, "a") as log:
-            self.process = subprocess.Popen(
-                [SCHEDULER, "--config", self.config, "--socket", self.socket, "--shm-name", self.shm_name,
-                 "--log-level", "debug"] + self.args,
-                stdout=log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout_s
-        while not (self._listening() and os.path.exists("/dev/shm" + self.shm_name)):
-            if self.process.poll() is not None:
-                raise RuntimeError(f"cuslice-scheduler exited: {self.log_text()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cuslice-scheduler did not start: {self.log_text()}")
-            time.sleep(0.01)
+        super().start()
+        self.wait_ready(timeout_s)
 
     def stop(self, sig=signal.SIGTERM):
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(sig)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        super().stop(sig, timeout=10)
 
     def log_text(self):
-        with open(self.log) as f:
-            return f.read()
-
-    def _listening(self):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-            try:
-                s.connect(self.socket)
-                return True
-            except OSError:
-                return False
+        """Everything it logged, across restarts."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 class Worker:
@@ -147,7 +122,7 @@ class Worker:
             "LD_PRELOAD": ":".join(p for p in (os.environ.get("CUSLICE_TEST_PRELOAD", ""), HOOK if hooked else "") if p),
             "LD_LIBRARY_PATH": FAKE_DRIVER_DIR,
             "FAKE_CUDA_SHARED_DEVICE": scenario.device,
-            "CUSLICE_SOCKET": scenario.daemon.socket,
+            "CUSLICE_SOCKET": str(scenario.daemon.socket),
             "CUSLICE_TENANT": tenant,
             "CUSLICE_LOG_LEVEL": "info",
         })

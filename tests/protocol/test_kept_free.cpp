@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "hook/link/client.h"
+#include "tests/kit/scoped_scheduler.h"
 #include "protocol/clock.h"
 
 namespace cuslice {
@@ -28,39 +29,19 @@ constexpr uint64_t kQuota = 2048 * kMiB;
 class KeptFree : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/cuslice-kept-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    socket_ = dir_ + "/s.sock";
-    config_ = dir_ + "/cuslice.yaml";
-    setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+    setenv("CUSLICE_SOCKET", scheduler_.socket().c_str(), 1);
     setenv("CUSLICE_TENANT", "a", 1);
-    std::ofstream(config_) << "tenants:\n  - name: a\n    allow_env: true\n    memory: 2GiB\n";
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      const std::string shm = "/cuslice-kept-test-" + std::to_string(getppid());
-      execl(CUSLICE_SCHEDULER_PATH, CUSLICE_SCHEDULER_PATH, "--config", config_.c_str(), "--socket",
-            socket_.c_str(), "--shm-name", shm.c_str(), "--log-level", "warn", nullptr);
-      _exit(127);
-    }
+    scheduler_.write_config("tenants:\n  - name: a\n    allow_env: true\n    memory: 2GiB\n");
+    ASSERT_TRUE(scheduler_.start());
     const auto deadline = std::chrono::steady_clock::now() + 5s;
     while (client::attach() != client::AttachStatus::kAttached) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "could not attach: " << client::last_error();
-      ASSERT_EQ(waitpid(daemon_, nullptr, WNOHANG), 0) << "the scheduler exited";
       std::this_thread::sleep_for(10ms);
     }
   }
-  void TearDown() override {
-    client::detach();
-    kill(daemon_, SIGTERM);
-    waitpid(daemon_, nullptr, 0);
-    unlink(config_.c_str());
-    unlink(socket_.c_str());
-    rmdir(dir_.c_str());
-  }
+  void TearDown() override { client::detach(); }
 
-  std::string dir_, socket_, config_;
-  pid_t daemon_ = -1;
+  test_kit::ScopedScheduler scheduler_{"cuslice-kept"};
 };
 
 TEST_F(KeptFree, AReservationLeavesTheHeadroomAndTheTenantsKeptFreeFree) {

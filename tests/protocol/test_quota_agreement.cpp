@@ -29,6 +29,7 @@
 #include "config/size.h"
 #include "hook/link/client.h"
 #include "protocol/shm_protocol.h"
+#include "tests/kit/scoped_scheduler.h"
 
 namespace cuslice {
 namespace {
@@ -58,41 +59,23 @@ struct Resolved {
 class QuotaAgreement : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/cuslice-quota-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    socket_ = dir_ + "/s.sock";
-    config_ = dir_ + "/cuslice.yaml";
-    shm_name_ = "/cuslice-quota-test-" + std::to_string(getpid());
-    setenv("CUSLICE_SOCKET", socket_.c_str(), 1);
+    setenv("CUSLICE_SOCKET", scheduler_.socket().c_str(), 1);
     setenv("CUSLICE_TENANT", "a", 1);
   }
 
-  void TearDown() override {
-    client::detach();
-    stop_daemon();
-    unlink(config_.c_str());
-    unlink(socket_.c_str());
-    unlink((socket_ + ".scheduler.lock").c_str());
-    rmdir(dir_.c_str());
-    // The control socket's directory, beside this one (protocol/control_socket.h).
-    unlink((dir_ + "-control/s.sock.scheduler.lock").c_str());
-    rmdir((dir_ + "-control").c_str());
-  }
+  void TearDown() override { client::detach(); }
 
   Resolved run_daemon(const std::string& yaml) {
     Resolved r;
-    std::ofstream(config_) << yaml;
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      execl(CUSLICE_SCHEDULER_PATH, CUSLICE_SCHEDULER_PATH, "--config", config_.c_str(), "--socket",
-            socket_.c_str(), "--shm-name", shm_name_.c_str(), "--log-level", "warn", nullptr);
-      _exit(127);
+    scheduler_.write_config(yaml);
+    if (!scheduler_.start()) {
+      ADD_FAILURE() << "the scheduler did not start:\n" << scheduler_.log();
+      return r;
     }
     // Registration waits in the socket's backlog until the daemon has published its segment.
     const auto deadline = Clock::now() + 5s;
     while (client::attach() != client::AttachStatus::kAttached) {
-      if (Clock::now() > deadline || waitpid(daemon_, nullptr, WNOHANG) != 0) {
+      if (Clock::now() > deadline || !scheduler_.listening()) {
         ADD_FAILURE() << "could not attach: " << client::last_error();
         return r;
       }
@@ -107,11 +90,11 @@ class QuotaAgreement : public ::testing::TestWithParam<Case> {
 
     // What `cuslice status` shows: the snapshot of a read-only mapping, once the daemon has
     // published the card's size the hook reported (it copies it a few times a second).
-    const int fd = shm_open(shm_name_.c_str(), O_RDONLY, 0);
+    const int fd = shm_open(scheduler_.shm_name().c_str(), O_RDONLY, 0);
     void* p = fd >= 0 ? mmap(nullptr, sizeof(shm::Segment), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (fd >= 0) close(fd);
     if (p == MAP_FAILED) {
-      ADD_FAILURE() << "cannot map " << shm_name_;
+      ADD_FAILURE() << "cannot map " << scheduler_.shm_name();
       return r;
     }
     SegmentSnapshot s = take_snapshot(*static_cast<const shm::Segment*>(p));
@@ -128,19 +111,11 @@ class QuotaAgreement : public ::testing::TestWithParam<Case> {
     r.configured_ppm = s.tenants[0].memory_quota_ppm;
     r.status = s.tenants[0].gpus[0].memory_quota;
     client::detach();
-    stop_daemon();
+    scheduler_.stop();
     return r;
   }
 
-  void stop_daemon() {
-    if (daemon_ <= 0) return;
-    kill(daemon_, SIGTERM);
-    waitpid(daemon_, nullptr, 0);
-    daemon_ = -1;
-  }
-
-  std::string dir_, socket_, config_, shm_name_;
-  pid_t daemon_ = -1;
+  test_kit::ScopedScheduler scheduler_{"cuslice-quota"};
 };
 
 TEST_P(QuotaAgreement, EveryComponentResolvesThePercentageToTheSameBytes) {

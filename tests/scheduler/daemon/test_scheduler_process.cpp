@@ -25,6 +25,7 @@
 #include "hook/link/client.h"
 #include "protocol/shm_protocol.h"
 #include "protocol/socket_protocol.h"
+#include "tests/kit/scoped_scheduler.h"
 
 namespace cuslice {
 namespace {
@@ -49,12 +50,10 @@ void run_kernel() {
 class SchedulerProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/cuslice-sched-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    socket_ = dir_ + "/s.sock";
-    config_ = dir_ + "/cuslice.yaml";
-    shm_name_ = "/cuslice-test-" + std::to_string(getpid());
+    dir_ = scheduler_.dir();
+    socket_ = scheduler_.socket();
+    config_ = scheduler_.config_path();
+    shm_name_ = scheduler_.shm_name();
   }
 
   void TearDown() override {
@@ -64,35 +63,14 @@ class SchedulerProcessTest : public ::testing::Test {
     }
     stop_daemon(SIGTERM);  // a clean stop also removes the segment from /dev/shm
     if (segment_) munmap(segment_, sizeof(shm::Segment));
-    unlink(config_.c_str());
-    unlink(socket_.c_str());
-    unlink((socket_ + ".scheduler.lock").c_str());
-    rmdir(dir_.c_str());
-    // The control socket's directory, beside ours (protocol/control_socket.h).
-    const std::string control_dir = dir_ + "-control";
-    unlink((control_dir + "/s.sock.scheduler.lock").c_str());
-    rmdir(control_dir.c_str());
   }
 
-  void write_config(const std::string& yaml) { std::ofstream(config_) << yaml; }
+  void write_config(const std::string& yaml) { scheduler_.write_config(yaml); }
 
   // Starts the daemon and waits until it accepts registrations; maps its segment.
   void start_daemon() {
-    daemon_ = fork();
-    ASSERT_GE(daemon_, 0);
-    if (daemon_ == 0) {
-      execl(CUSLICE_SCHEDULER_PATH, CUSLICE_SCHEDULER_PATH, "--config", config_.c_str(), "--socket",
-            socket_.c_str(), "--shm-name", shm_name_.c_str(), "--log-level", "warn", nullptr);
-      _exit(127);
-    }
+    ASSERT_TRUE(scheduler_.start({"--log-level", "warn"}));
     const auto deadline = Clock::now() + 5s;
-    while (!daemon_listening()) {
-      ASSERT_LT(Clock::now(), deadline) << "the daemon did not start";
-      int status;
-      ASSERT_EQ(waitpid(daemon_, &status, WNOHANG), 0) << "the daemon exited";
-      std::this_thread::sleep_for(10ms);
-    }
-    // The daemon listens before it publishes the segment; wait for both.
     if (segment_) munmap(segment_, sizeof(shm::Segment));
     segment_ = nullptr;
     while (segment_ == nullptr) {
@@ -109,22 +87,9 @@ class SchedulerProcessTest : public ::testing::Test {
     }
   }
 
-  void stop_daemon(int signal) {
-    if (daemon_ <= 0) return;
-    kill(daemon_, signal);
-    waitpid(daemon_, nullptr, 0);
-    daemon_ = -1;
-  }
+  void stop_daemon(int signal) { scheduler_.stop(signal); }
 
-  bool daemon_listening() const {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strcpy(addr.sun_path, socket_.c_str());
-    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool ok = connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(s);
-    return ok;
-  }
+  bool daemon_listening() const { return scheduler_.listening(); }
 
   // Forks a client process of `tenant` that runs `body` after attaching and exits with the
   // code `body` returns (attach failing is exit code 100).
@@ -192,8 +157,8 @@ class SchedulerProcessTest : public ::testing::Test {
     };
   }
 
+  test_kit::ScopedScheduler scheduler_{"cuslice-sched"};
   std::string dir_, socket_, config_, shm_name_;
-  pid_t daemon_ = -1;
   std::vector<pid_t> children_;
   shm::Segment* segment_ = nullptr;
 };
@@ -573,11 +538,11 @@ TEST_F(SchedulerProcessTest, ReloadKeepsTheRunningConfigurationOnErrors) {
   write_config("tenants:\n  - {name: a, allow_env: true}\n");
   start_daemon();
   write_config("tenants:\n  - {name: a, memroy: 1GiB}\n");
-  kill(daemon_, SIGHUP);
+  kill(scheduler_.pid(), SIGHUP);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(wait_exit(spawn("a", [] { return 0; })), 0) << "the daemon stopped serving";
   write_config("tenants:\n  - {name: a, allow_env: true}\n  - {name: added, allow_env: true}\n");
-  kill(daemon_, SIGHUP);
+  kill(scheduler_.pid(), SIGHUP);
   EXPECT_TRUE(eventually([&] {
     for (const shm::Tenant& t : segment_->tenants)
       if (t.state.load() == shm::Tenant::kActive && std::string(t.name) == "added") return true;
@@ -590,7 +555,7 @@ TEST_F(SchedulerProcessTest, RefusesToStartOnABadConfiguration) {
   write_config("tenants:\n  - {name: a, compute: {share: 101%}}\n");
   const pid_t pid = fork();
   if (pid == 0) {
-    execl(CUSLICE_SCHEDULER_PATH, CUSLICE_SCHEDULER_PATH, "--config", config_.c_str(), "--socket", socket_.c_str(),
+    execl(test_kit::ScopedScheduler::binary(), test_kit::ScopedScheduler::binary(), "--config", config_.c_str(), "--socket", socket_.c_str(),
           "--shm-name", shm_name_.c_str(), nullptr);
     _exit(127);
   }
