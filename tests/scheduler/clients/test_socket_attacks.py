@@ -288,17 +288,22 @@ def process_state(pid):
 
 LOCKER = r"""
 import fcntl, os, sys, threading
+said = threading.Lock()
+def say(line):  # whole lines: print() from several threads can interleave its parts
+    with said:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 def hold(path):
     try:
         fd = os.open(path, os.O_RDONLY)
         fcntl.lockf(fd, fcntl.LOCK_SH)
-        print("locked", path, flush=True)
+        say("locked " + path)
     except OSError:
         pass
 paths = [os.path.join(sys.argv[1], n) for n in os.listdir(sys.argv[1])] + sys.argv[2:]
 for p in paths:
     threading.Thread(target=hold, args=(p,), daemon=True).start()
-print("waiting", flush=True)
+say("waiting")
 sys.stdin.read()
 """
 
