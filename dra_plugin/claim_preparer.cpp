@@ -95,10 +95,19 @@ std::string ClaimPreparer::write_cdi(const PreparedClaim& c) const {
   return write_if_changed(path, cdi_spec(kCdiKind, c.uid, edits).dump(2) + "\n", why, kCdiSpecMode) ? "" : why;
 }
 
+namespace {
+
+// The claim's request a result belongs to, as a container names it: a subrequest of
+// `firstAvailable` ("gpu/small") answers for its parent ("gpu"), which the kubelet matches
+// against the container's `resources.claims[].request`.
+std::string base_request(const std::string& request) { return request.substr(0, request.find('/')); }
+
+}  // namespace
+
 PrepareOutcome ClaimPreparer::answer(const PreparedClaim& c) const {
   PrepareOutcome out;
   for (const AllocatedDevice& d : c.devices)
-    out.devices.push_back({{d.request}, d.pool, d.device, {cdi_device_id(c.uid)}, d.share_id});
+    out.devices.push_back({{base_request(d.request)}, d.pool, d.device, {cdi_device_id(c.uid)}, d.share_id});
   return out;
 }
 

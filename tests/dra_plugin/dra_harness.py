@@ -55,7 +55,11 @@ def claim(name, devices, namespace="team-a", pod=None):
         exact = {"deviceClassName": "gpu.cuslice.io", "allocationMode": "ExactCount", "count": 1}
         if capacity:
             exact["capacity"] = {"requests": capacity}
-        requests.setdefault(request, {"name": request, "exactly": exact})
+        if "/" in request:  # "parent/sub": the subrequest of `firstAvailable` the allocator took
+            parent, sub = request.split("/", 1)
+            requests.setdefault(parent, {"name": parent, "firstAvailable": [{"name": sub, **exact}]})
+        else:
+            requests.setdefault(request, {"name": request, "exactly": exact})
         result = {"request": request, "driver": DRIVER, "pool": NODE, "device": device}
         if capacity:
             result["consumedCapacity"] = capacity
@@ -63,7 +67,8 @@ def claim(name, devices, namespace="team-a", pod=None):
             result["shareID"] = share_id
         results.append(result)
     for r in requests.values():
-        r["exactly"]["count"] = sum(1 for d in devices if d[0] == r["name"])
+        if "exactly" in r:
+            r["exactly"]["count"] = sum(1 for d in devices if d[0] == r["name"])
     return {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": namespace, "uid": uid},

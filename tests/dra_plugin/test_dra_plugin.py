@@ -63,6 +63,18 @@ def test_the_slice_lists_each_gpu_with_its_capacity_and_attributes(make_node):
     assert node.api.store.writes and not node.api.store.rejected
 
 
+def test_a_subrequest_answers_for_the_request_the_container_names(make_node):
+    """With `firstAvailable` the allocation's result names the subrequest ("gpu/small"); the
+    kubelet gives the claim's devices to a container by the request it names in
+    `resources.claims[].request` ("gpu"), so the answer names the parent request."""
+    node = make_node(gpus=1)
+    node.wait_slice(1)
+    c = node.allocate(claim("first", [("gpu/small", "gpu-0", "4Gi", "20", None)]))
+    answer = node.kubelet.prepare(c)[c["metadata"]["uid"]]
+    assert answer["error"] == ""
+    assert [d["request_names"] for d in answer["devices"]] == [["gpu"]], answer
+
+
 def test_a_claim_becomes_a_tenant_with_exactly_its_memory_and_share(make_node):
     node = make_node(gpus=2)
     uuids = {d["name"]: d["attributes"]["uuid"]["string"] for d in node.wait_slice(2)["spec"]["devices"]}
