@@ -206,7 +206,7 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
     return verdict;
   }
   // Memory already on its way: suspensions in flight free theirs.
-  const InFlight flight = in_flight(request.gpu);
+  const InFlight flight = in_flight(request.gpu, request.tenant);
   if (free + flight.coming >= request.bytes) {
     verdict.kind = Verdict::Kind::kWait;
     verdict.coming_free = flight.coming;
@@ -216,11 +216,13 @@ Verdict MemoryPreemption::request(const AllocationRequest& request, const std::v
   return make_room(request, what, request.bytes - free - flight.coming, flight, host_available);
 }
 
-MemoryPreemption::InFlight MemoryPreemption::in_flight(uint32_t gpu) const {
+MemoryPreemption::InFlight MemoryPreemption::in_flight(uint32_t gpu, uint32_t asker) const {
   InFlight flight;
   for (uint32_t t = 0; t < tenants_.size(); ++t) {
     if (!valid(t) || books_[t].state != SuspendState::kSuspending) continue;
-    flight.coming += freeing_on(t, gpu);
+    // Memory being freed is coming for those it may be freed for (rule 1), no one else: a
+    // tenant nobody would suspend for is not told to wait for another's room.
+    if (gives_way_to(t, asker)) flight.coming += freeing_on(t, gpu);
     flight.moving += books_[t].fast && !books_[t].escalating ? host_bytes(t, books_[t].away) : host_bytes(t, 0);
   }
   return flight;
@@ -302,11 +304,8 @@ uint64_t MemoryPreemption::fast_part(uint32_t t, uint32_t gpu, Shortfall part) c
 MemoryPreemption::Candidacy MemoryPreemption::candidacy(uint32_t t, const AllocationRequest& request,
                                                         std::vector<std::string>& skipped) const {
   // Rule 1: who may give way; rule 3: who never does, and why.
-  const PreemptTenant& asker = tenants_[request.tenant];
   const PreemptTenant& tenant = tenants_[t];
-  if (!valid(t) || t == request.tenant) return Candidacy::kNo;
-  if (!tenant.preemptible || available_on(t, request.gpu) == 0) return Candidacy::kNo;
-  if (!asker.guaranteed && tenant.priority >= asker.priority) return Candidacy::kNo;
+  if (!valid(t) || !gives_way_to(t, request.tenant) || available_on(t, request.gpu) == 0) return Candidacy::kNo;
   const Book& book = books_[t];
   // Suspended the fast way, with memory left on this GPU: the checkpoint may take the rest
   // (rule 6), after the running tenants of its rank.
@@ -322,6 +321,13 @@ MemoryPreemption::Candidacy MemoryPreemption::candidacy(uint32_t t, const Alloca
     return Candidacy::kNo;
   }
   return Candidacy::kYes;
+}
+
+bool MemoryPreemption::gives_way_to(uint32_t t, uint32_t asker) const {
+  // Rule 1.
+  const PreemptTenant& tenant = tenants_[t];
+  const PreemptTenant& by = tenants_[asker];
+  return t != asker && tenant.preemptible && (by.guaranteed || tenant.priority < by.priority);
 }
 
 bool MemoryPreemption::gives_way_first(uint32_t a, uint32_t b) const {

@@ -251,7 +251,11 @@ class MemoryPreemption {
     uint64_t coming = 0;
     uint64_t moving = 0;
   };
-  InFlight in_flight(uint32_t gpu) const;
+  // What suspensions in flight free on `gpu` for `asker` (those it may be freed for), and
+  // what all of them move to host memory.
+  InFlight in_flight(uint32_t gpu, uint32_t asker) const;
+  // Rule 1: tenant t may be suspended for `asker` (whatever its state).
+  bool gives_way_to(uint32_t t, uint32_t asker) const;
   // The request does not fit even once the suspensions in flight are done: `missing` bytes
   // more are wanted. Chooses who gives way (rules 1, 2, 3, 6) and checks the host (rule 3).
   Verdict make_room(const AllocationRequest& request, const std::string& what, uint64_t missing,

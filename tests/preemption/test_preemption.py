@@ -278,6 +278,32 @@ def test_a_process_whose_user_holds_every_connection_does_not_run_ungated():
         assert again.pid in s.tenant_status("serve")["pids"]
 
 
+BESIDE = CONFIG + """  - name: other
+    allow_env: true
+    priority: low
+    memory: 4GiB
+    preemptible: true
+"""
+
+
+def test_room_being_made_is_not_given_to_a_tenant_nobody_would_give_way_to():
+    """While the trainer is being suspended for the service, a low tenant no one may be
+    suspended for asks for room: it is refused at once, not told to wait for the service's
+    room and handed it."""
+    with Scenario(BESIDE, daemon_env={"FAKE_CUDA_CHECKPOINT_MS_PER_GIB": "1000"}) as s:
+        train = s.worker("train")
+        train.ok(f"alloc {12 * GiB}")
+        serve = s.worker("serve")
+        serve.send(f"alloc {8 * GiB}")  # answered once the trainer is suspended
+        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "suspending", 10,
+                 "the suspension to begin")
+        other = s.worker("other")
+        words = other.do(f"alloc {3 * GiB}", timeout_s=60)
+        assert words[0] == "err", f"{words}: {s.daemon.log_text()}"
+        assert "other's allocation of 3.0 GiB on GPU 0 cannot fit" in s.daemon.log_text()
+        assert serve.answer(timeout_s=60)[0] == "ok"
+
+
 def test_a_joining_process_that_does_not_wait_is_suspended_by_the_scheduler():
     # It registers itself and uses the driver without the hook: nothing makes it wait, so the
     # scheduler suspends it with its tenant through the driver.

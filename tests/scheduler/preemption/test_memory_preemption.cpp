@@ -247,6 +247,16 @@ TEST(MemoryPreemption, MemoryAlreadyBeingFreedIsWaitedForNotTakenTwice) {
   EXPECT_EQ(second.coming_free, 60 * kGiB);
 }
 
+TEST(MemoryPreemption, MemoryBeingFreedForAnotherIsNoRoomForATenantNobodyGivesWayTo) {
+  Card card({tenant("serve", kHigh, false, {}), tenant("a", kLow, true, {process(10, 30)}),
+             tenant("peer", kLow, true, {process(11, 10)})});
+  ASSERT_EQ(card.ask(0, 50).kind, Kind::kSuspend);  // 40 free: `a` goes for the service
+  // `peer` is as low as `a`: nobody gives way to it, so the 30 coming are not its to wait for.
+  const Verdict v = card.ask(2, 45);
+  EXPECT_EQ(v.kind, Kind::kRefused) << v.reason;
+  EXPECT_NE(v.reason.find("cannot fit"), std::string::npos) << v.reason;
+}
+
 TEST(MemoryPreemption, TheHostReserveCountsSuspensionsInFlight) {
   PreemptionParams params;
   params.host_reserve = 0;
