@@ -16,9 +16,10 @@ namespace {
 // How long hooks may take to answer: a floor of 15 s for holding and draining their work,
 // then one nanosecond per byte to copy (10^9 bytes a second, well below what a PCIe link
 // moves), so that only a hook that is stuck (or copying into pageable memory on a starved
-// host) runs out of it.
+// host) runs out of it. At most ten minutes, whatever a tenant's figures say.
 Nanos answer_deadline(Nanos now, uint64_t bytes) {
-  return now + std::chrono::seconds(15) + std::chrono::nanoseconds(bytes);
+  constexpr uint64_t kMostBytes = uint64_t{585} * 1'000'000'000;  // 15 s + 585 s: ten minutes
+  return now + std::chrono::seconds(15) + std::chrono::nanoseconds(std::min(bytes, kMostBytes));
 }
 
 bool one_of(uint32_t result, std::initializer_list<shm::MoveResult> results) {

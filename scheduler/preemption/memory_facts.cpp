@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -43,7 +44,13 @@ PreemptProcess MemoryFacts::process(const ProcessRecord& rec, const shm::TenantR
   p.pid = rec.pid;
   p.start_time = rec.start_time;
   p.gpu_bytes.resize(shm::kMaxGpus);
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) p.gpu_bytes[g] = use.charged[g].load(std::memory_order_relaxed);
+  uint64_t held = 0;
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    // The process's own count: at most the card (where the daemon knows its size).
+    const uint64_t charged = use.charged[g].load(std::memory_order_relaxed);
+    p.gpu_bytes[g] = card_[g] != 0 ? std::min(charged, card_[g]) : charged;
+    held = saturating_add(held, p.gpu_bytes[g]);
+  }
   const uint32_t flags = rec.checkpoint_claims;
   p.ipc = (flags & shm::ProcessSlot::kUsesIpc) != 0;
   p.managed = (flags & shm::ProcessSlot::kUsesManaged) != 0;
@@ -52,8 +59,11 @@ PreemptProcess MemoryFacts::process(const ProcessRecord& rec, const shm::TenantR
   p.movable = (use.move_flags.load(std::memory_order_acquire) & shm::ProcessUse::kMovable) != 0 &&
               (segment_->processes[rec.slot].move_policy.load(std::memory_order_relaxed) &
                shm::ProcessSlot::kFastAllowed) != 0;
-  p.movable_bytes = use.movable_bytes.load(std::memory_order_relaxed);
-  p.pool_bytes = use.pool_bytes.load(std::memory_order_relaxed);
+  // Bounded by what it holds and by the pool the daemon lets it make: a figure past them
+  // would have the policy count on memory nobody has.
+  p.movable_bytes = std::min(use.movable_bytes.load(std::memory_order_relaxed), held);
+  p.pool_bytes = std::min(use.pool_bytes.load(std::memory_order_relaxed),
+                          uint64_t{segment_->processes[rec.slot].host_pool_mib.load(std::memory_order_relaxed)} << 20);
   return p;
 }
 
