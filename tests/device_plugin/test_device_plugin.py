@@ -6,6 +6,7 @@ test_device_plugin_placement.py's.
 
 Waits are bounded polls that return as soon as the condition holds.
 """
+import json
 import os
 import signal
 import subprocess
@@ -222,7 +223,8 @@ def test_a_scheduler_restart_marks_devices_unhealthy_then_gets_its_tenants_back(
 def test_eight_gpus_each_container_on_its_own_gpu_and_all_cleaned_up(make_node):
     node = make_node(gpus=8)
     pods = {f"p{i}": node.kubelet.admit(f"p{i}", memory=12, compute=50) for i in range(8)}
-    assert all(p["ok"] for p in pods.values()), pods
+    refused = {name: p for name, p in pods.items() if not p["ok"] or not p["containers"]["main"]["start"]["ok"]}
+    assert not refused, f"{json.dumps(refused, indent=1)}\n{node.logs()}"
     gpus = {tenant_env(p)["CUSLICE_GPU_INDICES"] for p in pods.values()}
     assert gpus == {str(i) for i in range(8)}
     names = {tenant_name(p) for p in pods.values()}
