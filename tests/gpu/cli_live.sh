@@ -42,7 +42,15 @@ print(f"job: {n} GEMMs", flush=True)
 PY
 "$B/cuslice" run --tenant trainer --memory 4GiB --share 50% -- "$PY" "$work/job.py" > "$work/job.out" 2>&1 &
 runner=$!
-sleep 5
+# Until the job has registered (its first CUDA call, after importing torch: seconds on a
+# fresh machine), at most a minute.
+for _ in $(seq 120); do
+  "$B/cuslice" status --json 2>/dev/null | "$PY" -c '
+import json, sys
+t = [t for t in json.load(sys.stdin)["tenants"] if t["name"] == "trainer"]
+sys.exit(not (t and t[0]["pids"]))' && break
+  sleep 0.5
+done
 echo "== cuslice status (table, job running)"; "$B/cuslice" status
 echo "== cuslice status --json"; "$B/cuslice" status --json | tee "$work/status.json"
 echo "== cuslice status --watch 1 (3 s)"; timeout 3 "$B/cuslice" status --watch 1 | head -40
