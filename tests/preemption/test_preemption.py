@@ -44,6 +44,18 @@ def suspended_by_log(daemon, tenant):
     return f"tenant {tenant} suspended" in daemon.log_text()
 
 
+def suspending_for_the_service(s):
+    """The trainer holding 12 GiB, and the service's 8 GiB allocation, which does not fit,
+    waiting while the trainer is being suspended for it (answered once it is)."""
+    train = s.worker("train")
+    train.ok(f"alloc {12 * GiB}")
+    serve = s.worker("serve")
+    serve.send(f"alloc {8 * GiB}")
+    wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "suspending", 10,
+             "the suspension to begin")
+    return train, serve
+
+
 def test_a_higher_priority_allocation_suspends_a_preemptible_tenant_and_it_resumes():
     with Scenario(CONFIG) as s:
         train = s.worker("train")
@@ -291,12 +303,7 @@ def test_room_being_made_is_not_given_to_a_tenant_nobody_would_give_way_to():
     suspended for asks for room: it is refused at once, not told to wait for the service's
     room and handed it."""
     with Scenario(BESIDE, daemon_env={"FAKE_CUDA_CHECKPOINT_MS_PER_GIB": "1000"}) as s:
-        train = s.worker("train")
-        train.ok(f"alloc {12 * GiB}")
-        serve = s.worker("serve")
-        serve.send(f"alloc {8 * GiB}")  # answered once the trainer is suspended
-        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "suspending", 10,
-                 "the suspension to begin")
+        train, serve = suspending_for_the_service(s)
         other = s.worker("other")
         words = other.do(f"alloc {3 * GiB}", timeout_s=60)
         assert words[0] == "err", f"{words}: {s.daemon.log_text()}"
@@ -512,12 +519,7 @@ def test_a_flood_of_memory_requests_during_a_suspension_leaves_the_scheduler_res
     # deciding every pending request again, with /proc/meminfo read for each, on every request
     # kept the loop busy for over half a minute.
     with Scenario(CONFIG, daemon_env={"FAKE_CUDA_CHECKPOINT_MS_PER_GIB": "3000"}) as s:
-        train = s.worker("train")
-        train.ok(f"alloc {12 * GiB}")
-        serve = s.worker("serve")
-        serve.send(f"alloc {8 * GiB}")  # answered once the trainer is suspended
-        wait_for(lambda: s.tenant_status("train")["suspension"]["state"] == "suspending", 10,
-                 "the suspension to begin")
+        train, serve = suspending_for_the_service(s)
         started = time.monotonic()
         flood = subprocess.Popen([SOCKET_ATTACKER, "requests", s.daemon.socket, "serve", "250", "16"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
