@@ -46,7 +46,7 @@ class ConfigParser {
   void parse_scheduler(const YAML::Node& node) {
     if (!read_.expect_map(node, "`scheduler`")) return;
     read_.check_keys(node, {"quantum", "limit_window", "lower_priority_timeslice", "gpu_memory", "default_tenant",
-                            "metrics_port", "metrics_address", "preemption"});
+                            "metrics_port", "metrics_address", "preemption", "spatial"});
     parse_scheduler_timing(node);
     SchedulerSettings& s = config_.scheduler;
     if (const YAML::Node m = node["gpu_memory"]) {
@@ -66,6 +66,36 @@ class ConfigParser {
     }
     if (node["preemption"]) parse_preemption(node["preemption"]);
     if (const YAML::Node a = node["metrics_address"]) parse_metrics_address(a);
+    if (node["spatial"]) parse_spatial(node["spatial"]);
+  }
+
+  // --- scheduler.spatial: ---------------------------------------------------------------------
+
+  void parse_spatial(const YAML::Node& node) {
+    if (!read_.expect_map(node, "`spatial`")) return;
+    read_.check_keys(node, {"gpus", "mps_control", "pipe_directory", "log_directory"});
+    SpatialSettings& sp = config_.scheduler.spatial;
+    if (const YAML::Node g = node["gpus"]) {
+      if (g.IsScalar() && g.Scalar() == "all") {
+        sp.all_gpus = true;
+      } else {
+        TenantConfig scratch;  // the same list as a tenant's `gpus`
+        parse_gpus(g, scratch, "spatial.gpus");
+        sp.gpu_mask = scratch.gpu_mask;
+      }
+    } else {
+      errors_.add(node, "`spatial` needs `gpus`: a list of GPU indices, or `all`");
+    }
+    const std::pair<const char*, std::string*> paths[] = {
+        {"mps_control", &sp.mps_control}, {"pipe_directory", &sp.pipe_directory}, {"log_directory", &sp.log_directory}};
+    for (const auto& [key, field] : paths) {
+      const YAML::Node n = node[key];
+      if (!n || !read_.expect_scalar(n, key)) continue;
+      if (n.Scalar().empty() || n.Scalar()[0] != '/' || n.Scalar().size() >= 200)
+        errors_.add(n, std::string("`") + key + "` must be an absolute path of fewer than 200 characters");
+      else
+        *field = n.Scalar();
+    }
   }
 
   // quantum, limit_window and lower_priority_timeslice.
@@ -181,7 +211,7 @@ class ConfigParser {
   // other errors are still reported).
   bool parse_tenant(const YAML::Node& item, TenantConfig& t) {
     if (!read_.expect_map(item, "a tenant")) return false;
-    read_.check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible", "gpus", "host_pool"});
+    read_.check_keys(item, {"name", "priority", "memory", "compute", "match", "allow_env", "on_violation", "preemptible", "gpus", "host_pool", "spatial"});
     const bool named = parse_name(item, t);
     if (const YAML::Node p = item["priority"]) parse_priority(p, t);
     if (const YAML::Node m = item["memory"]) parse_memory(m, t);
@@ -196,22 +226,36 @@ class ConfigParser {
     }
     if (const YAML::Node g = item["gpus"]) parse_gpus(g, t);
     if (const YAML::Node n = item["host_pool"]) parse_host_pool(n, t);
+    if (item["spatial"]) {
+      if (auto b = read_.boolean(item["spatial"], "spatial")) t.spatial = *b;
+    }
+    check_spatial_member(item, t);
     return named;
   }
 
+  // `sm` only means something where the tenant runs side by side with others.
+  void check_spatial_member(const YAML::Node& item, const TenantConfig& t) {
+    if (!t.sm_percent) return;
+    for (uint32_t g = 0; g < kMaxConfigGpus; ++g)
+      if (config_.spatial_member(t, g)) return;
+    errors_.add(item["compute"]["sm"],
+                "`sm` applies on spatial GPUs only, and this tenant runs on none: every GPU it may use must be in "
+                "`scheduler.spatial.gpus`, and it must not say `spatial: false`");
+  }
+
   // `gpus: [0, 1]`: GPU indices as nvidia-smi numbers them, each once.
-  void parse_gpus(const YAML::Node& g, TenantConfig& t) {
+  void parse_gpus(const YAML::Node& g, TenantConfig& t, const std::string& key = "gpus") {
     if (!g.IsSequence() || g.size() == 0) {
-      errors_.add(g, "`gpus` is a list of GPU indices, e.g. [0, 1]; leave it out for every GPU");
+      errors_.add(g, "`" + key + "` is a list of GPU indices, e.g. [0, 1]; leave it out for every GPU");
       return;
     }
     uint32_t mask = 0;
     for (const YAML::Node& item : g) {
-      const auto index = read_.whole_number(item, "gpus", 0, kMaxConfigGpus - 1,
+      const auto index = read_.whole_number(item, key, 0, kMaxConfigGpus - 1,
                                             "a GPU index from 0 to " + std::to_string(kMaxConfigGpus - 1));
       if (!index) return;
       if (mask & (1u << *index)) {
-        errors_.add(item, "GPU " + std::to_string(*index) + " is listed twice in `gpus`");
+        errors_.add(item, "GPU " + std::to_string(*index) + " is listed twice in `" + key + "`");
         return;
       }
       mask |= 1u << *index;
@@ -257,7 +301,8 @@ class ConfigParser {
 
   void parse_compute(const YAML::Node& c, TenantConfig& t) {
     if (!read_.expect_map(c, "`compute`")) return;
-    read_.check_keys(c, {"share", "limit"});
+    read_.check_keys(c, {"share", "limit", "sm"});
+    if (const YAML::Node sm = c["sm"]) parse_sm(sm, t);
     if (c["share"]) {
       t.share_percent = read_.percent(c["share"], "share");
       if (t.share_percent && !read_.representable_percent(c["share"], "share", *t.share_percent))
@@ -273,6 +318,16 @@ class ConfigParser {
         }
       }
     }
+  }
+
+  // `sm: 25%`: MPS takes whole percentages of the SMs.
+  void parse_sm(const YAML::Node& sm, TenantConfig& t) {
+    const auto p = read_.percent(sm, "sm");
+    if (!p) return;
+    if (*p < 1.0 || *p != static_cast<double>(static_cast<uint32_t>(*p)))
+      errors_.add(sm, "`sm` " + quoted(sm) + " must be a whole percentage from 1% to 100%");
+    else
+      t.sm_percent = static_cast<uint32_t>(*p);
   }
 
   void parse_match(const YAML::Node& m, TenantConfig& t) {

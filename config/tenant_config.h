@@ -35,11 +35,18 @@
 //       fast: true             #   move only what is needed, from inside the hook, where a
 //                              #   tenant's processes can; false: always the driver's checkpoint
 //     metrics_address: ::1     # where; default 127.0.0.1 (IPv4 or IPv6 literal)
+//     spatial:                 # tenants side by side through MPS (docs/design/spatial.md)
+//       gpus: [0]              #   GPUs whose tenants run concurrently, or `all`
+//       mps_control: /usr/bin/nvidia-cuda-mps-control  # default: found on PATH
+//       pipe_directory: /run/cuslice/mps   # default: `mps` beside the tenant socket
+//       log_directory: /var/log/cuslice-mps  # default: `mps-log` beside the tenant socket
 //   tenants:
 //     - name: inference
 //       priority: high         # high | normal | low; default normal
 //       memory: 20GiB          # per GPU, bytes or % of the card; absent: no tenant quota
 //       compute: {share: 60%, limit: 80%}   # share absent: an equal part of what is left
+//                              # on a spatial GPU also `sm: 25%`: the SMs its kernels may use
+//       spatial: false         # on spatial GPUs, time-slice against them instead; default true
 //       match: {uid: 1001, gid: 100, cgroup: /kubepods/burstable}  # all given must hold
 //       allow_env: true        # accept CUSLICE_TENANT=inference from any process; default
 //                              # false: only from processes `match` selects
@@ -96,6 +103,10 @@ struct TenantConfig {
   // Preemptible tenants: pinned host memory each process prepares, in the background, for the
   // fast suspension to copy into (docs/design/preemption.md). 0: it copies into pageable memory.
   uint64_t host_pool = 0;
+  // On spatial GPUs (SpatialSettings): the SMs its kernels may use, in whole percent (MPS's
+  // active thread percentage); absent: the whole card. `spatial: false` keeps it time-sliced.
+  std::optional<uint32_t> sm_percent;
+  bool spatial = true;
 
   bool on_gpu(uint32_t gpu) const { return gpu_mask == 0 || (gpu < 32 && ((gpu_mask >> gpu) & 1u)); }
 };
@@ -121,6 +132,22 @@ struct PreemptionSettings {
   bool fast = true;
 };
 
+// Tenants side by side (docs/design/spatial.md): GPUs whose tenants run concurrently through an
+// MPS control daemon the scheduler starts and owns.
+struct SpatialSettings {
+  uint32_t gpu_mask = 0;  // bit g: GPU g is spatial
+  bool all_gpus = false;  // `gpus: all`
+  std::string mps_control;     // empty: nvidia-cuda-mps-control on PATH
+  std::string pipe_directory;  // empty: `mps` beside the tenant socket
+  std::string log_directory;   // empty: `mps-log` beside the tenant socket
+
+  bool any() const { return all_gpus || gpu_mask != 0; }
+  bool on_gpu(uint32_t gpu) const { return all_gpus || (gpu < 32 && ((gpu_mask >> gpu) & 1u)); }
+  // Whether every GPU of `tenant_gpus` (a TenantConfig::gpu_mask; 0: all) is spatial: only
+  // then do the tenant's processes join MPS, which would hide the other GPUs from them.
+  bool covers(uint32_t tenant_gpus) const { return all_gpus || (tenant_gpus != 0 && (tenant_gpus & ~gpu_mask) == 0); }
+};
+
 struct SchedulerSettings {
   // 100 ms: each handoff costs about 0.25 ms of GPU time on an H100 (docs/evidence/benchmarks.md), so
   // 20 ms slices lost 1.6-2.4% of the GPU under contention, 100 ms slices 0.3-0.5%.
@@ -135,11 +162,18 @@ struct SchedulerSettings {
   std::optional<uint16_t> metrics_port;       // 1-65535; absent: no metrics endpoint
   PreemptionSettings preemption;
   std::optional<std::string> metrics_address;  // an IPv4 or IPv6 literal; absent: loopback
+  SpatialSettings spatial;
 };
 
 struct Config {
   SchedulerSettings scheduler;
   std::vector<TenantConfig> tenants;
+
+  // Whether `t` runs in the spatial group of GPU `gpu`: the GPU is spatial, the tenant may use
+  // it, did not opt out, and every GPU it may use is spatial (its processes join MPS).
+  bool spatial_member(const TenantConfig& t, uint32_t gpu) const {
+    return t.spatial && t.on_gpu(gpu) && scheduler.spatial.on_gpu(gpu) && scheduler.spatial.covers(t.gpu_mask);
+  }
 
   // Index into `tenants`, or -1.
   int find_tenant(std::string_view name) const;

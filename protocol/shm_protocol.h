@@ -77,6 +77,7 @@
 #include "protocol/shm_gpu.h"
 #include "protocol/shm_limits.h"
 #include "protocol/shm_process.h"
+#include "protocol/shm_spatial.h"
 #include "protocol/shm_tenant.h"
 #include "protocol/shm_tenant_region.h"
 
@@ -92,7 +93,7 @@ inline constexpr uint64_t kTenantMagic = 0x315445'43494C53ull;  // "SLICET1"
 // host_pool_mib, host_reserve_mib) and report (ProcessUse::move_*, moved_bytes, ...), all
 // zero from an older peer: no fast path.
 inline constexpr uint16_t kAbiMajor = 2;
-inline constexpr uint16_t kAbiMinor = 4;
+inline constexpr uint16_t kAbiMinor = 5;
 
 inline constexpr const char* kDefaultName = "/cuslice";
 
@@ -137,7 +138,14 @@ struct Segment {
   GpuState gpus[kMaxGpus];
   Tenant tenants[kMaxTenants];
   ProcessSlot processes[kMaxProcesses];
+  // Minor 5: tenants side by side (shm_spatial.h).
+  SpatialState spatial;
 };
+
+// The segment's spatial record, where its writer has one (minor 5 and later).
+inline const SpatialState* spatial_state(const Segment& s) {
+  return s.abi_minor >= 5 && s.total_size >= sizeof(Segment) ? &s.spatial : nullptr;
+}
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<int32_t>::is_always_lock_free);
@@ -161,7 +169,9 @@ static_assert(offsetof(Segment, allocation_wait_ns) == 56 && offsetof(Tenant, pr
               offsetof(TenantGpu, moved_mib) == 60);
 static_assert(sizeof(Segment) ==
               64 + kMaxGpus * sizeof(GpuState) + kMaxTenants * sizeof(Tenant) +
-                  kMaxProcesses * sizeof(ProcessSlot));
+                  kMaxProcesses * sizeof(ProcessSlot) + sizeof(SpatialState));
+static_assert(sizeof(TenantSpatial) == 64 && offsetof(SpatialState, mps_pipe_directory) == 64 &&
+              sizeof(SpatialState) == 64 + kPathSize + kMaxTenants * sizeof(TenantSpatial));
 static_assert(sizeof(TenantGpuUse) == 64 && sizeof(ProcessUse) == 256);
 static_assert(offsetof(TenantGpuUse, kept_free) == 56 && offsetof(ProcessUse, checkpoint_flags) == 192 &&
               offsetof(ProcessUse, young_gpus) == 196 && offsetof(ProcessUse, young_until_ns) == 200);

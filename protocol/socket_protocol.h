@@ -175,7 +175,11 @@ struct RegisterReply {
   RegisterStatus status = RegisterStatus::kBadRequest;
   uint32_t slot = 0;             // index into Segment::processes and TenantRegion::processes
   uint32_t tenant = 0;           // index into Segment::tenants
-  uint32_t reserved0 = 0;
+  // kJoinMps: the process connects to the scheduler's MPS control daemon before cuInit, with
+  // its tenant's settings (shm_spatial.h). 0 from a daemon without spatial GPUs (or older:
+  // the field was reserved and zero).
+  uint32_t flags = 0;
+  static constexpr uint32_t kJoinMps = 1u << 0;
   uint64_t slot_generation = 0;  // ProcessSlot::generation at registration
   uint64_t segment_generation = 0;  // Segment::generation
   char shm_name[shm::kNameSize] = {};  // for shm_open, e.g. "/cuslice"

@@ -177,6 +177,17 @@ MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_
 // This process uses something the driver's checkpoint cannot move (shm::ProcessSlot::kUses*):
 // the scheduler never tries to checkpoint it (docs/design/preemption.md). Kept across re-attaches.
 void note_checkpoint_blocker(uint32_t flag) noexcept;
+// What this process tells MPS when the scheduler sent it to its MPS server
+// (wire::RegisterReply::kJoinMps, shm_spatial.h): false when it did not, or when detached.
+struct MpsSettings {
+  const char* pipe_directory = nullptr;  // in the segment: valid while the attachment is
+  uint32_t sm_percent = 100;
+  uint32_t client_priority = 0;
+  uint32_t memory_limit_mib = 0;  // 0: none
+};
+bool mps_settings(MpsSettings& out) noexcept;
+// GPUs the scheduler's MPS server shows its clients (spatial and known to the daemon), or 0.
+int spatial_device_count() noexcept;
 // Whether the configuration lets the scheduler suspend this process's tenant (false when
 // detached).
 bool tenant_preemptible() noexcept;

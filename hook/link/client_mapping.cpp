@@ -126,7 +126,9 @@ Attachment* map_attachment(int s, const wire::RegisterReply& reply, const int (&
     close(s);
     return nullptr;
   }
-  return new (page) Attachment{seg, region, reply.slot, reply.tenant};
+  const shm::SpatialState* spatial = shm::spatial_state(*seg);
+  return new (page) Attachment{seg, region, reply.slot, reply.tenant, spatial ? &spatial->tenants[reply.tenant] : nullptr,
+                               reply.flags};
 }
 
 }  // namespace cuslice::client::internal

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "hook/link/client.h"
 #include "hook/link/client_state.h"
@@ -66,6 +67,32 @@ MemoryAnswer request_memory(int gpu, uint64_t bytes, uint64_t free_bytes, int64_
     // Bounded slices: a daemon that died never answers, and maintain() notices that elsewhere.
     futex_wait(&word, seen, left < 100'000'000 ? left : 100'000'000);
   }
+}
+
+bool mps_settings(MpsSettings& out) noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  if (att == nullptr || att->spatial == nullptr || (att->reply_flags & wire::RegisterReply::kJoinMps) == 0) return false;
+  const shm::SpatialState* sp = shm::spatial_state(*att->segment);
+  if (sp == nullptr || sp->mps_pipe_directory[0] == '\0' ||
+      std::memchr(sp->mps_pipe_directory, '\0', sizeof sp->mps_pipe_directory) == nullptr)
+    return false;
+  out.pipe_directory = sp->mps_pipe_directory;
+  out.sm_percent = att->spatial->sm_percent.load(std::memory_order_relaxed);
+  if (out.sm_percent == 0 || out.sm_percent > 100) out.sm_percent = 100;
+  out.client_priority = att->spatial->client_priority.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+  out.memory_limit_mib = att->spatial->memory_limit_mib.load(std::memory_order_relaxed);
+  return true;
+}
+
+int spatial_device_count() noexcept {
+  const Attachment* att = g.current.load(std::memory_order_acquire);
+  const shm::SpatialState* sp = att != nullptr ? shm::spatial_state(*att->segment) : nullptr;
+  if (sp == nullptr) return 0;
+  int count = 0;
+  const uint32_t spatial = sp->spatial_gpus.load(std::memory_order_relaxed);
+  for (uint32_t gpu = 0; gpu < kMaxGpus; ++gpu)
+    count += ((spatial >> gpu) & 1u) != 0 && att->segment->gpus[gpu].memory_total.load(std::memory_order_relaxed) != 0;
+  return count;
 }
 
 bool tenant_preemptible() noexcept {

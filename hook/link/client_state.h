@@ -25,9 +25,19 @@ struct Attachment {
   shm::TenantRegion* region;    // the tenant's, read-write
   uint32_t slot;                // < kMaxProcesses
   uint32_t tenant;              // < kMaxTenants
+  // The tenant's record of running side by side (nullptr from a daemon without one), and
+  // what the reply said (wire::RegisterReply::kJoinMps).
+  const shm::TenantSpatial* spatial;
+  uint32_t reply_flags;
   // This process's record and its tenant's counters for `gpu` (< kMaxGpus).
   shm::ProcessUse& self() const { return region->processes[slot]; }
   shm::TenantGpuUse& use(int gpu) const { return region->gpu[gpu]; }
+  // Whether `holder`, GPU gpu's token holder, lets this process launch there: its tenant, or
+  // the spatial group its tenant runs in.
+  bool holds(uint32_t holder, int gpu) const {
+    return holder == tenant || (holder == shm::kSpatialGroup && spatial != nullptr &&
+                                ((spatial->group_gpus.load(std::memory_order_relaxed) >> gpu) & 1u) != 0);
+  }
 };
 
 struct State {

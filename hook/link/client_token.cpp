@@ -42,7 +42,7 @@ void kick() {
   const uint64_t bit = uint64_t{1} << att->tenant;
   for (;;) {
     const uint32_t seq = gs.grant_seq.load(std::memory_order_acquire);
-    if (gs.holder.load(std::memory_order_acquire) == att->tenant) break;
+    if (att->holds(gs.holder.load(std::memory_order_acquire), gpu)) break;
     if (g.current.load(std::memory_order_acquire) != att) break;  // detached meanwhile
     if (connection_lost(att)) {
       mark_lost(att);
@@ -52,7 +52,7 @@ void kick() {
     // Woken, or a slice passed, and the daemon does not show this tenant waiting: the step
     // that read the kick may have begun before it; tell it again.
     if (!(gs.waiting_tenants.load(std::memory_order_seq_cst) & bit) &&
-        gs.holder.load(std::memory_order_acquire) != att->tenant)
+        !att->holds(gs.holder.load(std::memory_order_acquire), gpu))
       kick();
     const int64_t now = now_ns();
     waited.fetch_add(static_cast<uint64_t>(now - since), std::memory_order_relaxed);
@@ -71,7 +71,7 @@ void token_acquire(int gpu) noexcept {
   if (static_cast<unsigned>(gpu) >= kMaxGpus) return;
   Attachment* att = g.current.load(std::memory_order_acquire);
   if (att == nullptr) return;
-  if (att->segment->gpus[gpu].holder.load(std::memory_order_acquire) != att->tenant) return wait_for_token(att, gpu);
+  if (!att->holds(att->segment->gpus[gpu].holder.load(std::memory_order_acquire), gpu)) return wait_for_token(att, gpu);
   std::atomic<uint32_t>& flags = att->self().gpu_flags[gpu];
   if (!(flags.load(std::memory_order_relaxed) & shm::kBusy)) flags.fetch_or(shm::kBusy, std::memory_order_relaxed);
 }
@@ -82,7 +82,7 @@ bool token_try(int gpu) noexcept {
   if (att == nullptr) return true;
   const shm::GpuState& gs = att->segment->gpus[gpu];
   std::atomic<uint32_t>& flags = att->self().gpu_flags[gpu];
-  if (gs.holder.load(std::memory_order_acquire) == att->tenant) {
+  if (att->holds(gs.holder.load(std::memory_order_acquire), gpu)) {
     if (!(flags.load(std::memory_order_relaxed) & shm::kBusy))
       flags.fetch_or(shm::kBusy, std::memory_order_seq_cst);
     return true;
@@ -120,7 +120,7 @@ bool lower_priority_waiting(int gpu) noexcept {
 bool holding(int gpu) noexcept {
   const Attachment* att = g.current.load(std::memory_order_acquire);
   return att != nullptr && static_cast<unsigned>(gpu) < kMaxGpus &&
-         att->segment->gpus[gpu].holder.load(std::memory_order_acquire) == att->tenant;
+         att->holds(att->segment->gpus[gpu].holder.load(std::memory_order_acquire), gpu);
 }
 
 void token_release(int gpu) noexcept {

@@ -2,6 +2,7 @@
 // and the client; nothing above (the monitor is started by startup.cpp).
 #include "hook/link/scheduler_link.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -48,6 +49,34 @@ int node_gpu_indices(int (&out)[kMaxDevices]) {
   }
 }
 
+// Before the driver's cuInit, the only time MPS reads them: the scheduler's MPS server, with
+// the tenant's SMs, client priority and memory limit (docs/design/spatial.md). A process
+// that names an MPS server of its own stays with it; its tenant then runs side by side with
+// the GPU's spatial group (the daemon learns it from the blocker claim after cuInit).
+void join_mps() {
+  client::MpsSettings m;
+  if (!client::mps_settings(m)) return;
+  const char* own = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  if (own != nullptr && *own != '\0' && std::strcmp(own, m.pipe_directory) != 0) {
+    CUSLICE_LOG(kInfo, "the application names its own MPS server (%s): it stays there", own);
+    return;
+  }
+  char value[16 * 24];
+  setenv("CUDA_MPS_PIPE_DIRECTORY", m.pipe_directory, 1);
+  std::snprintf(value, sizeof value, "%u", m.sm_percent);
+  setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", value, 1);
+  setenv("CUDA_MPS_CLIENT_PRIORITY", m.client_priority != 0 ? "1" : "0", 1);
+  const int devices = client::spatial_device_count();
+  if (m.memory_limit_mib != 0 && devices > 0) {
+    // One entry per device ordinal the server shows the process.
+    size_t at = 0;
+    for (int d = 0; d < devices && at + 24 < sizeof value; ++d)
+      at += static_cast<size_t>(std::snprintf(value + at, sizeof value - at, "%s%d=%uM", d ? "," : "", d, m.memory_limit_mib));
+    setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", value, 1);
+  }
+  CUSLICE_LOG(kInfo, "joining the scheduler's MPS server (%s): %u%% of the SMs", m.pipe_directory, m.sm_percent);
+}
+
 }  // namespace
 
 bool start() {
@@ -58,6 +87,7 @@ bool start() {
     case client::AttachStatus::kAttached:
       g_enabled = true;
       CUSLICE_LOG(kInfo, "registered with the scheduler");
+      join_mps();
       // A process that joins a suspended tenant touches no GPU until the tenant runs again.
       if (client::wait_while_suspended()) CUSLICE_LOG(kInfo, "waited for the tenant to be resumed");
       return true;

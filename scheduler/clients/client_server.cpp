@@ -268,7 +268,11 @@ void ClientServer::on_hook_messages(int fd, Client& client) {
         processes_.set_workload(slot, {m.pod_namespace, m.pod_name, m.container_name});
       if (m.kind == HookMessage::Kind::kMemory)
         if (const ProcessRecord* process = processes_.at(slot)) preemptor_.on_memory_request(*process, m.memory);
-      if (m.kind == HookMessage::Kind::kClaim) processes_.add_checkpoint_claims(slot, m.claim);
+      if (m.kind == HookMessage::Kind::kClaim) {
+        processes_.add_checkpoint_claims(slot, m.claim);
+        const ProcessRecord* process = processes_.at(slot);
+        if ((m.claim & shm::kUsesMps) != 0 && process != nullptr && !process->mps) daemon_.foreign_mps(process->tenant);
+      }
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -373,6 +377,7 @@ void ClientServer::register_client(int fd, Client& client, const wire::RegisterR
   ++usage.processes;
   reply.slot = a.slot;
   reply.tenant = a.tenant;
+  reply.flags = a.flags;
   reply.slot_generation = a.slot_generation;
   reply.segment_generation = a.segment_generation;
   std::strncpy(reply.shm_name, a.shm_name.c_str(), sizeof reply.shm_name - 1);

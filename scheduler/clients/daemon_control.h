@@ -24,6 +24,9 @@ class DaemonControl {
   virtual void connections_changed() = 0;
   // The last `cuslice run` that ensured `tenant` ended: the tenant goes, if `run` added it.
   virtual void lease_ended(const std::string& tenant) = 0;
+  // A process of tenant `tenant` is a client of an MPS server the application started itself
+  // (it said so, and the scheduler did not send it to its own).
+  virtual void foreign_mps(uint32_t tenant) = 0;
 
  protected:
   ~DaemonControl() = default;

@@ -50,7 +50,12 @@ Admission Registrar::admit(const Peer& peer, const wire::RegisterRequest& reques
     out.message = problem;
     return out;
   }
+  const bool mps = joins_mps(tenant, peer);
   out.slot_generation = fill_slot(slots.first, tenant, peer, req);
+  if (mps) {
+    processes_.set_mps(slots.first);
+    out.flags |= wire::RegisterReply::kJoinMps;
+  }
   if (join.plugin) tenants_.plugin_tenants().joined(name, identity.cgroup);
   out.status = wire::RegisterStatus::kOk;
   out.slot = slots.first;
@@ -132,6 +137,19 @@ uint64_t Registrar::fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, 
   ps.state.store(shm::ProcessSlot::kActive, std::memory_order_release);
   processes_.add({slot, tenant, peer.pid, peer.uid, start_time, {}});
   return generation;
+}
+
+bool Registrar::joins_mps(uint32_t tenant, const Peer& peer) const {
+  if (!tenants_.joins_mps(tenant) ||
+      segment_->spatial.mps_state.load(std::memory_order_acquire) != shm::SpatialState::kMpsRunning)
+    return false;
+  for (const ProcessRecord& p : processes_.all()) {
+    if (!p.mps || p.uid == peer.uid) continue;
+    spdlog::warn("pid {} (uid {}) of tenant {} runs beside the MPS server, not in it: the server serves uid {}",
+                 peer.pid, peer.uid, segment_->tenants[tenant].name, p.uid);
+    return false;
+  }
+  return true;
 }
 
 bool Registrar::release(uint32_t slot) {

@@ -38,6 +38,7 @@ struct Admission {
   std::string shm_name;  // the segment's
   int region_fd = -1;    // the tenant's region, for the reply
   int segment_fd = -1;   // the segment, read-only, for the reply
+  uint32_t flags = 0;    // wire::RegisterReply::kJoinMps
 };
 
 class Registrar {
@@ -78,6 +79,11 @@ class Registrar {
   // Writes the newcomer's records into `slot` of entry `tenant`; returns the slot's new
   // generation.
   uint64_t fill_slot(uint32_t slot, uint32_t tenant, const Peer& peer, const wire::RegisterRequest& request);
+  // Whether the newcomer connects to the scheduler's MPS server: its tenant runs side by side
+  // on all its GPUs, the server runs, and it serves the newcomer's user (MPS serves one user
+  // at a time: a process of another user would wait inside cuInit until every client of the
+  // first has gone).
+  bool joins_mps(uint32_t tenant, const Peer& peer) const;
 
   SharedSegment& segment_;
   TenantRegions& regions_;

@@ -66,6 +66,7 @@ Daemon::Daemon(DaemonOptions options)
       regions_(segment_->generation),
       tenants_({options_.config_path, options_.ephemeral},
                load_tenant_config({options_.config_path, options_.ephemeral}), segment_, regions_, processes_),
+      mps_(segment_, tenants_.config().scheduler.spatial, options_.socket_path),
       scheduler_(segment_, regions_, processes_, tenants_),
       ledger_(segment_, regions_, processes_, tenants_, scheduler_.policies()),
       preemptor_({options_.cuda_library, options_.meminfo_path, options_.control_socket_path + ".suspended.json"}, segment_,
@@ -137,6 +138,9 @@ void Daemon::start_components() {
   preemptor_.read_journal();  // before the configuration: a journal to adopt needs the checkpoint API
   apply_tenants();
   preemptor_.adopt_journal();
+  // Before the sockets listen: the first spatial tenant's process finds the server there.
+  mps_.start();
+  watch_mps();
   segment_->share_window_ns = static_cast<uint64_t>(TokenScheduler::kShareWindow.count());
   segment_->daemon_pid = getpid();
   segment_->flags = options_.ephemeral ? shm::Segment::kEphemeral : 0;
@@ -207,6 +211,20 @@ void Daemon::tenants_changed() {
 }
 
 void Daemon::tenant_released() { scheduler_.reconfigure(); }
+
+void Daemon::watch_mps() {
+  if (mps_.fd() == mps_fd_) return;
+  mps_fd_ = mps_.fd();
+  if (mps_fd_ >= 0) watch(mps_fd_);
+}
+
+void Daemon::foreign_mps(uint32_t tenant) {
+  if (!tenants_.mark_foreign_mps(tenant)) return;
+  // Clients of one MPS server time-sliced against each other wait a quantum at a time.
+  spdlog::info("tenant {} runs in an MPS server of its own: it runs side by side with the spatial group of its GPUs",
+               segment_->tenants[tenant].name);
+  tenants_changed();
+}
 
 void Daemon::lease_ended(const std::string& tenant) {
   if (!tenants_.forget_added(tenant)) return;

@@ -46,6 +46,7 @@
 #include "scheduler/segment/process_table.h"
 #include "scheduler/segment/shared_segment.h"
 #include "scheduler/segment/tenant_regions.h"
+#include "scheduler/spatial/mps_control.h"
 #include "scheduler/tenants/config_watch.h"
 #include "scheduler/tenants/tenant_table.h"
 #include "scheduler/usage/usage_check.h"
@@ -100,6 +101,7 @@ class Daemon final : private DaemonControl {
   void tenant_released() override;
   void connections_changed() override;  // the idle timer
   void lease_ended(const std::string& tenant) override;
+  void foreign_mps(uint32_t tenant) override;
 
   // The tenant table written into the segment, and what follows: new entries' usage from
   // zero, the policies and preemption reconfigured.
@@ -123,6 +125,8 @@ class Daemon final : private DaemonControl {
   bool on_idle_timer();
   void on_config_watch();
   bool on_signals();
+  // The MPS control daemon's pidfd watched, whenever it was started (again).
+  void watch_mps();
   // The scheduling step: GPU time charged, the token policies, preemption; the timer armed.
   void step_now();
 
@@ -134,6 +138,8 @@ class Daemon final : private DaemonControl {
   TenantRegions regions_;
   ProcessTable processes_;
   TenantTable tenants_;
+  MpsControl mps_;  // the spatial GPUs' MPS control daemon (read at start; not reloaded)
+  int mps_fd_ = -1;  // its pidfd as watched
   TokenScheduler scheduler_;
   UsageLedger ledger_;
   Preemptor preemptor_;

@@ -45,6 +45,8 @@ bool Daemon::dispatch(int fd) {
     drain_timer(stats_fd_);
     publish();
     clients_.tick();
+    mps_.tick(Nanos{now_ns()});
+    watch_mps();
   } else if (fd == usage_fd_) {
     usage_check_.on_reading();
   } else if (fd == watchdog_fd_) {
@@ -57,6 +59,10 @@ bool Daemon::dispatch(int fd) {
   } else if (fd == suspender_fd_) {
     preemptor_.on_suspender_outcomes();
     step();
+  } else if (fd >= 0 && fd == mps_fd_) {
+    // epoll forgets the pidfd when it is closed; the next start watches the new one.
+    mps_.on_exit();
+    mps_fd_ = -1;
   } else if (fd == signal_fd_) {
     return on_signals();
   } else {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "protocol/futex.h"
+#include "scheduler/scheduling/spatial_group.h"
 
 namespace cuslice {
 
@@ -26,12 +27,23 @@ PolicyParams policy_params(const Config& config) {
 TokenScheduler::TokenScheduler(SharedSegment& segment, TenantRegions& regions, const ProcessTable& processes,
                                const TenantTable& tenants)
     : segment_(segment), regions_(regions), processes_(processes), tenants_(tenants) {
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_.emplace_back(policy_params(tenants_.config()), tenants_.params(g));
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    policies_.emplace_back(policy_params(tenants_.config()), policy_tenants(tenants_.params(g)));
+    members_[g] = group_members(tenants_.params(g));
+  }
 }
 
 void TokenScheduler::reconfigure() {
   const PolicyParams params = policy_params(tenants_.config());
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) policies_[g].reconfigure(params, tenants_.params(g));
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    policies_[g].reconfigure(params, policy_tenants(tenants_.params(g)));
+    members_[g] = group_members(tenants_.params(g));
+  }
+}
+
+const char* TokenScheduler::name(uint32_t entry) const {
+  if (entry == kGroupEntry) return "the spatial group";
+  return entry < shm::kMaxTenants ? segment_->tenants[entry].name : "(none)";
 }
 
 void TokenScheduler::reset_tenant(uint32_t t, Nanos now) {
@@ -85,23 +97,28 @@ Nanos TokenScheduler::step(Nanos now, uint64_t suspended) {
     if (gs.waiting_tenants.load(std::memory_order_relaxed) != waiting[g])
       gs.waiting_tenants.store(waiting[g], std::memory_order_seq_cst);
     TokenPolicy& policy = policies_[g];
+    fold_group_activity(activity_[g], members_[g]);
     // A waiting tenant that outranks the holder (or the tenant draining) takes the token now,
     // without waiting for the drain (token_policy.h, rule 6).
     const uint32_t taker = outranking_waiter(g, waiting[g]);
     if (taker != kNoHolder) {
-      spdlog::debug("gpu {}: {} preempts {}", g, segment_->tenants[taker].name,
-                    policy.holder() != kNoHolder ? segment_->tenants[policy.holder()].name : "a draining tenant");
+      spdlog::debug("gpu {}: {} preempts {}", g, name(taker),
+                    policy.holder() != kNoHolder ? name(policy.holder()) : "a draining tenant");
       policy.adopt(taker, now);
     }
     const TokenPolicy::Decision d = policy.step(now, activity_[g]);
-    if (gs.holder.load(std::memory_order_relaxed) != d.holder) {
-      gs.holder.store(d.holder, std::memory_order_release);
+    // The group's members all hold the token while the group does (shm::kSpatialGroup).
+    const uint32_t published = d.holder == kGroupEntry ? shm::kSpatialGroup : d.holder;
+    if (gs.holder.load(std::memory_order_relaxed) != published) {
+      gs.holder.store(published, std::memory_order_release);
       gs.grant_seq.fetch_add(1, std::memory_order_release);
       gs.handoffs.fetch_add(1, std::memory_order_relaxed);
-      if (d.holder != kNoHolder)
+      if (d.holder < shm::kMaxTenants)
         segment_->tenants[d.holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
+      for (uint64_t m = d.holder == kGroupEntry ? members_[g] : 0; m != 0; m &= m - 1)
+        segment_->tenants[__builtin_ctzll(m)].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
       futex_wake_all(&gs.grant_seq);
-      spdlog::debug("gpu {}: token -> {}", g, d.holder == kNoHolder ? "(none)" : segment_->tenants[d.holder].name);
+      spdlog::debug("gpu {}: token -> {}", g, name(d.holder));
     }
     wake = std::min(wake, d.wake_at);
     if (d.holder != held_[g].tenant) held_[g] = {d.holder, now, now};
@@ -111,7 +128,7 @@ Nanos TokenScheduler::step(Nanos now, uint64_t suspended) {
 }
 
 void TokenScheduler::log_long_hold(uint32_t g, uint32_t holder, uint64_t waiting, Nanos now) {
-  if (holder == kNoHolder || (waiting & ~(uint64_t{1} << holder)) == 0 ||
+  if (holder >= shm::kMaxTenants || (waiting & ~(uint64_t{1} << holder)) == 0 ||
       now - held_[g].since < std::chrono::milliseconds(200) || now - held_[g].logged < std::chrono::milliseconds(200))
     return;
   held_[g].logged = now;
@@ -130,10 +147,14 @@ uint32_t TokenScheduler::outranking_waiter(uint32_t g, uint64_t waiting) const {
   const std::vector<TenantParams>& params = tenants_.params(g);
   // Nobody has work on the GPU: the policy's own choice among the waiting tenants stands.
   const uint32_t owner = policy.holder() != kNoHolder ? policy.holder() : policy.draining();
-  if (owner >= params.size() || !params[owner].present) return kNoHolder;
+  // A member's priority within its group counts as the group's: the group is one tenant here.
+  const auto priority_of = [&](uint32_t entry) { return entry == kGroupEntry ? group_priority(g) : params[entry].priority; };
+  const auto present = [&](uint32_t entry) { return entry == kGroupEntry ? members_[g] != 0 : params[entry].present; };
+  if (owner > kGroupEntry || (owner < kGroupEntry && owner >= params.size()) || !present(owner)) return kNoHolder;
   uint32_t best = kNoHolder;
-  int floor = params[owner].priority;
-  for (uint64_t rest = waiting & ~(uint64_t{1} << owner); rest != 0; rest &= rest - 1) {
+  int floor = priority_of(owner);
+  const uint64_t others = owner == kGroupEntry ? waiting & ~members_[g] : waiting & ~(uint64_t{1} << owner);
+  for (uint64_t rest = others & ~members_[g]; rest != 0; rest &= rest - 1) {
     const uint32_t t = static_cast<uint32_t>(__builtin_ctzll(rest));
     if (t >= params.size() || !params[t].present || policy.capped(t)) continue;
     if (params[t].priority > floor) {
@@ -141,7 +162,15 @@ uint32_t TokenScheduler::outranking_waiter(uint32_t g, uint64_t waiting) const {
       floor = params[t].priority;
     }
   }
+  if ((others & members_[g]) != 0 && owner != kGroupEntry && !policy.capped(kGroupEntry) && group_priority(g) > floor)
+    best = kGroupEntry;
   return best;
+}
+
+int TokenScheduler::group_priority(uint32_t g) const {
+  int top = 0;
+  for (uint64_t m = members_[g]; m != 0; m &= m - 1) top = std::max(top, tenants_.params(g)[__builtin_ctzll(m)].priority);
+  return top;
 }
 
 void TokenScheduler::publish_shares(Nanos now) {

@@ -4,6 +4,7 @@
 // gets the token in the same step (shm_protocol.h, "Priority takeover").
 //
 // Owns the token policies (one per GPU), the achieved-share windows and the step's scratch.
+// A GPU's spatial group takes one place among its tenants (spatial_group.h).
 // Reads the tenant table and the registered processes; never touches the sockets, the
 // configuration file or memory preemption (the daemon says which tenants are suspended).
 #pragma once
@@ -53,6 +54,10 @@ class TokenScheduler {
   // Among the tenants in `waiting`, the one of highest priority that outranks whoever has
   // work on GPU g and is not capped, or kNoHolder (shm_protocol.h, "Priority takeover").
   uint32_t outranking_waiter(uint32_t g, uint64_t waiting) const;
+  // The highest priority among GPU g's spatial group.
+  int group_priority(uint32_t g) const;
+  // A policy entry's name for the log: a tenant's, or the spatial group's.
+  const char* name(uint32_t entry) const;
   // Fills activity_ and the waiting masks from the processes' records.
   void read_demand(std::array<uint64_t, shm::kMaxGpus>& waiting);
   // The debug log of a holder that others have waited behind for long.
@@ -63,6 +68,9 @@ class TokenScheduler {
   const ProcessTable& processes_;
   const TenantTable& tenants_;
   std::vector<TokenPolicy> policies_;
+  // Per GPU, bit t: tenant entry t runs in the GPU's spatial group (spatial_group.h), whose
+  // policy entry is kGroupEntry.
+  std::array<uint64_t, shm::kMaxGpus> members_{};
   std::array<std::array<ShareWindow, shm::kMaxGpus>, shm::kMaxTenants> share_windows_{};
   // Who holds each GPU's token since when (for the debug log of long holds).
   struct Held {
@@ -73,7 +81,7 @@ class TokenScheduler {
   // The step's demand per GPU and tenant, kept between steps so that a step (run at every
   // kick) allocates nothing.
   std::vector<std::vector<TenantActivity>> activity_ =
-      std::vector<std::vector<TenantActivity>>(shm::kMaxGpus, std::vector<TenantActivity>(shm::kMaxTenants));
+      std::vector<std::vector<TenantActivity>>(shm::kMaxGpus, std::vector<TenantActivity>(shm::kMaxTenants + 1));
 };
 
 }  // namespace cuslice

@@ -48,7 +48,8 @@ void UsageLedger::charge_gpu_time(Nanos now) {
       uint64_t& seen = seen_[t][g].gpu_time_ns;
       const uint64_t delta = advance(seen, region->gpu[g].gpu_time_ns.load(std::memory_order_relaxed), bound);
       if (delta == 0) continue;
-      policies_[g].charge(t, Nanos(static_cast<int64_t>(delta)), now);
+      // A spatial group is charged the time it holds the token (spatial_group.h).
+      if (!tenants_.params(g)[t].spatial) policies_[g].charge(t, Nanos(static_cast<int64_t>(delta)), now);
       segment_->tenants[t].gpu[g].gpu_time_ns.store(seen, std::memory_order_relaxed);
     }
   }

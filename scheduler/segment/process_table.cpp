@@ -37,6 +37,10 @@ void ProcessTable::add_checkpoint_claims(uint32_t slot, uint32_t flags) {
     records_[static_cast<size_t>(position_[slot])].checkpoint_claims |= flags;
 }
 
+void ProcessTable::set_mps(uint32_t slot) {
+  if (slot < shm::kMaxProcesses && position_[slot] >= 0) records_[static_cast<size_t>(position_[slot])].mps = true;
+}
+
 const ProcessRecord* ProcessTable::at(uint32_t slot) const {
   return slot < shm::kMaxProcesses && position_[slot] >= 0 ? &records_[static_cast<size_t>(position_[slot])] : nullptr;
 }

@@ -27,6 +27,8 @@ struct ProcessRecord {
   // shm::kUses*: what the process said, on its own connection (wire::BlockerClaim), it uses
   // that the driver's checkpoint cannot move. Only ever grows while the process lives.
   uint32_t checkpoint_claims = 0;
+  // Told to connect to the scheduler's MPS server (wire::RegisterReply::kJoinMps).
+  bool mps = false;
 };
 
 class ProcessTable {
@@ -39,6 +41,7 @@ class ProcessTable {
   void remove(uint32_t slot);
   void set_workload(uint32_t slot, const Workload& workload);
   void add_checkpoint_claims(uint32_t slot, uint32_t flags);
+  void set_mps(uint32_t slot);
 
   // Every registered process, in no particular order. Invalidated by add() and remove().
   const std::vector<ProcessRecord>& all() const { return records_; }

@@ -10,6 +10,9 @@ struct TenantParams {
   int priority = 1;      // higher wins; 0 low, 1 normal, 2 high
   double share = 1.0;    // fraction of the GPU under contention, (0, 1]
   double limit = 1.0;    // cap as a fraction of the GPU, (0, 1]; 1 means none
+  // In the GPU's spatial group: it holds the token together with the group's other tenants
+  // (docs/design/spatial.md), and its own share, limit and priority count only in the group's.
+  bool spatial = false;
 };
 
 }  // namespace cuslice

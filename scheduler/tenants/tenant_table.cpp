@@ -133,13 +133,49 @@ void TenantTable::write_entry(uint32_t index, const TenantConfig& tc, const Conf
   for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
     // 0 where the tenant may not use the GPU: `cuslice status` shows it on its GPUs only.
     t.gpu[g].share_ppm.store(tc.on_gpu(g) ? percent_to_ppm(shares[g][i]) : 0, std::memory_order_relaxed);
-    params_[g][index] = {true, static_cast<int>(tc.priority), shares[g][i] / 100.0, tc.limit_percent / 100.0};
+    params_[g][index] = {true, static_cast<int>(tc.priority), shares[g][i] / 100.0, tc.limit_percent / 100.0,
+                         config.spatial_member(tc, g)};
   }
+  write_spatial(index, tc, config, quota);
   t.state.store(shm::Tenant::kActive, std::memory_order_release);
+}
+
+void TenantTable::write_spatial(uint32_t index, const TenantConfig& tc, const Config& config, const MemoryQuota& quota) {
+  shm::TenantSpatial& sp = segment_->spatial.tenants[index];
+  uint32_t group = 0;
+  int top = -1;  // the highest priority among the spatial tenants of its GPUs
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    if (!config.spatial_member(tc, g)) continue;
+    group |= 1u << g;
+    for (const TenantConfig& other : config.tenants)
+      if (config.spatial_member(other, g)) top = std::max(top, static_cast<int>(other.priority));
+  }
+  joins_mps_[index] = group != 0;
+  // A tenant whose processes brought their own MPS server runs with the group on its GPUs:
+  // time-slicing clients of one server against each other stalls them (a quantum each).
+  if (foreign_mps_[index])
+    for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
+      if (tc.on_gpu(g)) {
+        group |= 1u << g;
+        params_[g][index].spatial = true;
+      }
+  sp.group_gpus.store(group, std::memory_order_relaxed);
+  sp.sm_percent.store(tc.sm_percent.value_or(100), std::memory_order_relaxed);
+  // MPS has two client priorities: the top tenants of the group at normal, the rest below.
+  sp.client_priority.store(group != 0 && static_cast<int>(tc.priority) < top ? 1 : 0, std::memory_order_relaxed);
+  // A second line behind the hook's quota, for what reaches the driver past it: the quota and
+  // the room a context takes beyond its allocations.
+  const uint64_t limit = quota.bytes == shm::kUnlimited || quota.bytes == 0
+                             ? 0
+                             : (quota.bytes + config.scheduler.preemption.room_margin + (1u << 20) - 1) >> 20;
+  sp.memory_limit_mib.store(static_cast<uint32_t>(std::min<uint64_t>(limit, UINT32_MAX)), std::memory_order_relaxed);
 }
 
 void TenantTable::free_entry(uint32_t index) {
   segment_->tenants[index].state.store(shm::Tenant::kFree, std::memory_order_release);
+  segment_->spatial.tenants[index].group_gpus.store(0, std::memory_order_relaxed);
+  foreign_mps_[index] = false;
+  joins_mps_[index] = false;
   for (std::vector<TenantParams>& per_gpu : params_) per_gpu[index] = {};
   regions_.drop(index);
 }
@@ -196,6 +232,16 @@ void TenantTable::write_move_policy(uint32_t t, shm::ProcessSlot& slot) const {
   slot.host_pool_mib.store(fast ? mib(tc->host_pool) : 0, std::memory_order_relaxed);
   slot.host_reserve_mib.store(mib(p.host_reserve), std::memory_order_relaxed);
   slot.move_policy.store(fast ? shm::ProcessSlot::kFastAllowed : 0, std::memory_order_release);
+}
+
+}  // namespace cuslice
+
+namespace cuslice {
+
+bool TenantTable::mark_foreign_mps(uint32_t t) {
+  if (!present(t) || foreign_mps_[t]) return false;
+  foreign_mps_[t] = true;
+  return true;
 }
 
 }  // namespace cuslice

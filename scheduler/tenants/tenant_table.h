@@ -19,6 +19,7 @@
 #include "scheduler/segment/process_table.h"
 #include "scheduler/segment/shared_segment.h"
 #include "scheduler/segment/tenant_regions.h"
+#include "scheduler/tenants/memory_quota.h"
 #include "scheduler/tenants/plugin_tenants.h"
 #include "scheduler/tenants/tenant_params.h"
 
@@ -58,6 +59,13 @@ class TenantTable {
   // Without a file: takes `name`, which `cuslice run` added, out of the configuration (apply()
   // then retires it while processes of it still run). False when there was nothing to take.
   bool forget_added(const std::string& name);
+  // A process of tenant t is a client of an MPS server that is not the scheduler's: the tenant
+  // joins the spatial group of each of its GPUs until it is removed. True when that is new
+  // (apply() then, and the policies reconfigured).
+  bool mark_foreign_mps(uint32_t t);
+  // Whether tenant t's new processes connect to the scheduler's MPS server: the
+  // configuration puts it in the spatial group of every GPU it may use.
+  bool joins_mps(uint32_t t) const { return t < shm::kMaxTenants && present(t) && joins_mps_[t]; }
 
   const TenantSource& source() const { return source_; }
   const Config& config() const { return config_; }
@@ -88,11 +96,16 @@ class TenantTable {
   void write_entry(uint32_t index, const TenantConfig& tc, const Config& config,
                    const std::array<std::vector<double>, shm::kMaxGpus>& shares, size_t i);
   void free_entry(uint32_t index);
+  // Entry `index`'s record of tenants side by side (shm::TenantSpatial).
+  void write_spatial(uint32_t index, const TenantConfig& tc, const Config& config, const MemoryQuota& quota);
 
   TenantSource source_;
   Config config_;
   PluginTenants plugin_tenants_;  // the device plugin's, applied beside config_
   std::array<std::vector<TenantParams>, shm::kMaxGpus> params_;
+  // Per entry: one of its processes is a client of an MPS server the application started.
+  std::array<bool, shm::kMaxTenants> foreign_mps_{};
+  std::array<bool, shm::kMaxTenants> joins_mps_{};
   SharedSegment& segment_;
   TenantRegions& regions_;
   const ProcessTable& processes_;

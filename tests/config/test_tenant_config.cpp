@@ -117,9 +117,9 @@ TEST_F(TenantConfigTest, UnknownKeyInTenantAndCompute) {
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_EQ(r.errors[0].to_string(),
             path_ + ":3:5: unknown key `memroy` (expected one of: name, priority, memory, compute, "
-                    "match, allow_env, on_violation, preemptible, gpus, host_pool)");
+                    "match, allow_env, on_violation, preemptible, gpus, host_pool, spatial)");
   EXPECT_EQ(r.errors[1].to_string(),
-            path_ + ":4:15: unknown key `shar` (expected one of: share, limit)");
+            path_ + ":4:15: unknown key `shar` (expected one of: share, limit, sm)");
 }
 
 TEST_F(TenantConfigTest, BadMemoryUnit) {
