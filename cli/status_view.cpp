@@ -134,10 +134,11 @@ void preemption_rows(std::string& out, const SegmentSnapshot& s, const DaemonVie
 void gpu_rows(std::string& out, const SegmentSnapshot& s, size_t k) {
   constexpr const char* kGpuRow = "  {:<16} {:>21} {:>9} {:>9} {:>9} {:>8} {:>5} {}";
   const GpuSnapshot& g = s.gpus[k];
-  const std::string holder = tenant_name(s, g.holder);
+  const std::string holder = g.group_holds ? "spatial group" : tenant_name(s, g.holder);
   add_line(out, "");
-  add_line(out, fmt::format("GPU {}{}{}  token: {}  handoffs: {}", g.index, g.uuid ? "  " + *g.uuid : "",
-                            g.memory_total ? "  " + format_bytes(g.memory_total) : "", holder.empty() ? "-" : holder,
+  add_line(out, fmt::format("GPU {}{}{}  {}token: {}  handoffs: {}", g.index, g.uuid ? "  " + *g.uuid : "",
+                            g.memory_total ? "  " + format_bytes(g.memory_total) : "",
+                            g.spatial ? "spatial (MPS " + s.mps + ")  " : "", holder.empty() ? "-" : holder,
                             g.handoffs));
   add_line(out, fmt::format(kGpuRow, "TENANT", "MEMORY USED / QUOTA", "SHARE", "ACHIEVED", "GPU TIME", "WAITED", "OOM",
                             "GRANTS"));
@@ -145,7 +146,8 @@ void gpu_rows(std::string& out, const SegmentSnapshot& s, size_t k) {
   for (const TenantSnapshot& t : s.tenants) {
     const TenantGpuSnapshot& use = t.gpus[k];
     if (!use.shown()) continue;
-    add_line(out, fmt::format(kGpuRow, (use.holds_token ? "* " : "  ") + t.name,
+    const std::string side = use.spatial ? fmt::format(" [sm {}%]", t.sm_percent) : "";
+    add_line(out, fmt::format(kGpuRow, (use.holds_token ? "* " : "  ") + t.name + side,
                               format_bytes(use.memory_used) + " / " + quota_text(t, use), percent(use.share_ppm),
                               percent(use.achieved_share_ppm),
                               format_seconds(static_cast<double>(use.gpu_time_ns) / kNanosPerSecond),
@@ -213,15 +215,18 @@ json gpu_json(const SegmentSnapshot& s, size_t k) {
         {"over_quota_bytes", use.over_quota_bytes},
         {"watchdog_kills", use.watchdog_kills},
         {"preemption_moved_bytes", use.bytes_moved},
+        {"spatial", use.spatial},
+        {"sm_fraction", use.spatial ? json(t.sm_percent / 100.0) : json(nullptr)},
     });
   }
-  const std::string holder = tenant_name(s, g.holder);
+  const std::string holder = g.group_holds ? "spatial group" : tenant_name(s, g.holder);
   return {
       {"index", g.index},
       {"uuid", or_null(g.uuid)},
       {"memory_total_bytes", g.memory_total != 0 ? json(g.memory_total) : json(nullptr)},
       {"token_holder", holder.empty() ? json(nullptr) : json(holder)},
       {"token_handoffs", g.handoffs},
+      {"mode", g.spatial ? "spatial" : "time-sliced"},
       {"unhooked_processes", g.unhooked_processes},
       {"unhooked_memory_bytes", g.unhooked_bytes},
       {"tenants", std::move(rows)},
@@ -247,6 +252,7 @@ json status_json(const SegmentSnapshot& s, const DaemonView& d) {
        s.lower_timeslice_us != 0 ? json(static_cast<double>(s.lower_timeslice_us) / 1e6) : json(nullptr)},
       {"share_window_seconds",
        s.share_window_ns != 0 ? json(static_cast<double>(s.share_window_ns) / kNanosPerSecond) : json(nullptr)},
+      {"mps", {{"state", s.mps}, {"starts", s.mps_starts}}},
   };
 
   json tenants = json::array();

@@ -72,6 +72,7 @@ GpuSnapshot gpu_snapshot(const shm::GpuState& gs, uint32_t g) {
   if (uuid[0] != 0 || uuid[1] != 0) gpu.uuid = format_gpu_uuid(uuid);
   const uint32_t holder = gs.holder.load(std::memory_order_acquire);
   if (holder < shm::kMaxTenants) gpu.holder = holder;
+  gpu.group_holds = holder == shm::kSpatialGroup;
   gpu.handoffs = gs.handoffs.load(kRelaxed);
   gpu.unhooked_processes = gs.unhooked_processes.load(kRelaxed);
   gpu.unhooked_bytes = gs.unhooked_bytes.load(kRelaxed);
@@ -146,6 +147,18 @@ TenantSnapshot tenant_snapshot(const shm::Tenant& t, uint32_t i, uint32_t state,
   return tenant;
 }
 
+// Where tenant entry i runs side by side (minor 5), and with how many SMs.
+void spatial_snapshot(TenantSnapshot& tenant, const shm::TenantSpatial& ts, const std::vector<GpuSnapshot>& gpus) {
+  const uint32_t sm = ts.sm_percent.load(kRelaxed);
+  tenant.sm_percent = sm >= 1 && sm <= 100 ? sm : 100;
+  const uint32_t group = ts.group_gpus.load(kRelaxed);
+  for (size_t k = 0; k < gpus.size(); ++k) {
+    TenantGpuSnapshot& use = tenant.gpus[k];
+    use.spatial = ((group >> gpus[k].index) & 1u) != 0;
+    if (use.spatial && gpus[k].group_holds) use.holds_token = true;
+  }
+}
+
 }  // namespace
 
 SegmentSnapshot take_snapshot(const shm::Segment& segment) {
@@ -161,13 +174,25 @@ SegmentSnapshot take_snapshot(const shm::Segment& segment) {
   s.daemon_pid = segment.daemon_pid;
   s.ephemeral = (segment.flags & shm::Segment::kEphemeral) != 0;
 
-  for (uint32_t g = 0; g < shm::kMaxGpus; ++g)
-    if (gpu_in_use(segment, g)) s.gpus.push_back(gpu_snapshot(segment.gpus[g], g));
+  const shm::SpatialState* spatial = shm::spatial_state(segment);
+  for (uint32_t g = 0; g < shm::kMaxGpus; ++g) {
+    if (!gpu_in_use(segment, g)) continue;
+    s.gpus.push_back(gpu_snapshot(segment.gpus[g], g));
+    s.gpus.back().spatial = spatial != nullptr && ((spatial->spatial_gpus.load(kRelaxed) >> g) & 1u) != 0;
+  }
+  if (spatial != nullptr) {
+    static constexpr const char* kStates[] = {"off", "running", "starting", "failed"};
+    const uint32_t state = spatial->mps_state.load(kRelaxed);
+    s.mps = state < 4 ? kStates[state] : "off";
+    s.mps_starts = spatial->mps_starts.load(kRelaxed);
+  }
 
   for (uint32_t i = 0; i < shm::kMaxTenants; ++i) {
     const shm::Tenant& t = segment.tenants[i];
     const uint32_t state = t.state.load(std::memory_order_acquire);
-    if (state != shm::Tenant::kFree) s.tenants.push_back(tenant_snapshot(t, i, state, s.gpus, s.abi_minor));
+    if (state == shm::Tenant::kFree) continue;
+    s.tenants.push_back(tenant_snapshot(t, i, state, s.gpus, s.abi_minor));
+    if (spatial != nullptr) spatial_snapshot(s.tenants.back(), spatial->tenants[i], s.gpus);
   }
 
   for (const shm::ProcessSlot& slot : segment.processes) {

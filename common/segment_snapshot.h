@@ -27,6 +27,8 @@ struct GpuSnapshot {
   uint64_t memory_total = 0;          // bytes; 0: no hook has reported it yet
   std::optional<std::string> uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" when known
   std::optional<uint32_t> holder;     // tenant index holding the token, if any
+  bool spatial = false;               // its tenants may run side by side (minor 5)
+  bool group_holds = false;           // its spatial group holds the token
   uint64_t handoffs = 0;
   uint32_t unhooked_processes = 0;  // GPU processes without the hook (usage watchdog)
   uint64_t unhooked_bytes = 0;      // what the driver says they hold
@@ -50,6 +52,8 @@ struct TenantGpuSnapshot {
   uint32_t share_ppm = 0;
   // The configuration lets the tenant use this GPU (always, from a daemon older than minor 3).
   bool allowed = true;
+  // It runs in the GPU's spatial group (minor 5).
+  bool spatial = false;
 
   // Whether `cuslice status` and the metrics show the tenant on this GPU: it may use it, or it
   // holds memory, time or the token there all the same.
@@ -77,6 +81,8 @@ struct TenantSnapshot {
   // The pinned host memory its processes are to prepare for the fast way (the tenant's
   // `host_pool` for each registered process that may move its memory), bytes.
   uint64_t host_pool_target = 0;
+  // Its processes' share of the SMs where it runs side by side (100: the whole card).
+  uint32_t sm_percent = 100;
 };
 
 // "running", "suspending", "suspended", "resuming", "failed".
@@ -92,6 +98,10 @@ struct SegmentSnapshot {
   uint32_t lower_timeslice_us = 0;  // 0: off, or a daemon older than minor 2
   pid_t daemon_pid = 0;
   bool ephemeral = false;
+  // The MPS control daemon of the spatial GPUs: "off" (none is spatial, or a daemon older than
+  // minor 5), "running", "starting", "failed"; times it was started.
+  std::string mps = "off";
+  uint32_t mps_starts = 0;
   std::vector<GpuSnapshot> gpus;        // only GPUs in use (see gpu_in_use), by index
   std::vector<TenantSnapshot> tenants;  // active and retired tenants, by index
 };

@@ -134,6 +134,9 @@ void tenant_gpu_families(Families& f) {
   f.per_tenant_gpu("cuslice_tenant_preemption_moved_bytes_total", kCounter,
                    "GPU memory the tenant's suspensions moved to host memory and its resumptions moved back.",
                    [](const TenantGpuSnapshot& u) { return static_cast<double>(u.bytes_moved); });
+  f.per_tenant_gpu("cuslice_tenant_spatial", kGauge,
+                   "1 where the tenant runs side by side with the GPU's other spatial tenants (MPS), else 0.",
+                   [](const TenantGpuSnapshot& u) { return u.spatial ? 1.0 : 0.0; });
 }
 
 void tenant_families(Families& f) {
@@ -143,6 +146,9 @@ void tenant_families(Families& f) {
                [](const TenantSnapshot& t) { return t.share_ppm / kPpm; });
   f.per_tenant("cuslice_tenant_limit_ratio", kGauge, "The tenant's cap on each GPU's time (1: uncapped).",
                [](const TenantSnapshot& t) { return t.limit_ppm / kPpm; });
+  f.per_tenant("cuslice_tenant_sm_ratio", kGauge,
+               "The share of a spatial GPU's SMs the tenant's kernels may use (MPS's active thread percentage).",
+               [](const TenantSnapshot& t) { return t.sm_percent / 100.0; });
   f.per_tenant("cuslice_tenant_suspended", kGauge,
                "1 while the tenant is suspended to host memory (or being suspended or resumed), 2 after a failed "
                "suspension or resumption, else 0.",
@@ -186,6 +192,8 @@ void preemption_families(Families& f, const TenantPreemptionFigures& figures) {
 void gpu_families(Families& f) {
   f.per_gpu("cuslice_gpu_token_handoffs_total", kCounter, "Times the GPU's token changed hands.",
             [](const GpuSnapshot& g) { return static_cast<double>(g.handoffs); });
+  f.per_gpu("cuslice_gpu_spatial", kGauge, "1 when the GPU's tenants run side by side through MPS, else 0.",
+            [](const GpuSnapshot& g) { return g.spatial ? 1.0 : 0.0; });
   f.per_gpu("cuslice_gpu_memory_total_bytes", kGauge, "The GPU's memory, as reported by the hooks.",
             [](const GpuSnapshot& g) -> std::optional<double> {
               if (g.memory_total == 0) return std::nullopt;
@@ -207,6 +215,13 @@ std::string render_metrics(const SegmentSnapshot& s, const TenantWorkloads& work
   tenant_families(families);
   preemption_families(families, preemption);
   gpu_families(families);
+  MetricFamily& mps = families.family("cuslice_mps_control_up", kGauge,
+                                      "1 while the MPS control daemon of the spatial GPUs runs, 0 while it is being "
+                                      "started or cannot be; absent without spatial GPUs.");
+  if (s.mps != "off") add_sample(mps, {}, s.mps == "running" ? 1.0 : 0.0);
+  MetricFamily& starts = families.family("cuslice_mps_control_starts_total", kCounter,
+                                         "Times the scheduler started the MPS control daemon.");
+  if (s.mps != "off") add_sample(starts, {}, static_cast<double>(s.mps_starts));
   return families.text();
 }
 

@@ -15,6 +15,10 @@
 //   check SEED       reads it back (cuMemcpyDtoH_v2): err 999 when it differs
 //   copy             one cuMemcpyHtoD_v2 of 4 KiB into the first allocation -> ok MS | err CODE MS
 //   launch           one kernel (the fake's spin_1000us), then cuCtxSynchronize -> ok MS | err CODE MS
+//   spin MS          spin_1000us kernels one after another for MS milliseconds, then a
+//                    cuCtxSynchronize                                  -> ok MS | err CODE MS
+//   mps              what the fake driver's MPS client connected with (after init)
+//                    -> ok MS CONNECTED THREAD_PERCENTAGE PRIORITY LIMIT0_BYTES PIPE_DIRECTORY
 //   exit             exits 0
 //
 // Run without libcuslice.so preloaded, it can also play a process that speaks to the scheduler
@@ -45,6 +49,7 @@
 
 #include "hook/link/client.h"
 #include "hook/link/client_state.h"
+#include "tests/fake_driver/fake_cuda_control.h"
 
 namespace {
 
@@ -194,7 +199,7 @@ int main() {
     } else if (command == "copy") {
       unsigned char block[kBlock] = {};
       answer(held.empty() ? CUDA_ERROR_INVALID_VALUE : cuMemcpyHtoD_v2(held[0], block, kBlock), started);
-    } else if (command == "launch") {
+    } else if (command == "launch" || command == "spin") {
       CUresult rc = CUDA_SUCCESS;
       if (kernel == nullptr) {
         CUmodule module = nullptr;
@@ -202,9 +207,20 @@ int main() {
         rc = cuModuleLoadData(&module, image);
         if (rc == CUDA_SUCCESS) rc = cuModuleGetFunction(&kernel, module, "spin_1000us");
       }
-      if (rc == CUDA_SUCCESS) rc = cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
-      if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
+      const double until = started + (command == "spin" ? static_cast<double>(bytes) : 0.0);
+      do {
+        if (rc == CUDA_SUCCESS) rc = cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+        // Queued work stays short, as an application's does between its synchronisations.
+        if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
+      } while (rc == CUDA_SUCCESS && now_ms() < until);
       answer(rc, started);
+    } else if (command == "mps") {
+      fake_cuda_mps_client_info info{};
+      const int connected = fake_cuda_mps_client(&info);
+      answer(CUDA_SUCCESS, started,
+             " " + std::to_string(connected) + " " + std::to_string(info.active_thread_percentage) + " " +
+                 std::to_string(info.client_priority) + " " + std::to_string(info.pinned_limit[0]) + " " +
+                 (info.pipe_directory[0] != '\0' ? std::string(info.pipe_directory) : std::string("-")));
     } else if (command == "ask") {
       timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
