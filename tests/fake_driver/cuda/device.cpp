@@ -31,6 +31,10 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
     std::fprintf(stderr, "fake libcuda: %s\n", s->timeline.error().c_str());
     return s->timeline_status;
   }
+  // An MPS client (CUDA_MPS_PIPE_DIRECTORY) connects to its control daemon first.
+  if (!s->initialized) {
+    if (CUresult rc = mps_connect(*s)) return rc;
+  }
   s->initialized = true;
   return CUDA_SUCCESS;
 }
@@ -84,6 +88,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, 
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x19 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: *value = s->mps.connected ? 1 : 0; break;
     // What the fake implements, so that callers probing for it take those paths.
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:

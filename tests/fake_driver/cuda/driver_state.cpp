@@ -69,6 +69,7 @@ void DriverState::build() {
 void DriverState::reset() {
   ledger.detach();  // what this process held goes with the state, before the table is unmapped
   initialized = false;
+  mps.disconnect();
   ++generation;
   for (auto& primary : primary_contexts) primary.reset();
   created_contexts.clear();

@@ -2,7 +2,8 @@
 // validated, then "run" by run_kernel(), which places the kernel on its device's timeline and
 // returns at once, as a launch on a GPU does. Kernels touch no device memory's bytes; under
 // FAKE_CUDA_FAULT_ON_UNMAPPED a launch while VMM memory is unmapped faults instead
-// (CUDA_ERROR_ILLEGAL_ADDRESS, context poisoned: DriverState::fault).
+// (CUDA_ERROR_ILLEGAL_ADDRESS, context poisoned: DriverState::fault), and in an MPS client a
+// kernel named mps_fault* faults and ends the client's server (mps_client.h).
 //
 // How long a kernel takes comes from its name: "spin_<N>us" occupies the device for N
 // microseconds; any other name for FAKE_CUDA_KERNEL_US (default 0).
@@ -73,6 +74,7 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
   StreamQueue queue;
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
+  if (CUresult rc = mps_check(s->mps)) return rc;  // its MPS server has ended
   // A kernel launched into a capturing stream becomes a node of the graph; cuGraphLaunch runs it.
   if (stream_state != nullptr && stream_state->capture != nullptr) {
     add_kernel_node(stream_state->capture, function->duration_ns);
@@ -84,6 +86,8 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
     s->fault(queue.context(), "kernel launch");
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
+  // An MPS client's mps_fault* kernel: a fatal fault that ends its server (mps_client.h).
+  if (mps_fault(*s, queue.context(), function->name)) return CUDA_ERROR_ILLEGAL_ADDRESS;
   return run_kernel(*s, queue, function);
 }
 
