@@ -74,7 +74,6 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
   StreamQueue queue;
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
-  if (CUresult rc = mps_check(s->mps)) return rc;  // its MPS server has ended
   // A kernel launched into a capturing stream becomes a node of the graph; cuGraphLaunch runs it.
   if (stream_state != nullptr && stream_state->capture != nullptr) {
     add_kernel_node(stream_state->capture, function->duration_ns);
@@ -86,8 +85,8 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
     s->fault(queue.context(), "kernel launch");
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
-  // An MPS client's mps_fault* kernel: a fatal fault that ends its server (mps_client.h).
-  if (mps_fault(*s, queue.context(), function->name)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  // An MPS client whose server ended, or its mps_fault* kernel that ends it (mps_client.h).
+  if (CUresult rc = mps_launch(*s, queue.context(), function->name)) return rc;
   return run_kernel(*s, queue, function);
 }
 

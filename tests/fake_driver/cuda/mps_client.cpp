@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -38,14 +39,13 @@ bool parse_bytes(const std::string& text, std::uint64_t* bytes) {
   errno = 0;
   const unsigned long long number = std::strtoull(text.c_str(), &end, 10);
   if (errno != 0) return false;
+  static constexpr char kUnits[] = "KMGT";  // powers of 1024, either case
   int shift = 0;
-  switch (*end) {
-    case '\0': break;
-    case 'K': case 'k': shift = 10; ++end; break;
-    case 'M': case 'm': shift = 20; ++end; break;
-    case 'G': case 'g': shift = 30; ++end; break;
-    case 'T': case 't': shift = 40; ++end; break;
-    default: return false;
+  if (*end != '\0') {
+    const char* unit = std::strchr(kUnits, std::toupper(static_cast<unsigned char>(*end)));
+    if (unit == nullptr) return false;
+    shift = 10 * static_cast<int>(unit - kUnits + 1);
+    ++end;
   }
   if (*end != '\0' || number > (~0ull >> shift)) return false;
   *bytes = number << shift;
@@ -155,8 +155,9 @@ CUresult mps_connect(DriverState& state) {
   return CUDA_SUCCESS;
 }
 
-bool mps_fault(DriverState& state, CUctx_st* ctx, const std::string& name) {
-  if (!state.mps.connected || name.rfind("mps_fault", 0) != 0) return false;
+CUresult mps_launch(DriverState& state, CUctx_st* ctx, const std::string& name) {
+  if (CUresult rc = mps_check(state.mps)) return rc;
+  if (!state.mps.connected || name.rfind("mps_fault", 0) != 0) return CUDA_SUCCESS;
   if (!ctx->faulted) ++state.faults;
   ctx->faulted = true;
   std::fprintf(stderr,
@@ -167,13 +168,13 @@ bool mps_fault(DriverState& state, CUctx_st* ctx, const std::string& name) {
   // Told on a connection of its own, and answered before the launch returns: once it has, every
   // other client of the server sees the new generation.
   const int fd = fake_mps::connect_control(state.mps.directory, kExchangeTimeoutMs);
-  if (fd < 0) return true;  // the daemon is gone: no other client is left to tell
+  if (fd < 0) return CUDA_ERROR_ILLEGAL_ADDRESS;  // the daemon is gone: no other client is left to tell
   std::ostringstream line;
   line << "fault pid=" << getpid() << " generation=" << state.mps.generation << " kernel=" << name << "\n";
   std::string answer;
   if (fake_mps::send_text(fd, line.str())) fake_mps::read_line(fd, &answer);
   close(fd);
-  return true;
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 }  // namespace fake_cuda

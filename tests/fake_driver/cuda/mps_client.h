@@ -54,10 +54,10 @@ inline CUresult mps_check(const MpsClient& client) {
   return client.terminated() ? CUDA_ERROR_MPS_CLIENT_TERMINATED : CUDA_SUCCESS;
 }
 
-// Whether a launch of kernel `name` in ctx is an MPS fault (a client, and a name beginning with
-// mps_fault); if so, poisons ctx, tells the daemon, and the launch returns
-// CUDA_ERROR_ILLEGAL_ADDRESS.
-bool mps_fault(DriverState& state, CUctx_st* ctx, const std::string& name);
+// What a launch of kernel `name` in ctx answers under MPS: CUDA_ERROR_MPS_CLIENT_TERMINATED
+// once the server ended; for an mps_fault* kernel in a client, CUDA_ERROR_ILLEGAL_ADDRESS after
+// poisoning ctx and telling the daemon; otherwise CUDA_SUCCESS (the launch goes on).
+CUresult mps_launch(DriverState& state, CUctx_st* ctx, const std::string& name);
 
 // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=4G,1=512M"; units K, M, G, T, binary, or plain bytes) into
 // limits; false with *error set when it does not parse.

@@ -161,6 +161,14 @@ bool ControlDaemon::open_socket(std::string* error) {
   return true;
 }
 
+bool ControlDaemon::write_pid_file(pid_t pid) const {
+  const std::string path = join_path(pipe_directory_, kPidFileName);
+  std::FILE* file = std::fopen(path.c_str(), "we");
+  if (file == nullptr) return false;
+  const bool written = std::fprintf(file, "%d\n", static_cast<int>(pid)) > 0;
+  return std::fclose(file) == 0 && written;
+}
+
 int ControlDaemon::run() {
   log("Starting control daemon using socket %s", join_path(pipe_directory_, kSocketName).c_str());
   while (!quitting_) {
@@ -325,6 +333,7 @@ void ControlDaemon::shut_down(const char* why) {
   end_server(why);
   unlink(join_path(pipe_directory_, kSocketName).c_str());
   unlink(join_path(pipe_directory_, kGenerationName).c_str());
+  unlink(join_path(pipe_directory_, kPidFileName).c_str());
   log("Exiting (%s)", why);
 }
 

@@ -31,6 +31,9 @@ class ControlDaemon {
   // and the listening socket. False, with *error set, when another daemon holds it or a file
   // cannot be made.
   bool claim(std::string* error);
+  // Writes <pipe directory>/nvidia-cuda-mps-control.pid: the pid of the process that serves
+  // (a daemonising parent writes its child's before it returns). False when it cannot.
+  bool write_pid_file(pid_t pid) const;
   // Serves until quit or a signal; returns the exit status (0).
   int run();
 

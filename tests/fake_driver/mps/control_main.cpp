@@ -74,7 +74,7 @@ int daemonise(fake_mps::ControlDaemon& daemon) {
     std::perror("nvidia-cuda-mps-control: fork");
     return 1;
   }
-  if (pid > 0) _exit(0);  // leaves the files to the child
+  if (pid > 0) _exit(daemon.write_pid_file(pid) ? 0 : 1);  // leaves the other files to the child
   setsid();
   const int null = open("/dev/null", O_RDWR);
   if (null >= 0) {
@@ -99,5 +99,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nvidia-cuda-mps-control: %s\n", error.c_str());
     return 1;
   }
-  return option == "-d" ? daemonise(daemon) : daemon.run();
+  if (option == "-d") return daemonise(daemon);
+  if (!daemon.write_pid_file(getpid())) {
+    std::fprintf(stderr, "nvidia-cuda-mps-control: cannot write its pid file in %s\n", pipe_directory.c_str());
+    return 1;
+  }
+  return daemon.run();
 }

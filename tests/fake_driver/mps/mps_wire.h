@@ -22,6 +22,8 @@ namespace fake_mps {
 // Files of the daemon inside its pipe directory.
 inline constexpr char kSocketName[] = "control";
 inline constexpr char kLockName[] = "control_lock";
+// The serving daemon's pid, as the real daemon writes it (removed when it stops).
+inline constexpr char kPidFileName[] = "nvidia-cuda-mps-control.pid";
 // 8 bytes, a std::atomic<uint64_t>: the generation of the daemon's current server. Clients map
 // it and compare it with the generation they connected under.
 inline constexpr char kGenerationName[] = "fake_server_generation";

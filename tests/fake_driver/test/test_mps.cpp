@@ -155,6 +155,19 @@ TEST_F(Mps, WithoutADaemonCuInitFailsWithConnectionFailed) {
   EXPECT_EQ(Connect(), CUDA_ERROR_MPS_CONNECTION_FAILED);
   EXPECT_EQ(fake_cuda_mps_client(nullptr), 0);
   EXPECT_EQ(cuDeviceGetCount(nullptr), CUDA_ERROR_NOT_INITIALIZED);
+
+  // A socket a killed daemon left behind: nothing listens on it.
+  ASSERT_TRUE(std::filesystem::create_directories(pipe_));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", Socket().c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  close(fd);
+  EXPECT_EQ(Connect(), CUDA_ERROR_MPS_CONNECTION_FAILED);
+  // A daemon started now replaces it.
+  StartDaemon();
+  EXPECT_EQ(Connect(), CUDA_SUCCESS);
 }
 
 TEST_F(Mps, WithoutThePipeDirectoryAProcessIsNoClient) {
@@ -232,6 +245,10 @@ TEST_F(Mps, ThePinnedLimitRefusesAllocationsBeyondIt) {
 
 TEST_F(Mps, QuitOnStdinStopsTheDaemonAndRemovesItsSocket) {
   const pid_t daemon = StartDaemon();
+  std::ifstream pid_file(pipe_ + "/nvidia-cuda-mps-control.pid");
+  int pid = 0;
+  EXPECT_TRUE(pid_file >> pid);
+  EXPECT_EQ(pid, daemon);
   std::string output;
   EXPECT_EQ(Control("get_server_list\nno_such_command 1\n", &output), 0);
   EXPECT_EQ(output, "Error: unknown command: no_such_command 1\n");  // no server yet: no pid
@@ -263,9 +280,14 @@ TEST_F(Mps, ASecondDaemonOnThePipeDirectoryIsRefused) {
 TEST_F(Mps, DaemonisedItListensWhenTheCommandReturns) {
   ASSERT_EQ(Run("-d", ""), 0);
   EXPECT_TRUE(Answers());
+  std::ifstream pid_file(pipe_ + "/nvidia-cuda-mps-control.pid");
+  int pid = 0;
+  ASSERT_TRUE(pid_file >> pid);
+  EXPECT_EQ(kill(pid, 0), 0);  // the daemon's, not the command's that returned
   EXPECT_EQ(Connect(), CUDA_SUCCESS);
   EXPECT_EQ(Control("quit\n"), 0);
   EXPECT_FALSE(std::filesystem::exists(Socket()));
+  EXPECT_FALSE(std::filesystem::exists(pipe_ + "/nvidia-cuda-mps-control.pid"));
 }
 
 // A client that connected, launched, and after the parent's word (a byte on `go`) tries again.
