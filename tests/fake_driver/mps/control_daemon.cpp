@@ -154,11 +154,16 @@ bool ControlDaemon::open_socket(std::string* error) {
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   unlink(path.c_str());  // left by a daemon that was killed (the lock says none runs)
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
-      listen(listen_fd_, 64) != 0) {
-    return *error = failure("cannot listen on", path), false;
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    return *error = failure("cannot bind", path), false;
   }
   return true;
+}
+
+bool ControlDaemon::listen_now(std::string* error) {
+  if (listen(listen_fd_, 64) == 0) return true;
+  *error = failure("cannot listen on", join_path(pipe_directory_, kSocketName));
+  return false;
 }
 
 bool ControlDaemon::write_pid_file(pid_t pid) const {

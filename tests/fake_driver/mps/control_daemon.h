@@ -28,9 +28,11 @@ class ControlDaemon {
   ControlDaemon& operator=(const ControlDaemon&) = delete;
 
   // Takes the pipe directory (creating it and the log directory): the lock, the generation file
-  // and the listening socket. False, with *error set, when another daemon holds it or a file
-  // cannot be made.
+  // and the socket, bound but not yet listening. False, with *error set, when another daemon
+  // holds it or a file cannot be made.
   bool claim(std::string* error);
+  // From now on clients can connect (and nothing can before: the pid file is written first).
+  bool listen_now(std::string* error);
   // Writes <pipe directory>/nvidia-cuda-mps-control.pid: the pid of the process that serves
   // (a daemonising parent writes its child's before it returns). False when it cannot.
   bool write_pid_file(pid_t pid) const;

@@ -6,6 +6,7 @@
 // CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps) and CUDA_MPS_LOG_DIRECTORY (default
 // /var/log/nvidia-mps) say where, as for the real one.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -67,14 +68,36 @@ int command_mode(const std::string& directory) {
   return 0;
 }
 
-// The parent returns once the child's socket listens (claim() made it before the fork).
-int daemonise(fake_mps::ControlDaemon& daemon) {
+// Writes the pid file, then listens: whoever can connect can read the daemon's pid.
+bool get_ready(fake_mps::ControlDaemon& daemon, pid_t server, const std::string& pipe_directory) {
+  std::string error;
+  if (!daemon.write_pid_file(server)) error = "cannot write its pid file in " + pipe_directory;
+  if (error.empty() && daemon.listen_now(&error)) return true;
+  std::fprintf(stderr, "nvidia-cuda-mps-control: %s\n", error.c_str());
+  return false;
+}
+
+// The parent returns once the child's socket listens (the socket is theirs alike), and the
+// child serves only after that.
+int daemonise(fake_mps::ControlDaemon& daemon, const std::string& pipe_directory) {
+  int ready[2];
+  if (pipe(ready) != 0) return 1;
   const pid_t pid = fork();
   if (pid < 0) {
     std::perror("nvidia-cuda-mps-control: fork");
     return 1;
   }
-  if (pid > 0) _exit(daemon.write_pid_file(pid) ? 0 : 1);  // leaves the other files to the child
+  if (pid > 0) {
+    const bool ok = get_ready(daemon, pid, pipe_directory);
+    if (!ok) kill(pid, SIGKILL);
+    char byte = 1;
+    if (ok && write(ready[1], &byte, 1) != 1) return 1;
+    _exit(ok ? 0 : 1);  // leaves the files to the child
+  }
+  close(ready[1]);
+  char byte = 0;
+  if (read(ready[0], &byte, 1) != 1) _exit(1);  // the parent failed
+  close(ready[0]);
   setsid();
   const int null = open("/dev/null", O_RDWR);
   if (null >= 0) {
@@ -99,10 +122,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nvidia-cuda-mps-control: %s\n", error.c_str());
     return 1;
   }
-  if (option == "-d") return daemonise(daemon);
-  if (!daemon.write_pid_file(getpid())) {
-    std::fprintf(stderr, "nvidia-cuda-mps-control: cannot write its pid file in %s\n", pipe_directory.c_str());
-    return 1;
-  }
-  return daemon.run();
+  if (option == "-d") return daemonise(daemon, pipe_directory);
+  return get_ready(daemon, getpid(), pipe_directory) ? daemon.run() : 1;
 }
