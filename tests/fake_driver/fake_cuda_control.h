@@ -72,10 +72,11 @@ int fake_cuda_proc_address_calls(void);
 /* Successful kernel launches: cuLaunchKernel*, cuLaunchKernelEx*, cuLaunchCooperativeKernel*. */
 unsigned long long fake_cuda_launch_count(void);
 
-/* Faults under FAKE_CUDA_FAULT_ON_UNMAPPED in this process: contexts poisoned because a kernel
+/* Faults in this process: contexts poisoned under FAKE_CUDA_FAULT_ON_UNMAPPED because a kernel
  * (cuLaunchKernel*, cuLaunchKernelEx*, cuLaunchCooperativeKernel*, cuGraphLaunch*, or a kernel
  * held behind a stream wait when it ran) or a held copy ran while VMM memory of the process was
- * unmapped. Each is also reported on stderr, one line beginning "fake libcuda: fault:". */
+ * unmapped, and by an mps_fault* kernel in an MPS client. Each is also reported on stderr, one
+ * line beginning "fake libcuda: fault:". */
 unsigned long long fake_cuda_faults(void);
 
 /* Simulated kernel time (ns) this process has placed on any device: kernels and graph
@@ -92,8 +93,25 @@ unsigned long long fake_cuda_device_kernels(int dev);
  * processes (in the past when it is idle). */
 long long fake_cuda_device_free_at_ns(int dev);
 
-/* Drops every object and charge, forgets cuInit, zeroes the process's counters and reads the
- * FAKE_CUDA_* environment again (mapping the FAKE_CUDA_SHARED_DEVICE it now names, which keeps
+/* What this process is as an MPS client (README.md, "MPS"): the settings cuInit read from
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_CLIENT_PRIORITY, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+ * and CUDA_MPS_PIPE_DIRECTORY, and the generation of the control daemon's server it connected
+ * to. Everything is zero (the percentage 100) in a process that is not a client: before cuInit,
+ * without CUDA_MPS_PIPE_DIRECTORY, or after fake_cuda_reset. */
+typedef struct fake_cuda_mps_client_info {
+  int connected;
+  int active_thread_percentage; /* 100 when unset */
+  int client_priority;
+  unsigned long long pinned_limit[16]; /* bytes per ordinal, 0: none */
+  char pipe_directory[256];
+  unsigned long long server_generation;
+} fake_cuda_mps_client_info;
+
+/* 1 when this process is an MPS client (and fills *out when out is not null), else 0. */
+int fake_cuda_mps_client(fake_cuda_mps_client_info* out);
+
+/* Drops every object and charge, forgets cuInit (an MPS client disconnects: the next cuInit
+ * connects again), zeroes the process's counters and reads the FAKE_CUDA_* environment again (mapping the FAKE_CUDA_SHARED_DEVICE it now names, which keeps
  * what other processes put there: only unlinking the object starts a shared timeline afresh).
  * For single-threaded test set-up: other threads' current contexts are forgotten as well (they
  * see no current context afterwards). */

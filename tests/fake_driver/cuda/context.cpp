@@ -48,8 +48,10 @@ CUresult synchronize_context(CUcontext ctx) {
   } else if (ctx->faulted) {
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
+  if (CUresult rc = mps_check(s->mps)) return rc;
   s.wait_until([&] { return s->is_live_context(ctx) ? context_completes_at(*s, ctx) : 0; });
   if (s->is_live_context(ctx) && ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

@@ -18,6 +18,24 @@ CUresult get_uuid(CUuuid* uuid, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+int attribute_value(CUdevice_attribute attribute, CUdevice dev, bool mps_client) {
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x19 + dev;
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: return mps_client ? 1 : 0;
+    // What the fake implements, so that callers probing for it take those paths.
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -30,6 +48,10 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
   if (s->timeline_status != CUDA_SUCCESS) {
     std::fprintf(stderr, "fake libcuda: %s\n", s->timeline.error().c_str());
     return s->timeline_status;
+  }
+  // An MPS client (CUDA_MPS_PIPE_DIRECTORY) connects to its control daemon first.
+  if (!s->initialized) {
+    if (CUresult rc = mps_connect(*s)) return rc;
   }
   s->initialized = true;
   return CUDA_SUCCESS;
@@ -78,20 +100,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, 
   if (CUresult rc = s.require_init()) return rc;
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!s->ledger.valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x19 + dev; break;
-    // What the fake implements, so that callers probing for it take those paths.
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 1; break;
-    default: *value = 0; break;
-  }
+  *value = attribute_value(attribute, dev, s->mps.connected);
   return CUDA_SUCCESS;
 }
 

@@ -43,6 +43,12 @@ ProcessTable::Row* DeviceLedger::own_row() {
 }
 
 bool DeviceLedger::try_charge(int dev, fake_cuda_charge charge, std::size_t bytes) {
+  const Device& device = devices_[dev];
+  if (device.limit != 0 && charge != FAKE_CUDA_CHARGE_CONTEXT && charge != FAKE_CUDA_CHARGE_MODULE) {
+    const std::size_t allocated =
+        used(dev) - device.held[FAKE_CUDA_CHARGE_CONTEXT] - device.held[FAKE_CUDA_CHARGE_MODULE];
+    if (bytes > device.limit || allocated > device.limit - bytes) return false;
+  }
   ProcessTable::Row* row = own_row();
   if (row == nullptr || !try_take(*table_, row, dev, bytes, devices_[dev].total)) return false;
   devices_[dev].held[charge] += bytes;

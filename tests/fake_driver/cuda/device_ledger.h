@@ -37,8 +37,15 @@ class DeviceLedger {
   // What every process sharing the device holds on it (this one included).
   std::size_t device_used(int dev);
 
-  // Takes bytes on dev, or nothing and false when the device lacks them (out of memory).
+  // Takes bytes on dev, or nothing and false when the device lacks them (out of memory), or when
+  // an allocation (any charge but the context's and the module's) would take this process past
+  // its limit on dev.
   bool try_charge(int dev, fake_cuda_charge charge, std::size_t bytes);
+  // The most this process may allocate on dev (an MPS client's pinned device memory limit);
+  // 0: none. Dropped by reset().
+  void set_limit(int dev, std::size_t bytes) {
+    if (dev >= 0 && dev < kMaxDevices) devices_[dev].limit = bytes;
+  }
   void release(int dev, fake_cuda_charge charge, std::size_t bytes);
 
   // This process's row in the table: the checkpoint state its driver calls honour (Session).
@@ -53,6 +60,7 @@ class DeviceLedger {
   struct Device {
     std::size_t total;
     std::array<std::size_t, FAKE_CUDA_CHARGE_COUNT> held;
+    std::size_t limit;  // 0: none
   };
   int device_count_ = 0;
   std::array<Device, kMaxDevices> devices_{};

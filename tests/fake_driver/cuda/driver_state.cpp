@@ -69,6 +69,7 @@ void DriverState::build() {
 void DriverState::reset() {
   ledger.detach();  // what this process held goes with the state, before the table is unmapped
   initialized = false;
+  mps.disconnect();
   ++generation;
   for (auto& primary : primary_contexts) primary.reset();
   created_contexts.clear();
@@ -85,6 +86,7 @@ void DriverState::reset() {
   graph_execs.clear();
   graph_pools = {};
   allocations.clear();
+  small_pages.clear();  // their charges went with the ledger's row
   while (!host_allocations.empty()) drop_host_block(host_allocations.begin());
   // Held work is dropped with the streams; a running progress thread finds nothing and ends.
   maybe_blocked = false;

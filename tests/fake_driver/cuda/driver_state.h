@@ -35,6 +35,7 @@
 #include "tests/fake_driver/cuda/device_memory.h"
 #include "tests/fake_driver/cuda/device_timeline.h"
 #include "tests/fake_driver/cuda/knobs.h"
+#include "tests/fake_driver/cuda/mps_client.h"
 
 namespace fake_cuda {
 
@@ -303,6 +304,7 @@ struct DriverState {
   DeviceLedger ledger;
   DeviceTimeline timeline;
   CUresult timeline_status = CUDA_SUCCESS;  // what cuInit answers when the timeline failed
+  MpsClient mps;  // connected at cuInit under CUDA_MPS_PIPE_DIRECTORY (mps_client.h)
 
   std::array<std::unique_ptr<CUctx_st>, kMaxDevices> primary_contexts;
   Registry<CUctx_st> created_contexts;

@@ -80,6 +80,7 @@ CUresult launch_graph(CUgraphExec exec, CUstream stream, DefaultStream zero) {
   if (!s->graph_execs.contains(exec)) return CUDA_ERROR_INVALID_VALUE;
   StreamQueue queue;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue)) return rc;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   if (s->fault_armed()) {  // FAKE_CUDA_FAULT_ON_UNMAPPED, as a kernel launch (kernel.cpp)
     s->fault(queue.context(), "graph launch");
     return CUDA_ERROR_ILLEGAL_ADDRESS;

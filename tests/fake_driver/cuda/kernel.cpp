@@ -2,7 +2,8 @@
 // validated, then "run" by run_kernel(), which places the kernel on its device's timeline and
 // returns at once, as a launch on a GPU does. Kernels touch no device memory's bytes; under
 // FAKE_CUDA_FAULT_ON_UNMAPPED a launch while VMM memory is unmapped faults instead
-// (CUDA_ERROR_ILLEGAL_ADDRESS, context poisoned: DriverState::fault).
+// (CUDA_ERROR_ILLEGAL_ADDRESS, context poisoned: DriverState::fault), and in an MPS client a
+// kernel named mps_fault* faults and ends the client's server (mps_client.h).
 //
 // How long a kernel takes comes from its name: "spin_<N>us" occupies the device for N
 // microseconds; any other name for FAKE_CUDA_KERNEL_US (default 0).
@@ -84,6 +85,8 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
     s->fault(queue.context(), "kernel launch");
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
+  // An MPS client whose server ended, or its mps_fault* kernel that ends it (mps_client.h).
+  if (CUresult rc = mps_launch(*s, queue.context(), function->name)) return rc;
   return run_kernel(*s, queue, function);
 }
 

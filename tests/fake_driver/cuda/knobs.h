@@ -39,6 +39,10 @@
 //                            library that maps it by itself): a comma list of `managed`,
 //                            `ipc`                                      default none
 //
+// Not knobs: an MPS client's CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
+// CUDA_MPS_CLIENT_PRIORITY and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT are read by cuInit, as the real
+// driver reads them (mps_client.h; README.md, "MPS").
+//
 // A number that is not plain decimal (or a device count out of range) keeps the default; an
 // unknown word in a list is ignored.
 #pragma once

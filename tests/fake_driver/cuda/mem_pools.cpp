@@ -97,6 +97,7 @@ CUresult allocate_async(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool,
   CUctx_st* ctx = nullptr;
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = s->stream_context(stream, &ctx, &stream_state)) return rc;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   if (pool == nullptr) {
     pool = s->current_pools[ctx->device];
   } else if (!s->pools.contains(pool)) {

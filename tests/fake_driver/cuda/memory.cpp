@@ -28,6 +28,7 @@ CUresult allocate(CUdeviceptr* dptr, std::size_t bytes, AllocationKind kind) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = s->current_context(&ctx)) return rc;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   Allocation allocation;
   allocation.size = bytes;
   allocation.device = ctx->device;

@@ -54,6 +54,7 @@ CUresult synchronize_stream(CUstream stream, DefaultStream zero) {
   CUstream_st* stream_state = nullptr;
   if (CUresult rc = StreamQueue::resolve(*s, stream, zero, &queue, &stream_state)) return rc;
   if (capturing(stream_state)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   // Looked up again after each poll: the stream may have been destroyed meanwhile (its work is
   // then no longer waited for).
   s.wait_until([&] {
@@ -63,6 +64,7 @@ CUresult synchronize_stream(CUstream stream, DefaultStream zero) {
   // Held work that ran meanwhile may have faulted (FAKE_CUDA_FAULT_ON_UNMAPPED).
   CUctx_st* ctx = nullptr;
   if (s->stream_context(stream, &ctx) == CUDA_ERROR_ILLEGAL_ADDRESS) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (CUresult rc = mps_check(s->mps)) return rc;  // the server ended meanwhile
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }
@@ -338,11 +340,13 @@ CUresult CUDAAPI cuEventSynchronize(CUevent event) {
   if (CUresult rc = s.require_init()) return rc;
   if (!s->events.contains(event)) return CUDA_ERROR_INVALID_HANDLE;
   if (event->ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   // The record waited for, even if the event is re-recorded or destroyed meanwhile.
   const Completion completion = event->completion;
   CUctx_st* ctx = event->ctx;
   s.wait_until([&] { return completion ? *completion : 0; });
   if (s->is_live_context(ctx) && ctx->faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   release_pool_reserves_on_sync(*s);
   return CUDA_SUCCESS;
 }

@@ -76,6 +76,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   Session s;
   if (CUresult rc = s.require_init()) return rc;
   if (CUresult rc = s->current_context_fault()) return rc;
+  if (CUresult rc = mps_check(s->mps)) return rc;
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranularity != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
