@@ -24,9 +24,9 @@ scheduler:
     gpus: [0]
     mps_control: {MPS_CONTROL}
 tenants:
-  - {{name: serve, priority: high, memory: 4GiB, compute: {{sm: 50%}}}}
-  - {{name: batch, priority: normal, memory: 2GiB, compute: {{sm: 25%}}}}
-  - {{name: train, spatial: false, compute: {{share: 50%}}}}
+  - {{name: serve, allow_env: true, gpus: [0], priority: high, memory: 4GiB, compute: {{sm: 50%}}}}
+  - {{name: batch, allow_env: true, gpus: [0], priority: normal, memory: 2GiB, compute: {{sm: 25%}}}}
+  - {{name: train, allow_env: true, gpus: [0], spatial: false, compute: {{share: 50%}}}}
 """
 
 
@@ -116,7 +116,7 @@ def test_without_its_control_program_spatial_tenants_time_slice_and_still_run():
 
 
 def test_a_process_that_brings_its_own_mps_server_runs_side_by_side():
-    config = CONFIG.replace("spatial:\n    gpus: [0]", "spatial:\n    gpus: [1]")
+    config = "scheduler: {quantum: 20ms}\ntenants:\n  - {name: batch, allow_env: true, memory: 2GiB}\n"
     with Scenario(config) as s:
         import subprocess
         own = os.path.join(s.workdir, "own-mps")
