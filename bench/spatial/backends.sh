@@ -134,13 +134,21 @@ wait_go() {
   done
 }
 
-# Waits for the run's workers; those still running well past the window are killed.
+# Waits for the run's workers; those still running well past the window (60 s past it once
+# they all started, a hung one after a fault among them) are killed.
 wait_workers() {
-  local deadline=$((SECONDS + MEASURE_S + 300)) p
+  local deadline=$((SECONDS + MEASURE_S + 300)) tight=0 p
   for p in "${pids[@]+"${pids[@]}"}"; do
-    while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+    while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do
+      if [ $tight = 0 ] && [ -e "$sync_dir/go" ]; then
+        tight=1
+        ((SECONDS + MEASURE_S + 60 < deadline)) && deadline=$((SECONDS + MEASURE_S + 60))
+      fi
+      sleep 0.2
+    done
     if kill -0 "$p" 2>/dev/null; then
-      echo "worker $p still running $((MEASURE_S + 300)) s on: killed" >>"$rundir/FAILED"
+      echo "worker $p ($(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null)) still running well past its window: killed" \
+        >>"$rundir/FAILED"
       kill "$p"; sleep 3; kill -9 "$p" 2>/dev/null
     fi
     wait "$p" 2>/dev/null

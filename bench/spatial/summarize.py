@@ -42,7 +42,11 @@ def smi_rows(path):
     with open(path) as f:
         for rec in csv.reader(f):
             if len(rec) >= 2 and rec[0].strip().isdigit():
-                rows.append({"pid": int(rec[0]), "used_mib": float(rec[1]),
+                try:
+                    used = float(rec[1])
+                except ValueError:  # "[N/A]" where the driver does not say
+                    used = None
+                rows.append({"pid": int(rec[0]), "used_mib": used,
                              "name": rec[2].strip() if len(rec) > 2 else ""})
     return rows
 
@@ -84,10 +88,15 @@ def report(path):
             if line.strip():
                 r = json.loads(line)
                 runs[(r["scenario"], r["variant"])][(r["config"], r["round"])][r["role"]] = r
+    broken = 0
     for (scenario, variant), by_run in runs.items():
-        for line in REPORTS[scenario](variant, by_run):
+        try:
+            lines = REPORTS[scenario](variant, by_run)
+        except Exception as e:  # noqa: BLE001 - one odd record must not hide the other scenarios
+            lines, broken = [f"ERRORS the summary failed: {type(e).__name__}: {e}"], broken + 1
+        for line in lines:
             print(f"{scenario}) {variant}: {line}")
-    return unexpected_errors(runs)
+    return 1 if broken else unexpected_errors(runs)
 
 
 def unexpected_errors(runs):

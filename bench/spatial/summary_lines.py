@@ -155,11 +155,15 @@ def beside_trainer(variant, by_run):
             lines.append(f"{cfg} round {r}: no status read{errors(run)}")
             continue
         a, b = gpu0_tenants(s0.get("status")), gpu0_tenants(s1.get("status"))
+        if not b:
+            lines.append(f"{cfg} round {r}: status listed no tenant under GPU 0{errors(run)}")
+            continue
         wall = s1["t"] - s0["t"]
-        dt = {n: b[n]["gpu_seconds"] - a.get(n, {}).get("gpu_seconds", 0.0) for n in b}
+        dt = {n: b[n].get("gpu_seconds", 0.0) - a.get(n, {}).get("gpu_seconds", 0.0) for n in b}
         group = [n for n in b if n != "trainer"]
         g_time, t_time = sum(dt[n] for n in group), dt.get("trainer", 0.0)
-        ach = ", ".join(f"{n} {b[n]['achieved_share']:.2f} (target {b[n]['share']:.2f})" for n in sorted(b))
+        ach = ", ".join(f"{n} {b[n].get('achieved_share', float('nan')):.2f} "
+                        f"(target {b[n].get('share', float('nan')):.2f})" for n in sorted(b))
         sv = services(run, "s")
         it = sum(x["it_per_s"] for x in sv if ok(x, "it_per_s"))
         tr = run.get("trainer", {})

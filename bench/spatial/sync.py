@@ -4,7 +4,8 @@ Every worker of one run gets SPATIAL_SYNC (a folder) and SPATIAL_N (how many wor
 A worker sets itself up and warms up, writes `ready.<pid>`, and keeps working while it waits;
 the first to see N ready files publishes `go` holding t0, a CLOCK_MONOTONIC time (one clock for
 every process on Linux) a little in the future, and every worker measures [t0, t0 + SECONDS).
-Without SPATIAL_SYNC a worker runs alone (N = 1). This file never touches the GPU.
+A worker that cannot start writes `abort.<pid>`, and the others stop waiting. Without
+SPATIAL_SYNC a worker runs alone (N = 1). This file never touches the GPU.
 """
 import json
 import os
@@ -50,7 +51,11 @@ class Barrier:
             return self.t0
         go = os.path.join(self.dir, "go")
         if not os.path.exists(go):
-            ready = [n for n in os.listdir(self.dir) if n.startswith("ready.")]
+            names = os.listdir(self.dir)
+            aborted = [n for n in names if n.startswith("abort.")]
+            if aborted:
+                raise RuntimeError(f"another worker could not start ({aborted[0]} in {self.dir})")
+            ready = [n for n in names if n.startswith("ready.")]
             if len(ready) < self.n:
                 if now() > self.deadline:
                     raise TimeoutError(f"only {len(ready)} of {self.n} workers became ready "
@@ -68,5 +73,10 @@ def emit(obj):
 
 
 def fail(kind, exc, **extra):
+    """Reports a worker that could not start, and releases the others waiting for it."""
+    sync_dir = os.environ.get("SPATIAL_SYNC")
+    if sync_dir and os.path.isdir(sync_dir):
+        with open(os.path.join(sync_dir, f"abort.{os.getpid()}"), "w") as f:
+            f.write(f"{kind}: {type(exc).__name__}: {exc}\n")
     emit(dict(worker=kind, pid=os.getpid(), error=f"{type(exc).__name__}: {exc}", **extra))
     sys.exit(1)
