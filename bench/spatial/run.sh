@@ -17,8 +17,9 @@
 #      mps, cuslice spatial): which survived, the errors the others got, and whether a new
 #      service starts afterwards.
 #
-#   bash bench/spatial/run.sh --cuslice PATH [ROUNDS]     # ROUNDS 2; about 8 minutes a round on an H200
-#   bash bench/spatial/run.sh --cuslice PATH --quick      # a) with ResNet-50 and b) only, about 3 minutes
+#   bash bench/spatial/run.sh --cuslice PATH [ROUNDS]       # ROUNDS 2; about 8 minutes a round on an H200
+#   bash bench/spatial/run.sh --cuslice PATH --quick [ROUNDS]  # a) with ResNet-50 and b) only; ROUNDS 1,
+#                                                              # about 3 minutes
 #
 # --cuslice PATH: the release tarball, an unpacked tarball or installation, or a build folder
 # (scripts/cuslice-tree.sh). Needs python3 (PYTHON) with torch and torchvision, and
@@ -37,7 +38,7 @@ OUT=${OUT:-$root/build-gpu/out}
 MEASURE_S=${MEASURE_S:-8}
 usage() { echo "usage: run.sh --cuslice PATH [--quick] [ROUNDS]"; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "no NVIDIA GPU here"; exit 2; }
-path="" quick=0 rounds=2
+path="" quick=0 rounds=""
 while (($#)); do
   case $1 in
     --cuslice) path=${2:?--cuslice needs a path}; shift 2 ;;
@@ -48,6 +49,7 @@ while (($#)); do
   esac
 done
 [ -n "$path" ] || { usage; exit 2; }
+[ -n "$rounds" ] || { [ $quick = 1 ] && rounds=1 || rounds=2; }
 [[ $MEASURE_S =~ ^[0-9]+$ ]] && ((MEASURE_S >= 4)) || { echo "MEASURE_S=$MEASURE_S: expected whole seconds, at least 4"; exit 2; }
 ((rounds >= 1)) || { echo "ROUNDS must be at least 1"; exit 2; }
 tree=$(cuslice_tree "$path") || exit 2

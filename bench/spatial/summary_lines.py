@@ -58,30 +58,36 @@ def ratio(a, b):
     return None if a is None or not b else a / b
 
 
+def alone_line(by_run, role, what):
+    rs = rounds(by_run, "alone")
+    good = [x for x in (by_run[("alone", r)].get(role) for r in rs) if ok(x, "it_per_s")]
+    return (f"alone: {what}{fmt([x['it_per_s'] for x in good], 1)} it/s, "
+            f"p50 {fmt([x['p50_ms'] for x in good], 3)} ms, p99 {fmt([x['p99_ms'] for x in good], 3)} ms"
+            + "".join(errors(by_run[("alone", r)]) for r in rs))
+
+
+def together_round(by_run, cfg, r):
+    """The services' summed it/s and worst p99 in one run, each also over alone (None: a
+    service had no figure)."""
+    sv = services(by_run[(cfg, r)], "s")
+    good = [x for x in sv if ok(x, "it_per_s")]
+    if not sv or len(good) != len(sv):
+        return None, None, None, None
+    total, worst = sum(x["it_per_s"] for x in good), max(x["p99_ms"] for x in good)
+    return (total, ratio(total, alone_value(by_run, r, "alone", "it_per_s")),
+            worst, ratio(worst, alone_value(by_run, r, "alone", "p99_ms")))
+
+
 def together(variant, by_run):
     lines = []
     for cfg in configs(by_run):
-        rs = rounds(by_run, cfg)
         if cfg == "alone":
-            recs = [by_run[(cfg, r)].get("alone") for r in rs]
-            good = [x for x in recs if ok(x, "it_per_s")]
-            lines.append(f"alone: {fmt([x['it_per_s'] for x in good], 1)} it/s, "
-                         f"p50 {fmt([x['p50_ms'] for x in good], 3)} ms, p99 {fmt([x['p99_ms'] for x in good], 3)} ms"
-                         + "".join(errors(by_run[(cfg, r)]) for r in rs))
+            lines.append(alone_line(by_run, "alone", ""))
             continue
-        agg, agg_ratio, p99, p99_ratio, errs = [], [], [], [], ""
-        for r in rs:
-            run = by_run[(cfg, r)]
-            sv = services(run, "s")
-            good = [x for x in sv if ok(x, "it_per_s")]
-            total = sum(x["it_per_s"] for x in good) if len(good) == len(sv) and sv else None
-            worst = max(x["p99_ms"] for x in good) if good and total is not None else None
-            agg.append(total)
-            agg_ratio.append(ratio(total, alone_value(by_run, r, "alone", "it_per_s")))
-            p99.append(worst)
-            p99_ratio.append(ratio(worst, alone_value(by_run, r, "alone", "p99_ms")))
-            errs += errors(run)
-        lines.append(f"{cfg}: {len(sv)} together, aggregate {fmt(agg, 1)} it/s = {fmt(agg_ratio)}x alone; "
+        rs = rounds(by_run, cfg)
+        agg, agg_ratio, p99, p99_ratio = zip(*(together_round(by_run, cfg, r) for r in rs))
+        errs = "".join(errors(by_run[(cfg, r)]) for r in rs)
+        lines.append(f"{cfg}: 4 together, aggregate {fmt(agg, 1)} it/s = {fmt(agg_ratio)}x alone; "
                      f"worst p99 {fmt(p99, 3)} ms = {fmt(p99_ratio)}x alone{errs}")
     return lines
 
@@ -117,11 +123,7 @@ def priority(variant, by_run):
     for cfg in configs(by_run):
         rs = rounds(by_run, cfg)
         if cfg == "alone":
-            recs = [by_run[(cfg, r)].get("hi") for r in rs]
-            good = [x for x in recs if ok(x, "p99_ms")]
-            lines.append(f"alone: high (batch 8) {fmt([x['it_per_s'] for x in good], 1)} it/s, "
-                         f"p99 {fmt([x['p99_ms'] for x in good], 3)} ms"
-                         + "".join(errors(by_run[(cfg, r)]) for r in rs))
+            lines.append(alone_line(by_run, "hi", "high (batch 8) "))
             continue
         hi_p99, hi_ratio, lows, lows_ratio, errs = [], [], [], [], ""
         for r in rs:
