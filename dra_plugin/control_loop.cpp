@@ -64,6 +64,7 @@ bool ControlLoop::enforceable(Clock::time_point& now) {
     scheduler_silent_ = false;
     if (state->generation != generation_) spdlog::info("scheduler (pid {}) found", state->pid);
     generation_ = state->generation;
+    spatial_gpus_ = state->spatial_gpus;
     preparer_.reconcile(*state);
   } else if (!scheduler_silent_) {
     spdlog::warn("{}; the slice lists no GPU after {} s of this", why, grace_seconds_);
@@ -77,7 +78,7 @@ ControlLoop::Clock::time_point ControlLoop::look() {
   const std::vector<node::GpuInfo> gpus = look_at_gpus();
   Clock::time_point now;
   const bool listed = enforceable(now);
-  publisher_.set(slice_spec(slice_, listed ? gpus : std::vector<node::GpuInfo>{}, 0));
+  publisher_.set(slice_spec(slice_, listed ? gpus : std::vector<node::GpuInfo>{}, 0, spatial_gpus_));
   return now;
 }
 

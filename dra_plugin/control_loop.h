@@ -50,6 +50,7 @@ class ControlLoop {
   bool scheduler_silent_ = false;
   Clock::time_point silent_since_;
   uint64_t generation_ = 0;  // the scheduler's segment, at the last answer
+  uint32_t spatial_gpus_ = 0;  // its spatial GPUs (bit g), at the last answer
 };
 
 }  // namespace cuslice::dra

@@ -68,13 +68,17 @@ std::optional<std::string> semantic_version(std::string_view text) {
 
 std::string slice_name(const std::string& node) { return node + "-" + kDriverName; }
 
-nlohmann::json slice_spec(const SliceOptions& o, const std::vector<node::GpuInfo>& gpus, int64_t pool_generation) {
+nlohmann::json slice_spec(const SliceOptions& o, const std::vector<node::GpuInfo>& gpus, int64_t pool_generation,
+                          uint32_t spatial_gpus) {
   nlohmann::json devices = nlohmann::json::array();
   const std::optional<std::string> driver = semantic_version(o.driver_version);
   for (const node::GpuInfo& g : gpus) {
     nlohmann::json attributes = {{"index", {{"int", g.index}}},
                                  {"uuid", {{"string", g.uuid}}},
-                                 {"productName", {{"string", g.name}}}};
+                                 {"productName", {{"string", g.name}}},
+                                 {"mode", {{"string", g.index < 32 && ((spatial_gpus >> g.index) & 1u) != 0
+                                                          ? "spatial"
+                                                          : "time-sliced"}}}};
     if (driver) attributes["driverVersion"] = {{"version", *driver}};
     if (g.compute_capability) {
       const auto [major, minor] = *g.compute_capability;

@@ -52,8 +52,11 @@ std::optional<std::string> semantic_version(std::string_view text);
 std::string slice_name(const std::string& node);
 
 // The slice's spec for these GPUs; `pool_generation` goes into spec.pool.generation. No GPU
-// (none found, or the scheduler is away and nothing could be enforced): no device.
+// (none found, or the scheduler is away and nothing could be enforced): no device. Each
+// device's `mode` attribute says how its tenants share it: "spatial" (bit g of
+// `spatial_gpus`: side by side, docs/design/spatial.md) or "time-sliced", for a claim's CEL
+// selector (`device.attributes["gpu.cuslice.io"].mode == "spatial"`).
 nlohmann::json slice_spec(const SliceOptions& options, const std::vector<node::GpuInfo>& gpus,
-                          int64_t pool_generation);
+                          int64_t pool_generation, uint32_t spatial_gpus = 0);
 
 }  // namespace cuslice::dra

@@ -151,6 +151,8 @@ bool SchedulerClient::read_other_tenants(SchedulerState& state, const std::strin
   }
   const SegmentSnapshot snapshot = take_snapshot(*segment);
   state.generation = snapshot.generation;
+  if (const shm::SpatialState* spatial = shm::spatial_state(*segment))
+    state.spatial_gpus = spatial->spatial_gpus.load(std::memory_order_relaxed);
   for (const TenantSnapshot& t : snapshot.tenants) {
     if (ours.count(t.name)) continue;
     // The scheduler holds the file's tenants and the plugin's, 64 in all; a retired one (gone

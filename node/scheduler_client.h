@@ -41,6 +41,7 @@ struct SchedulerState {
   std::vector<wire::PluginTenant> plugin_tenants;
   std::vector<OtherTenant> other_tenants;  // those that keep memory back (not preemptible)
   uint32_t other_tenant_count = 0;         // every tenant not the plugin's, preemptible or not
+  uint32_t spatial_gpus = 0;               // bit g: GPU g runs its tenants side by side
 };
 
 class SchedulerClient {

@@ -15,13 +15,19 @@ yaml() {
   local cfg=$1; shift
   case $cfg in
     cuslice-spatial)
-      printf 'scheduler:\n  spatial:\n    gpus: [0]\n'
+      printf 'scheduler:\n  spatial:\n    gpus: all\n'
       [ -n "${MPS_CONTROL:-}" ] && printf '    mps_control: %s\n' "$MPS_CONTROL" ;;
     cuslice-*) ;;
     *) return 0 ;;
   esac
   printf 'tenants:\n'
-  printf '  - %s\n' "$@"
+  # Joined by name (CUSLICE_TENANT); `sm` only where tenants run side by side.
+  local t
+  for t in "$@"; do
+    t=${t/\{name: /\{allow_env: true, name: }
+    [ "$cfg" = cuslice-spatial ] || t=$(sed -E 's/, compute: \{sm: [0-9]+%\}//; s/sm: [0-9]+%, ?//; s/, sm: [0-9]+%//' <<<"$t")
+    printf '  - %s\n' "$t"
+  done
 }
 
 mps_start() {

@@ -51,6 +51,7 @@ def test_the_slice_lists_each_gpu_with_its_capacity_and_attributes(make_node):
         assert a["uuid"]["string"].startswith("GPU-")
         uuids.add(a["uuid"]["string"])
         assert a["productName"]["string"]
+        assert a["mode"] == {"string": "time-sliced"}  # the test scheduler has no spatial GPU
         assert a["cudaComputeCapability"] == {"version": "9.0.0"}
         assert a["architecture"] == {"string": "hopper"}
         memory, compute = d["capacity"]["memory"], d["capacity"]["compute"]

@@ -58,6 +58,15 @@ TEST(ResourceSlice, OneSharedDevicePerGpuWithBothCapacities) {
   EXPECT_EQ(d["capacity"]["memory"]["value"], "78Gi");
   EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "256Mi");
   EXPECT_EQ(d["capacity"]["compute"]["requestPolicy"]["validRange"]["min"], "1");
+  EXPECT_EQ(d["attributes"]["mode"]["string"], "time-sliced");
+}
+
+TEST(ResourceSlice, SpatialGpusSaySoForCelSelectors) {
+  SliceOptions o;
+  o.node = "node-a";
+  const nlohmann::json spec = slice_spec(o, {gpu(0, 80 * GiB), gpu(1, 80 * GiB)}, 1, 0b10);
+  EXPECT_EQ(spec["devices"][0]["attributes"]["mode"]["string"], "time-sliced");
+  EXPECT_EQ(spec["devices"][1]["attributes"]["mode"]["string"], "spatial");
 }
 
 TEST(ResourceSlice, NoGpuNoDeviceAndAFullyReservedGpuIsLeftOut) {

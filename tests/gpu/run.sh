@@ -13,7 +13,8 @@
 #      lower-priority GEMM loop), context_reset (cudaDeviceReset and calls that wait in the
 #      driver below a higher-priority tenant), time_slices (the lower tenant's GPU time slices
 #      shortened and read back on this driver, a probe's p99 beside 5 ms kernels), cli_live
-#      (`cuslice run` and `cuslice status`).
+#      (`cuslice run` and `cuslice status`), spatial (tenants side by side through the MPS
+#      daemon the scheduler starts).
 # Without --cuslice the hook is built from this checkout (cmake and the CUDA toolkit suffice)
 # and the scheduler checks are skipped. --only NAME: scenarios of the memory suite and checks
 # whose name contains NAME. Needs nvcc; PyTorch (with torchvision for captures), JAX and CuPy
@@ -83,7 +84,7 @@ else
   python3 "$here/suite.py" --hook "$hook" --bin "$build/gpu-tests" --out "$OUT" || status=1
 fi
 
-checks=(smi_filter captures context_reset time_slices cli_live device_plugin dra_plugin)
+checks=(smi_filter captures context_reset time_slices cli_live spatial device_plugin dra_plugin)
 if [ -z "$tree" ]; then
   echo "SKIP: the scheduler checks (${checks[*]}) need cuslice-scheduler: pass --cuslice PATH"
   exit $status
@@ -97,6 +98,7 @@ for check in "${checks[@]}"; do
     context_reset) bash "$here/context_reset.sh" --cuslice "$tree" --runs 2 --phases 3 ;;
     time_slices) bash "$here/time_slices.sh" --cuslice "$tree" ;;
     cli_live) bash "$here/cli_live.sh" --cuslice "$tree" ;;
+    spatial) bash "$here/spatial.sh" --cuslice "$tree" ;;
     device_plugin) bash "$here/device_plugin.sh" --cuslice "$tree" ;;
     dra_plugin) bash "$here/dra_plugin.sh" --cuslice "$tree" ;;
   esac 2>&1 | tee "$OUT/$check.log"
