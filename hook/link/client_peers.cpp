@@ -6,6 +6,7 @@
 
 #include "hook/link/client.h"
 #include "hook/link/client_state.h"
+#include "protocol/socket_protocol.h"
 
 namespace cuslice::client {
 
@@ -18,7 +19,9 @@ Neighbours neighbours() noexcept {
   const shm::Tenant& own = att->segment->tenants[att->tenant];
   const uint32_t mine = own.priority.load(std::memory_order_relaxed);
   n.capped = own.limit_ppm.load(std::memory_order_relaxed) < 1'000'000;
-  n.lower_timeslice_us = att->segment->lower_timeslice_us.load(std::memory_order_relaxed);
+  // An MPS client's channels are its server's: their time slices are not the process's to set.
+  if ((att->reply_flags & wire::RegisterReply::kJoinMps) == 0)
+    n.lower_timeslice_us = att->segment->lower_timeslice_us.load(std::memory_order_relaxed);
   for (const shm::ProcessSlot& p : att->segment->processes) {
     if (p.state.load(std::memory_order_relaxed) != shm::ProcessSlot::kActive) continue;
     const uint32_t t = p.tenant.load(std::memory_order_relaxed);
