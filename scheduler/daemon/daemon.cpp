@@ -213,6 +213,7 @@ void Daemon::tenants_changed() {
 void Daemon::tenant_released() { scheduler_.reconfigure(); }
 
 void Daemon::watch_mps() {
+  usage_check_.set_mps_control(mps_.pid());
   if (mps_.fd() == mps_fd_) return;
   mps_fd_ = mps_.fd();
   if (mps_fd_ >= 0) watch(mps_fd_);

@@ -5,7 +5,10 @@
 
 namespace cuslice {
 
-std::optional<uint64_t> process_start_time(pid_t pid) {
+namespace {
+
+// Field `n` (3 or later) of /proc/<pid>/stat as a number.
+std::optional<uint64_t> stat_field(pid_t pid, int n) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   if (!std::getline(in, stat)) return std::nullopt;
@@ -15,7 +18,7 @@ std::optional<uint64_t> process_start_time(pid_t pid) {
   if (close == std::string::npos) return std::nullopt;
   std::istringstream rest(stat.substr(close + 1));
   std::string field;
-  for (int i = 3; i <= 22; ++i) {
+  for (int i = 3; i <= n; ++i) {
     if (!(rest >> field)) return std::nullopt;
   }
   try {
@@ -23,6 +26,15 @@ std::optional<uint64_t> process_start_time(pid_t pid) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+}  // namespace
+
+std::optional<uint64_t> process_start_time(pid_t pid) { return stat_field(pid, 22); }
+
+std::optional<pid_t> process_parent(pid_t pid) {
+  const std::optional<uint64_t> ppid = stat_field(pid, 4);
+  return ppid ? std::optional<pid_t>(static_cast<pid_t>(*ppid)) : std::nullopt;
 }
 
 std::string process_cgroup(pid_t pid) {

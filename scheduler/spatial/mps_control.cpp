@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -127,6 +128,18 @@ MpsControl::MpsControl(SharedSegment& segment, const SpatialSettings& settings, 
       log_dir_(settings.log_directory.empty() ? beside(socket_path, "mps-log") : settings.log_directory) {}
 
 MpsControl::~MpsControl() { stop(); }
+
+pid_t MpsControl::pid() const {
+  if (pid_ > 0) return pid_;
+  if (!adopted_) return 0;
+  FILE* f = std::fopen((pipe_dir_ + "/nvidia-cuda-mps-control.pid").c_str(), "r");
+  int value = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%d", &value) != 1) value = 0;
+    std::fclose(f);
+  }
+  return value > 0 ? value : 0;
+}
 
 void MpsControl::publish(uint32_t state) { segment_->spatial.mps_state.store(state, std::memory_order_release); }
 

@@ -42,6 +42,9 @@ class MpsControl {
   // Stops it (`quit` through the control pipe, then SIGTERM, then SIGKILL), waits for it.
   void stop();
   bool running() const { return pid_ > 0; }
+  // The control daemon's pid: the child's, or for one kept from before, what its pid file in
+  // the pipe directory says; 0 when none is known.
+  pid_t pid() const;
   const std::string& pipe_directory() const { return pipe_dir_; }
 
  private:

@@ -62,13 +62,16 @@ std::vector<WatchedTenant> UsageCheck::watched_tenants() const {
 void UsageCheck::on_reading() {
   std::optional<DriverPoller::Reading> reading = poller_ ? poller_->take() : std::nullopt;
   if (!reading) return;
-  const auto& driver = reading->processes;
+  auto& driver = reading->processes;
   if (!driver) {
     if (!error_logged_) spdlog::warn("usage watchdog: {}", reading->error);
     error_logged_ = true;
     return;
   }
   error_logged_ = false;
+  if (mps_control_ > 0)
+    for (auto& gpu : *driver)
+      std::erase_if(gpu, [this](const DriverProcess& p) { return process_parent(p.pid) == mps_control_; });
 
   // NVML names processes by pid alone: one is a registered process only if it is the very
   // process that registered (its start time too), never a later one that got its pid.

@@ -39,6 +39,9 @@ class UsageCheck {
   int start();
   // Takes the newest reading and acts on it.
   void on_reading();
+  // The MPS control daemon of the spatial GPUs (0: none): the MPS servers it starts hold
+  // memory for their clients and are in no tenant, and are not reported.
+  void set_mps_control(pid_t pid) { mps_control_ = pid; }
   // Each card's memory as NVML said at start(); 0 where unknown (no NVML).
   const std::array<uint64_t, shm::kMaxGpus>& card_sizes() const { return card_; }
 
@@ -56,6 +59,7 @@ class UsageCheck {
   UsageWatchdog watchdog_;
   std::unordered_map<pid_t, uint64_t> started_;  // the last reading's registered processes' start times
   bool error_logged_ = false;
+  pid_t mps_control_ = 0;
 };
 
 }  // namespace cuslice

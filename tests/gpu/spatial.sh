@@ -91,7 +91,10 @@ check "every job computes the right product" [ "$(field a correct)$(field b corr
 check "a tensor past a spatial tenant's 6 GiB quota gets torch.OutOfMemoryError" [ "$(field a refused_past_quota)$(field b refused_past_quota)" = TrueTrue ]
 check "both spatial tenants held the token at once" [ $both = 1 ]
 check "the scheduler logged its MPS control daemon" grep -q "MPS control daemon .* serves" "$work/scheduler.log"
+control=$(cat "$work/mps/nvidia-cuda-mps-control.pid" 2>/dev/null)
+check "the control daemon wrote its pid beside the tenant socket" [ -n "$control" ]
+check "no MPS server is reported as a process without the hook" bash -c "! grep -q 'in no tenant' '$work/scheduler.log'"
 kill "$daemon"; wait "$daemon" 2>/dev/null; daemon=""
-check "the control daemon stopped with the scheduler" bash -c "! pgrep -f 'nvidia-cuda-mps-control -f' >/dev/null"
+check "the control daemon stopped with the scheduler" bash -c "[ -n '$control' ] && ! kill -0 '$control' 2>/dev/null"
 [ $failed = 0 ] || { echo "--- scheduler log"; cat "$work/scheduler.log"; for j in a b t; do echo "--- $j"; tail -5 "$work/$j.err"; done; }
 exit $failed
