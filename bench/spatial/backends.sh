@@ -14,7 +14,7 @@
 yaml() {
   local cfg=$1; shift
   case $cfg in
-    cuslice-spatial)
+    cuslice-spatial*)
       printf 'scheduler:\n  spatial:\n    gpus: all\n'
       [ -n "${MPS_CONTROL:-}" ] && printf '    mps_control: %s\n' "$MPS_CONTROL" ;;
     cuslice-*) ;;
@@ -25,7 +25,7 @@ yaml() {
   local t
   for t in "$@"; do
     t=${t/\{name: /\{allow_env: true, name: }
-    [ "$cfg" = cuslice-spatial ] || t=$(sed -E 's/, compute: \{sm: [0-9]+%\}//; s/sm: [0-9]+%, ?//; s/, sm: [0-9]+%//' <<<"$t")
+    [[ $cfg == cuslice-spatial* ]] || t=$(sed -E 's/, compute: \{sm: [0-9]+%\}//; s/sm: [0-9]+%, ?//; s/, sm: [0-9]+%//' <<<"$t")
     printf '  - %s\n' "$t"
   done
 }
@@ -101,6 +101,11 @@ begin_run() {
     alone | native) ;;
     mps*) mps_start >"$why" 2>&1 || { mv "$why" "$rundir/FAILED"; cat "$rundir/FAILED"; return 1; } ;;
     cuslice-*)
+      # cuslice-in-mps: time-sliced tenants whose processes are clients of an MPS daemon the
+      # user started (the application's own), as a user who runs `cuslice run` inside MPS.
+      if [ "$config" = cuslice-in-mps ]; then
+        mps_start >"$why" 2>&1 || { mv "$why" "$rundir/FAILED"; cat "$rundir/FAILED"; return 1; }
+      fi
       printf '%s\n' "$6" >"$rundir/cuslice.yaml"
       sched_start >"$why" 2>&1 || { mv "$why" "$rundir/FAILED"; cat "$rundir/FAILED"; return 1; } ;;
     *) echo "unknown configuration $config" >"$rundir/FAILED"; return 1 ;;
@@ -120,7 +125,8 @@ worker() {
            SPATIAL_SYNC="$sync_dir" SPATIAL_N="$n_sync")
   case $config in
     mps*) e+=(CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe") ;;
-    cuslice-*) e+=(LD_PRELOAD="$tree/lib/libcuslice.so" CUSLICE_SOCKET="$rundir/cuslice.sock" CUSLICE_TENANT="$tenant") ;;
+    cuslice-*) e+=(LD_PRELOAD="$tree/lib/libcuslice.so" CUSLICE_SOCKET="$rundir/cuslice.sock" CUSLICE_TENANT="$tenant")
+      [ "$config" = cuslice-in-mps ] && e+=(CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe") ;;
   esac
   "${e[@]}" "${extra[@]+"${extra[@]}"}" "$@" >"$rundir/$role.out" 2>"$rundir/$role.err" &
   pids+=($!)

@@ -4,11 +4,13 @@
 # the MPS daemon the scheduler starts), the configurations alternated within each round:
 #   a) 4 inference services (ResNet-50 batch 1, then a BERT-base-sized encoder batch 1, seq
 #      128; fp16, CUDA graphs): aggregate it/s over one service alone, worst p99 over alone;
+#      also cuslice-in-mps: time-sliced tenants whose processes are clients of an MPS daemon
+#      the user started themselves;
 #   b) three GEMM tenants limited to 50/25/25% of the SMs (compute.sm; MPS: the clients'
 #      CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): each one's share of the total throughput;
 #   c) a high-priority ResNet-50 batch-8 service beside three low batch-1 ones (mps, mps with
-#      CUDA_MPS_CLIENT_PRIORITY=1 for the lows, cuslice spatial with priorities): high's p99
-#      over alone, the lows' it/s over theirs under plain mps;
+#      CUDA_MPS_CLIENT_PRIORITY=1 for the lows, cuslice spatial with priorities, and with the
+#      lows also at `sm: 30%`): high's p99 over alone, the lows' it/s over theirs under plain mps;
 #   d) a spatial group of two services beside a time-sliced GEMM trainer (`spatial: false`),
 #      shares 25+25/50: the GPU time shares `cuslice status --json` reports, the throughputs;
 #   e) four spatial services with 4 GiB quotas: the memory nvidia-smi shows for each, and a
@@ -87,7 +89,7 @@ scenario_a() { # MODEL ROUND
   local m=$1 r=$2 cfg
   begin_run a "$m" alone "$r" 1 && services "$m" 1 "$MEASURE_S" alone
   end_run
-  for cfg in native mps cuslice-timesliced cuslice-spatial; do
+  for cfg in native mps cuslice-timesliced cuslice-spatial cuslice-in-mps; do
     begin_run a "$m" "$cfg" "$r" 4 "$(yaml "$cfg" '{name: s1, memory: 8GiB}' '{name: s2, memory: 8GiB}' \
       '{name: s3, memory: 8GiB}' '{name: s4, memory: 8GiB}')" && services "$m" 1 "$MEASURE_S" s1 s2 s3 s4
     end_run
@@ -112,10 +114,13 @@ scenario_c() { # ROUND
   local cfg l prio
   begin_run c priority alone "$1" 1 && services resnet50 8 "$MEASURE_S" hi
   end_run
-  for cfg in mps mps-prio cuslice-spatial; do
+  # cuslice-spatial-sm: the low services also bound to 30% of the SMs each, room left for the high one.
+  for cfg in mps mps-prio cuslice-spatial cuslice-spatial-sm; do
+    local low='priority: low'
+    [ "$cfg" = cuslice-spatial-sm ] && low='priority: low, compute: {sm: 30%}'
     begin_run c priority "$cfg" "$1" 4 "$(yaml "$cfg" '{name: hi, memory: 8GiB, priority: high}' \
-      '{name: l1, memory: 8GiB, priority: low}' '{name: l2, memory: 8GiB, priority: low}' \
-      '{name: l3, memory: 8GiB, priority: low}')" || { end_run; continue; }
+      "{name: l1, memory: 8GiB, $low}" "{name: l2, memory: 8GiB, $low}" \
+      "{name: l3, memory: 8GiB, $low}")" || { end_run; continue; }
     services resnet50 8 "$MEASURE_S" hi
     prio=()
     [ "$cfg" = mps-prio ] && prio=(CUDA_MPS_CLIENT_PRIORITY=1)
@@ -164,17 +169,17 @@ scenario_f() { # ROUND
   done
 }
 
+# SCENARIOS: the scenarios to run (letters), e.g. SCENARIOS=cd; default all, or a and b with --quick.
+scenarios=${SCENARIOS:-$([ $quick = 1 ] && echo ab || echo abcdef)}
 for r in $(seq 1 "$rounds"); do
   echo "== round $r"
-  scenario_a resnet50 "$r"
-  if [ $quick = 0 ]; then scenario_a encoder "$r"; fi
-  scenario_b "$r"
-  if [ $quick = 0 ]; then
-    scenario_c "$r"
-    scenario_d "$r"
-    scenario_e "$r"
-    scenario_f "$r"
-  fi
+  [[ $scenarios == *a* ]] && scenario_a resnet50 "$r"
+  [[ $scenarios == *a* && $quick = 0 ]] && scenario_a encoder "$r"
+  [[ $scenarios == *b* ]] && scenario_b "$r"
+  [[ $scenarios == *c* ]] && scenario_c "$r"
+  [[ $scenarios == *d* ]] && scenario_d "$r"
+  [[ $scenarios == *e* ]] && scenario_e "$r"
+  [[ $scenarios == *f* ]] && scenario_f "$r"
 done
 
 find "$work/runs" -name '*.sock' -delete 2>/dev/null

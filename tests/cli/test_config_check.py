@@ -44,7 +44,7 @@ tenants:
         f"{path}:3:17: bad `metrics_port` `70000`: expected a TCP port from 1 to 65535",
         f"{path}:8:15: bad priority `urgent`: expected high, normal or low",
         f"{path}:9:22: the tenants' shares add up to 110%, more than 100%",
-        f"{path}:10:5: unknown key `colour` (expected one of: name, priority, memory, compute, match, allow_env, on_violation, preemptible, gpus, host_pool)",
+        f"{path}:10:5: unknown key `colour` (expected one of: name, priority, memory, compute, match, allow_env, on_violation, preemptible, gpus, host_pool, spatial)",
     ]
 
 

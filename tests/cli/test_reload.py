@@ -36,7 +36,7 @@ def test_reload_of_a_bad_file_lists_every_error_and_keeps_the_running_tenants(ru
     assert result.stderr.splitlines() == [
         f"{scheduler.config}:2:25: bad priority `soon`: expected high, normal or low",
         f"{scheduler.config}:3:5: a tenant needs a `name`",
-        f"{scheduler.config}:3:6: unknown key `nme` (expected one of: name, priority, memory, compute, match, allow_env, on_violation, preemptible, gpus, host_pool)",
+        f"{scheduler.config}:3:6: unknown key `nme` (expected one of: name, priority, memory, compute, match, allow_env, on_violation, preemptible, gpus, host_pool, spatial)",
         f"cuslice reload: {scheduler.config} has errors; the scheduler keeps its running configuration",
     ]
     assert tenant_names(run_cuslice, scheduler) == ["a"]
