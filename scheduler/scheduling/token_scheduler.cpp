@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "protocol/futex.h"
@@ -107,24 +108,27 @@ Nanos TokenScheduler::step(Nanos now, uint64_t suspended) {
       policy.adopt(taker, now);
     }
     const TokenPolicy::Decision d = policy.step(now, activity_[g]);
-    // The group's members all hold the token while the group does (shm::kSpatialGroup).
-    const uint32_t published = d.holder == kGroupEntry ? shm::kSpatialGroup : d.holder;
-    if (gs.holder.load(std::memory_order_relaxed) != published) {
-      gs.holder.store(published, std::memory_order_release);
-      gs.grant_seq.fetch_add(1, std::memory_order_release);
-      gs.handoffs.fetch_add(1, std::memory_order_relaxed);
-      if (d.holder < shm::kMaxTenants)
-        segment_->tenants[d.holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
-      for (uint64_t m = d.holder == kGroupEntry ? members_[g] : 0; m != 0; m &= m - 1)
-        segment_->tenants[__builtin_ctzll(m)].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
-      futex_wake_all(&gs.grant_seq);
-      spdlog::debug("gpu {}: token -> {}", g, name(d.holder));
-    }
+    publish_holder(g, d.holder);
     wake = std::min(wake, d.wake_at);
     if (d.holder != held_[g].tenant) held_[g] = {d.holder, now, now};
     if (spdlog::should_log(spdlog::level::debug)) log_long_hold(g, d.holder, waiting[g], now);
   }
   return wake;
+}
+
+void TokenScheduler::publish_holder(uint32_t g, uint32_t holder) {
+  shm::GpuState& gs = segment_->gpus[g];
+  // The group's members all hold the token while the group does (shm::kSpatialGroup).
+  const uint32_t published = holder == kGroupEntry ? shm::kSpatialGroup : holder;
+  if (gs.holder.load(std::memory_order_relaxed) == published) return;
+  gs.holder.store(published, std::memory_order_release);
+  gs.grant_seq.fetch_add(1, std::memory_order_release);
+  gs.handoffs.fetch_add(1, std::memory_order_relaxed);
+  if (holder < shm::kMaxTenants) segment_->tenants[holder].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
+  for (uint64_t m = holder == kGroupEntry ? members_[g] : 0; m != 0; m &= m - 1)
+    segment_->tenants[__builtin_ctzll(m)].gpu[g].token_grants.fetch_add(1, std::memory_order_relaxed);
+  futex_wake_all(&gs.grant_seq);
+  spdlog::debug("gpu {}: token -> {}", g, name(holder));
 }
 
 void TokenScheduler::log_long_hold(uint32_t g, uint32_t holder, uint64_t waiting, Nanos now) {
@@ -142,17 +146,23 @@ void TokenScheduler::log_long_hold(uint32_t g, uint32_t holder, uint64_t waiting
                 std::chrono::duration_cast<std::chrono::milliseconds>(now - held_[g].since).count(), procs);
 }
 
+std::optional<int> TokenScheduler::entry_priority(uint32_t g, uint32_t entry) const {
+  // A member's priority within its group counts as the group's: the group is one tenant here.
+  if (entry == kGroupEntry) return members_[g] != 0 ? std::optional<int>(group_priority(g)) : std::nullopt;
+  const std::vector<TenantParams>& params = tenants_.params(g);
+  if (entry >= params.size() || !params[entry].present) return std::nullopt;
+  return params[entry].priority;
+}
+
 uint32_t TokenScheduler::outranking_waiter(uint32_t g, uint64_t waiting) const {
   const TokenPolicy& policy = policies_[g];
   const std::vector<TenantParams>& params = tenants_.params(g);
   // Nobody has work on the GPU: the policy's own choice among the waiting tenants stands.
   const uint32_t owner = policy.holder() != kNoHolder ? policy.holder() : policy.draining();
-  // A member's priority within its group counts as the group's: the group is one tenant here.
-  const auto priority_of = [&](uint32_t entry) { return entry == kGroupEntry ? group_priority(g) : params[entry].priority; };
-  const auto present = [&](uint32_t entry) { return entry == kGroupEntry ? members_[g] != 0 : params[entry].present; };
-  if (owner > kGroupEntry || (owner < kGroupEntry && owner >= params.size()) || !present(owner)) return kNoHolder;
+  const std::optional<int> owner_priority = entry_priority(g, owner);
+  if (!owner_priority) return kNoHolder;
   uint32_t best = kNoHolder;
-  int floor = priority_of(owner);
+  int floor = *owner_priority;
   const uint64_t others = owner == kGroupEntry ? waiting & ~members_[g] : waiting & ~(uint64_t{1} << owner);
   for (uint64_t rest = others & ~members_[g]; rest != 0; rest &= rest - 1) {
     const uint32_t t = static_cast<uint32_t>(__builtin_ctzll(rest));

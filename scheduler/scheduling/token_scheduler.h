@@ -12,6 +12,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "scheduler/scheduling/share_window.h"
@@ -54,6 +55,12 @@ class TokenScheduler {
   // Among the tenants in `waiting`, the one of highest priority that outranks whoever has
   // work on GPU g and is not capped, or kNoHolder (shm_protocol.h, "Priority takeover").
   uint32_t outranking_waiter(uint32_t g, uint64_t waiting) const;
+  // Stores GPU g's holder (a tenant, the spatial group, or nobody) in the segment, and wakes
+  // the waiters, when it changed.
+  void publish_holder(uint32_t g, uint32_t holder);
+  // The priority of policy entry `entry` on GPU g (a tenant, or the group), or nothing when
+  // no tenant is there.
+  std::optional<int> entry_priority(uint32_t g, uint32_t entry) const;
   // The highest priority among GPU g's spatial group.
   int group_priority(uint32_t g) const;
   // A policy entry's name for the log: a tenant's, or the spatial group's.
