@@ -142,6 +142,7 @@ struct SpatialSettings {
   std::string log_directory;   // empty: `mps-log` beside the tenant socket
 
   bool any() const { return all_gpus || gpu_mask != 0; }
+  bool operator==(const SpatialSettings&) const = default;
   bool on_gpu(uint32_t gpu) const { return all_gpus || (gpu < 32 && ((gpu_mask >> gpu) & 1u)); }
   // Whether every GPU of `tenant_gpus` (a TenantConfig::gpu_mask; 0: all) is spatial: only
   // then do the tenant's processes join MPS, which would hide the other GPUs from them.

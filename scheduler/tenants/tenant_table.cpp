@@ -212,6 +212,11 @@ ReloadOutcome TenantTable::reload() {
   if (result.config.scheduler.metrics_port != config_.scheduler.metrics_port ||
       result.config.scheduler.metrics_address != config_.scheduler.metrics_address)
     spdlog::warn("scheduler.metrics_port or metrics_address changed: it takes effect when the scheduler restarts");
+  // The MPS control daemon serves the spatial GPUs it was started for: they stay until a restart.
+  if (result.config.scheduler.spatial != config_.scheduler.spatial) {
+    spdlog::warn("scheduler.spatial changed: it takes effect when the scheduler restarts");
+    result.config.scheduler.spatial = config_.scheduler.spatial;
+  }
   config_ = std::move(result.config);
   outcome.ok = true;
   return outcome;

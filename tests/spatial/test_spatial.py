@@ -133,3 +133,13 @@ def test_a_process_that_brings_its_own_mps_server_runs_side_by_side():
         finally:
             control.send_signal(signal.SIGTERM)
             control.wait(timeout=10)
+
+
+def test_a_reload_keeps_the_spatial_gpus_the_control_daemon_serves():
+    with Scenario(CONFIG) as s:
+        s.daemon.config.write_text(CONFIG.replace("gpus: [0]\n    mps_control", "gpus: all\n    mps_control"))
+        s.daemon.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: "scheduler.spatial changed: it takes effect when the scheduler restarts" in s.daemon.log_text(),
+                 10, "the reload's warning")
+        assert s.status()["gpus"][0]["mode"] == "spatial"
+        assert mps_of(s.worker("serve"))[0] == 1, "the running configuration's spatial GPUs stay"
