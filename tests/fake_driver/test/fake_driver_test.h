@@ -3,8 +3,13 @@
 
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +39,39 @@ class ScopedKnobs {
 
  private:
   std::vector<const char*> names_;
+};
+
+// The child processes a test forks: each one waited for, and those still running at the end
+// killed, so that no test leaves a process behind.
+class ChildProcesses {
+ public:
+  ~ChildProcesses() { KillAll(); }
+  // Forks a process that exits with what body returns.
+  pid_t Spawn(std::function<int()> body) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(body());
+    Adopt(pid);
+    return pid;
+  }
+  // A child forked elsewhere, to be killed at the end if it still runs.
+  void Adopt(pid_t pid) { children_.push_back(pid); }
+  // Its exit status, or 128 + the signal that ended it.
+  int WaitExit(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::erase(children_, pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  void KillAll() {
+    for (pid_t pid : children_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    children_.clear();
+  }
+
+ private:
+  std::vector<pid_t> children_;
 };
 
 class FakeDriverTest : public ::testing::Test {

@@ -64,10 +64,7 @@ class Checkpoint : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (pid_t pid : children_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
+    children_.KillAll();
     for (const char* knob : {"FAKE_CUDA_SHARED_DEVICE", "FAKE_CUDA_CHECKPOINT_MS_PER_GIB",
                              "FAKE_CUDA_CHECKPOINT_REFUSE", "FAKE_CUDA_CHECKPOINT_FAIL",
                              "FAKE_CUDA_HIDDEN_BLOCKERS"}) {
@@ -85,20 +82,8 @@ class Checkpoint : public ::testing::Test {
            cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
   }
 
-  // Forks a process that exits with what body returns.
-  pid_t Spawn(std::function<int()> body) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(body());
-    children_.push_back(pid);
-    return pid;
-  }
-
-  int WaitExit(pid_t pid) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::erase(children_, pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  pid_t Spawn(std::function<int()> body) { return children_.Spawn(std::move(body)); }
+  int WaitExit(pid_t pid) { return children_.WaitExit(pid); }
 
   void Kill(pid_t pid) {
     kill(pid, SIGKILL);
@@ -143,7 +128,7 @@ class Checkpoint : public ::testing::Test {
   }
 
   std::string name_;
-  std::vector<pid_t> children_;
+  ChildProcesses children_;
 };
 
 TEST_F(Checkpoint, StatesOfProcessesThatAreNotThere) {

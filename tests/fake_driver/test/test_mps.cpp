@@ -35,10 +35,7 @@ class Mps : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (pid_t pid : children_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
+    children_.KillAll();
     if (std::filesystem::exists(Socket())) Control("quit\n");  // a daemon started with -d
     for (const char* name : {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
                              "CUDA_MPS_CLIENT_PRIORITY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
@@ -91,7 +88,7 @@ class Mps : public ::testing::Test {
       execl(FAKE_TEST_MPS_CONTROL, FAKE_TEST_MPS_CONTROL, "-f", static_cast<char*>(nullptr));
       _exit(127);
     }
-    children_.push_back(pid);
+    children_.Adopt(pid);
     const auto deadline = std::chrono::steady_clock::now() + kPatience;
     while (!Answers() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -100,20 +97,8 @@ class Mps : public ::testing::Test {
     return pid;
   }
 
-  // Forks a process that exits with what body returns.
-  pid_t Spawn(std::function<int()> body) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(body());
-    children_.push_back(pid);
-    return pid;
-  }
-
-  int WaitExit(pid_t pid) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::erase(children_, pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  pid_t Spawn(std::function<int()> body) { return children_.Spawn(std::move(body)); }
+  int WaitExit(pid_t pid) { return children_.WaitExit(pid); }
 
   // This process as a client of the test's pipe directory (the fake started afresh).
   CUresult Connect(std::initializer_list<std::pair<const char*, const char*>> settings = {}) {
@@ -131,7 +116,7 @@ class Mps : public ::testing::Test {
   }
 
   std::string root_, pipe_, log_;
-  std::vector<pid_t> children_;
+  ChildProcesses children_;
 };
 
 CUcontext UsePrimary() {

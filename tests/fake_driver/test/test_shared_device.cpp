@@ -32,10 +32,7 @@ class SharedDevice : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (pid_t pid : children_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
+    children_.KillAll();
     unsetenv("FAKE_CUDA_SHARED_DEVICE");
     fake_cuda_reset();
     shm_unlink(("/" + name_).c_str());
@@ -62,20 +59,8 @@ class SharedDevice : public ::testing::Test {
     return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
   }
 
-  // Forks a process that exits with what body returns (body starts the fake afresh: Start).
-  pid_t Spawn(std::function<int()> body) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(body());
-    children_.push_back(pid);
-    return pid;
-  }
-
-  int WaitExit(pid_t pid) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::erase(children_, pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  pid_t Spawn(std::function<int()> body) { return children_.Spawn(std::move(body)); }
+  int WaitExit(pid_t pid) { return children_.WaitExit(pid); }
 
   // Creates the shared object by hand, as a creator that died at some point would leave it.
   int CreateObject(off_t size) {
@@ -88,7 +73,7 @@ class SharedDevice : public ::testing::Test {
   }
 
   std::string name_;
-  std::vector<pid_t> children_;
+  ChildProcesses children_;
 };
 
 TEST_F(SharedDevice, KernelsOfTwoProcessesTakeTurnsOnTheDevice) {
