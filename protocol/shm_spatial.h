@@ -43,11 +43,9 @@ struct alignas(64) SpatialState {
   // registration and by the CLI.
   std::atomic<uint32_t> mps_state;
   enum : uint32_t { kMpsOff = 0, kMpsRunning = 1, kMpsStarting = 2, kMpsFailed = 3 };
-  // Times the control daemon was started, and times an MPS server ended with clients still
-  // connected (one client's fault ends every client of its server). Monotonic.
+  // Times the control daemon was started. Monotonic.
   std::atomic<uint32_t> mps_starts;
-  std::atomic<uint32_t> mps_server_faults;
-  uint32_t reserved0[12];
+  uint32_t reserved0[13];
   // CUDA_MPS_PIPE_DIRECTORY of the control daemon: written once, before the segment is
   // published; empty without spatial GPUs.
   char mps_pipe_directory[kPathSize];

@@ -34,18 +34,15 @@ class MpsControl {
   void start();
   // The control daemon's pidfd, readable once it exited; -1 while none runs.
   int fd() const { return pidfd_; }
-  // The pidfd was readable: reaps it, counts a server fault when clients were connected,
-  // and arranges the restart.
+  // The pidfd was readable: reaps it and arranges the restart.
   void on_exit();
   // Called a few times a second: starts the control daemon again once its back-off passed.
   void tick(Nanos now);
   // Stops it (`quit` through the control pipe, then SIGTERM, then SIGKILL), waits for it.
   void stop();
-  bool running() const { return pid_ > 0; }
   // The control daemon's pid: the child's, or for one kept from before, what its pid file in
   // the pipe directory says; 0 when none is known.
   pid_t pid() const;
-  const std::string& pipe_directory() const { return pipe_dir_; }
 
  private:
   // fork + exec of `mps_control -f` with its environment; false when it cannot start.
